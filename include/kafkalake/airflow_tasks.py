@@ -1,0 +1,121 @@
+"""The tasks of a topic's DAG: pre-flight offsets check, Spark ingest, table registration.
+
+Connections are looked up when a task runs, never at parse time.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+from airflow.sdk import BaseHook
+from airflow.sdk.exceptions import AirflowNotFoundException
+
+from kafkalake import kafka_client, offsets
+from kafkalake.catalog import TopicConfig
+from kafkalake.jars import jar_files
+from kafkalake.paths import ENV_CATALOG, ENV_LAKE_ROOT, jobs_dir
+from kafkalake.spark_config import topic_conf
+
+log = logging.getLogger(__name__)
+
+#: The embedded default: every core of the Airflow worker's machine.
+LOCAL_SPARK_MASTER = "local[*]"
+
+
+def kafka_config_for(conn_id: str) -> dict[str, str]:
+    """librdkafka settings from an Airflow connection (extra = librdkafka settings)."""
+    conn = BaseHook.get_connection(conn_id)
+    return kafka_client.librdkafka_config(conn_id, conn.host, conn.port, conn.extra_dejson)
+
+
+def check_new_offsets(topic_name: str, checkpoint: str, kafka_conn_id: str) -> bool:
+    """ShortCircuit callable: true when the ingest job has work to do."""
+    config = kafka_config_for(kafka_conn_id)
+    decision = offsets.decide(
+        offsets.read_checkpoint(Path(checkpoint), topic_name),
+        offsets.end_offsets(config, topic_name),
+    )
+    log.info("topic %s: %s; lag per partition %s", topic_name, decision.reason, decision.lag or "unknown")
+    if not decision.run:
+        log.info("skipping the Spark job: the table already holds every offset Kafka has")
+    return decision.run
+
+
+class TopicSparkSubmitOperator(SparkSubmitOperator):  # type: ignore[misc]  # provider is untyped
+    """spark-submit of one of the project's jobs for one topic.
+
+    Two guarantees on top of the provider's operator: when the Spark connection is missing it runs
+    on ``local[*]`` (the provider would silently submit to YARN), and jars are local files
+    resolved at set-up (no ``--packages``, no network at run time).
+    """
+
+    def __init__(
+        self, *, topic: TopicConfig, job: str, catalog_file: Path, lake_root: Path, **kwargs: Any
+    ) -> None:
+        kwargs.setdefault("driver_memory", "1g")
+        super().__init__(
+            application=str(jobs_dir() / job),
+            application_args=["--topic", topic.name],
+            conf=topic_conf(topic, lake_root),
+            name=f"kafkalake-{Path(job).stem}-{topic.name}",
+            **kwargs,
+        )
+        self.env_vars: dict[str, str] | None
+        self.topic_name = topic.name
+        self.catalog_file = str(catalog_file)
+        self.lake_root = str(lake_root)
+
+    def _use_local_spark_if_undefined(self) -> None:
+        try:
+            BaseHook.get_connection(self._conn_id)
+        except AirflowNotFoundException:
+            # Defining it through the environment-variable secrets backend, in this task's process
+            # only, is the provider's own lookup path: it then never reaches its YARN default.
+            os.environ[f"AIRFLOW_CONN_{self._conn_id.upper()}"] = json.dumps(
+                {"conn_type": "spark", "host": LOCAL_SPARK_MASTER}
+            )
+            self.log.warning(
+                "connection %r is not defined: running Spark on %s. Define it to use a cluster, "
+                'e.g. AIRFLOW_CONN_%s=\'{"conn_type": "spark", "host": "spark://host:7077"}\'',
+                self._conn_id,
+                LOCAL_SPARK_MASTER,
+                self._conn_id.upper(),
+            )
+
+    def _job_environment(self) -> dict[str, str]:
+        venv_bin = str(Path(sys.executable).parent)
+        return {
+            ENV_CATALOG: self.catalog_file,
+            ENV_LAKE_ROOT: self.lake_root,
+            # spark-submit and the driver's Python come from the environment Airflow runs in.
+            "PATH": venv_bin + os.pathsep + os.environ.get("PATH", ""),
+            "PYSPARK_PYTHON": sys.executable,
+            "PYSPARK_DRIVER_PYTHON": sys.executable,
+        }
+
+    def execute(self, context: Any) -> None:
+        self._use_local_spark_if_undefined()
+        self.jars = ",".join(str(p) for p in jar_files("spark"))
+        self.env_vars = {**self._job_environment(), **(self.env_vars or {})}
+        super().execute(context)
+
+
+class IngestOperator(TopicSparkSubmitOperator):
+    """The ingest job, handed its Kafka settings in a private file (secrets never on a command line)."""
+
+    def __init__(self, *, kafka_conn_id: str, **kwargs: Any) -> None:
+        super().__init__(job="ingest_topic.py", **kwargs)
+        self.kafka_conn_id = kafka_conn_id
+
+    def execute(self, context: Any) -> None:
+        java_config = kafka_client.java_client_config(kafka_config_for(self.kafka_conn_id))
+        self.log.info("Kafka client settings: %s", kafka_client.redacted(java_config))
+        with kafka_client.config_file(java_config) as path:
+            self.env_vars = {**(self.env_vars or {}), kafka_client.ENV_CLIENT_CONFIG_FILE: str(path)}
+            super().execute(context)

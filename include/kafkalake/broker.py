@@ -1,0 +1,244 @@
+"""A real single-node Kafka broker (KRaft, combined broker + controller) on loopback.
+
+Run from Apache Kafka's own jars (resolved by ``kafkalake.jars``); the demo and the tests use it.
+
+    python -m kafkalake.broker start [--dir .kafka] [--port 9092]
+    python -m kafkalake.broker stop  [--dir .kafka]
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import contextlib
+import logging
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kafkalake.jars import jar_files
+from kafkalake.paths import REPO_ROOT
+
+log = logging.getLogger(__name__)
+
+_LOG4J2 = """\
+status = warn
+appender.file.type = File
+appender.file.name = file
+appender.file.fileName = {log_file}
+appender.file.layout.type = PatternLayout
+appender.file.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = INFO
+rootLogger.appenderRef.file.ref = file
+logger.kafka.name = kafka
+logger.kafka.level = WARN
+logger.apache.name = org.apache.kafka
+logger.apache.level = WARN
+"""
+
+
+class BrokerError(RuntimeError):
+    pass
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _port_open(port: int) -> bool:
+    with socket.socket() as sock:
+        sock.settimeout(0.5)
+        return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
+@dataclass
+class LocalKafka:
+    """A broker whose data, config and logs live in ``directory``.
+
+    Ports default to free ones picked at start; the demo pins 9092 so users can reach it.
+    """
+
+    directory: Path
+    port: int = 0
+    controller_port: int = 0
+    heap: str = "1G"
+    extra_config: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def _pid_file(self) -> Path:
+        return self.directory / "broker.pid"
+
+    @property
+    def log_file(self) -> Path:
+        return self.directory / "broker.log"
+
+    def _server_properties(self) -> str:
+        settings = {
+            "process.roles": "broker,controller",
+            "node.id": "1",
+            "controller.quorum.bootstrap.servers": f"127.0.0.1:{self.controller_port}",
+            "listeners": f"PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{self.controller_port}",
+            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
+            "controller.listener.names": "CONTROLLER",
+            "inter.broker.listener.name": "PLAINTEXT",
+            "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+            "log.dirs": str(self.directory / "data"),
+            "num.partitions": "1",
+            "offsets.topic.replication.factor": "1",
+            "transaction.state.log.replication.factor": "1",
+            "transaction.state.log.min.isr": "1",
+            "share.coordinator.state.topic.replication.factor": "1",
+            "share.coordinator.state.topic.min.isr": "1",
+            "group.initial.rebalance.delay.ms": "0",
+            "auto.create.topics.enable": "false",
+            **self.extra_config,
+        }
+        return "".join(f"{k}={v}\n" for k, v in settings.items())
+
+    def running_pid(self) -> int | None:
+        try:
+            pid = int(self._pid_file.read_text())
+            os.kill(pid, 0)
+        except (FileNotFoundError, ValueError, ProcessLookupError, PermissionError):
+            return None
+        return pid
+
+    def start(self, timeout: float = 90.0) -> LocalKafka:
+        """Format (first time only) and start the broker; return once it serves metadata."""
+        self.directory.mkdir(parents=True, exist_ok=True)
+        if self.running_pid() is not None:
+            self._load_ports()
+            self._wait_ready(timeout)
+            log.info("broker already running at %s", self.bootstrap_servers)
+            return self
+        self.port = self.port or _free_port()
+        self.controller_port = self.controller_port or _free_port()
+        for port in (self.port, self.controller_port):
+            if _port_open(port):
+                raise BrokerError(f"port {port} is taken: stop what uses it or pick another with --port")
+        props = self.directory / "server.properties"
+        props.write_text(self._server_properties())
+        (self.directory / "log4j2.properties").write_text(_LOG4J2.format(log_file=self.log_file))
+        java = shutil.which("java")
+        if java is None:
+            raise BrokerError("java is not on PATH: install a JDK 17 and set JAVA_HOME")
+        classpath = os.pathsep.join(str(p) for p in jar_files("kafka"))
+        if not (self.directory / "data" / "meta.properties").exists():
+            cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+            subprocess.run(
+                [
+                    java,
+                    "-cp",
+                    classpath,
+                    "kafka.tools.StorageTool",
+                    "format",
+                    "--standalone",
+                    "-t",
+                    cluster_id,
+                    "-c",
+                    str(props),
+                ],
+                check=True,
+                capture_output=True,
+                text=True,
+            )
+        with self.log_file.open("ab") as out:
+            process = subprocess.Popen(
+                [
+                    java,
+                    f"-Xmx{self.heap}",
+                    "-Xms256m",
+                    "-XX:+UseG1GC",
+                    "-Djava.awt.headless=true",
+                    f"-Dlog4j2.configurationFile={self.directory / 'log4j2.properties'}",
+                    "-cp",
+                    classpath,
+                    "kafka.Kafka",
+                    str(props),
+                ],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,  # outlives the command that started it; stopped by pid
+            )
+        self._pid_file.write_text(str(process.pid))
+        (self.directory / "ports").write_text(f"{self.port} {self.controller_port}\n")
+        try:
+            self._wait_ready(timeout, process)
+        except BrokerError:
+            self.stop()
+            raise
+        log.info("broker ready at %s (pid %d)", self.bootstrap_servers, process.pid)
+        return self
+
+    def _load_ports(self) -> None:
+        port, controller = (self.directory / "ports").read_text().split()
+        self.port, self.controller_port = int(port), int(controller)
+
+    def _wait_ready(self, timeout: float, process: subprocess.Popen[bytes] | None = None) -> None:
+        from confluent_kafka.admin import AdminClient
+
+        deadline = time.monotonic() + timeout
+        admin = AdminClient({"bootstrap.servers": self.bootstrap_servers, "log_level": 0})
+        while time.monotonic() < deadline:
+            if process is not None and process.poll() is not None:
+                raise BrokerError(f"broker exited with {process.returncode}; see {self.log_file}")
+            if _port_open(self.port):
+                with contextlib.suppress(Exception):
+                    if admin.list_topics(timeout=2).brokers:
+                        return
+            time.sleep(0.5)
+        raise BrokerError(f"broker not ready after {timeout:.0f}s; see {self.log_file}")
+
+    def stop(self, timeout: float = 30.0) -> None:
+        pid = self.running_pid()
+        if pid is None:
+            return
+        os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and self.running_pid() is not None:
+            time.sleep(0.2)
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, os.WNOHANG)
+        if self.running_pid() is not None:
+            os.kill(pid, signal.SIGKILL)
+        self._pid_file.unlink(missing_ok=True)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Start or stop the local Kafka broker.")
+    parser.add_argument("action", choices=["start", "stop", "status"])
+    parser.add_argument("--dir", type=Path, default=REPO_ROOT / ".kafka", help="data and log folder")
+    parser.add_argument("--port", type=int, default=9092)
+    parser.add_argument("--controller-port", type=int, default=9093)
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    broker = LocalKafka(args.dir.resolve(), args.port, args.controller_port)
+    if args.action == "start":
+        broker.start()
+        print(broker.bootstrap_servers)
+    elif args.action == "stop":
+        broker.stop()
+    else:
+        pid = broker.running_pid()
+        print(f"running, pid {pid}" if pid else "stopped")
+        return 0 if pid else 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

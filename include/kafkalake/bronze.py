@@ -1,0 +1,74 @@
+"""The bronze stream: one Kafka topic into one append-only Delta table, exactly once.
+
+Exactly once comes from two pieces working together: the checkpoint records which offsets each
+micro-batch covers before the batch is written, and Delta's streaming sink records each batch id
+with the commit, so a batch replayed after a crash is recognised and not written twice.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from kafkalake.catalog import TopicConfig
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.streaming import StreamingQuery
+
+#: Bronze columns, in order. Key and value stay binary: bronze keeps the bytes exactly.
+BRONZE_COLUMNS = (
+    "key",
+    "value",
+    "headers",
+    "topic",
+    "partition",
+    "offset",
+    "kafka_timestamp",
+    "kafka_timestamp_type",
+    "ingested_at",
+)
+
+
+def source_options(topic: TopicConfig, client_config: Mapping[str, str]) -> dict[str, str]:
+    """Options for Spark's Kafka source; Java client settings take the ``kafka.`` prefix."""
+    options = {
+        "subscribe": topic.name,
+        "startingOffsets": topic.starting_offsets,
+        "failOnDataLoss": str(topic.fail_on_data_loss).lower(),
+        "includeHeaders": "true",
+        **{f"kafka.{k}": v for k, v in client_config.items()},
+    }
+    if topic.max_offsets_per_trigger is not None:
+        options["maxOffsetsPerTrigger"] = str(topic.max_offsets_per_trigger)
+    return options
+
+
+def to_bronze(kafka_rows: DataFrame) -> DataFrame:
+    from pyspark.sql import functions as F
+
+    return kafka_rows.select(
+        "key",
+        "value",
+        "headers",
+        "topic",
+        "partition",
+        "offset",
+        F.col("timestamp").alias("kafka_timestamp"),
+        F.col("timestampType").alias("kafka_timestamp_type"),
+        F.current_timestamp().alias("ingested_at"),
+    )
+
+
+def start_ingest(spark: SparkSession, topic: TopicConfig, client_config: Mapping[str, str]) -> StreamingQuery:
+    """Start the availableNow stream: everything new since the checkpoint, then stop."""
+    source = spark.readStream.format("kafka").options(**source_options(topic, client_config)).load()
+    return (
+        to_bronze(source)
+        .writeStream.format("delta")
+        .queryName(f"kafkalake_bronze_{topic.table}")
+        .outputMode("append")
+        .option("checkpointLocation", topic.checkpoint_path)
+        .trigger(availableNow=True)
+        .start(topic.path)
+    )

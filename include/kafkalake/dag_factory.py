@@ -1,0 +1,130 @@
+"""One Airflow DAG per catalog topic.
+
+Parse-time work is reading the catalog file and environment variables: no database, no
+connection, no network. Tasks: ``check_new_offsets`` >> ``ingest`` >> ``register_table``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import MutableMapping
+from datetime import timedelta
+from typing import Any
+
+import pendulum
+from airflow.providers.standard.operators.python import PythonOperator, ShortCircuitOperator
+from airflow.sdk import DAG
+
+from kafkalake.airflow_tasks import IngestOperator, TopicSparkSubmitOperator, check_new_offsets
+from kafkalake.catalog import Catalog, CatalogError, TopicConfig, load_catalog
+from kafkalake.durations import format_duration
+from kafkalake.paths import catalog_path, lake_root
+
+log = logging.getLogger(__name__)
+
+#: Set to 1 (tests, CI) to fail on the first broken topic instead of building the others.
+ENV_STRICT = "KAFKALAKE_STRICT"
+ERRORS_DAG_ID = "kafkalake_catalog_errors"
+START_DATE = pendulum.datetime(2025, 1, 1, tz="UTC")
+RETRIES = 3
+RETRY_DELAY = timedelta(minutes=1)
+
+DOC = """\
+### Kafka topic `{name}` → Delta table `{table}`
+
+Lands every new record of the topic in the bronze table at `{path}`, exactly once.
+Runs every **{interval}** (freshness SLA {sla} / 3, rounded down to the minute).
+
+1. `check_new_offsets` compares Kafka's end offsets with the table's checkpoint and skips the
+   rest when nothing is new (no Spark job, no new table version).
+2. `ingest` runs `jobs/ingest_topic.py` with `spark-submit` (`trigger(availableNow=True)`): it
+   reads from the checkpoint at `{checkpoint}` to the end offsets seen at start, then stops.
+3. `register_table` makes the table queryable as `{table}`.
+
+**On-call.** Every task is safe to clear and re-run: a retried or killed ingest resumes from its
+checkpoint and writes no row twice. Never delete or move the checkpoint: that would re-read Kafka
+from `{starting}` and duplicate rows. If the job fails with *data loss* (offsets expired in Kafka
+before they were read), the missing offsets are gone from Kafka; see the README's runbook section.
+"""
+
+
+def dag_for(topic: TopicConfig, catalog: Catalog, lake: Any) -> DAG:
+    interval = topic.run_interval
+    dag = DAG(
+        dag_id=topic.dag_id,
+        description=f"Kafka topic {topic.name} → Delta {topic.qualified_table}",
+        schedule=interval,
+        start_date=START_DATE,
+        catchup=False,
+        max_active_runs=1,
+        doc_md=DOC.format(
+            name=topic.name,
+            table=topic.qualified_table,
+            path=topic.path,
+            checkpoint=topic.checkpoint_path,
+            interval=format_duration(interval),
+            sla=format_duration(topic.freshness_sla),
+            starting=topic.starting_offsets,
+        ),
+        tags=sorted({"kafkalake", "kafka", "delta", *topic.tags}),
+        default_args={
+            "owner": topic.owner,
+            "retries": RETRIES,
+            "retry_delay": RETRY_DELAY,
+            "retry_exponential_backoff": 2.0,
+            # Backoff never pushes a retry past the next scheduled run.
+            "max_retry_delay": min(interval, timedelta(minutes=30)),
+        },
+    )
+    with dag:
+        preflight = ShortCircuitOperator(
+            task_id="check_new_offsets",
+            python_callable=check_new_offsets,
+            op_kwargs={
+                "topic_name": topic.name,
+                "checkpoint": topic.checkpoint_path,
+                "kafka_conn_id": topic.kafka_conn_id,
+            },
+            execution_timeout=timedelta(minutes=5),
+        )
+        spark_args = {"topic": topic, "catalog_file": catalog.file, "lake_root": lake}
+        ingest = IngestOperator(task_id="ingest", kafka_conn_id=topic.kafka_conn_id, **spark_args)
+        register = TopicSparkSubmitOperator(task_id="register_table", job="register_table.py", **spark_args)
+        preflight >> ingest >> register
+    return dag
+
+
+def _errors_dag(errors: list[CatalogError]) -> DAG:
+    """A DAG that makes broken catalog entries visible in the UI while the others keep running."""
+
+    def fail() -> None:
+        raise CatalogError(errors[0].file, "broken topics:\n" + "\n".join(str(e) for e in errors))
+
+    text = "\n".join(f"- {e}" for e in errors)
+    with DAG(
+        dag_id=ERRORS_DAG_ID,
+        schedule=None,
+        start_date=START_DATE,
+        tags=["kafkalake", "error"],
+        doc_md=f"### These catalog entries have no DAG until fixed\n\n{text}",
+    ) as dag:
+        PythonOperator(task_id="report_catalog_errors", python_callable=fail)
+    return dag
+
+
+def build_dags(strict: bool | None = None) -> dict[str, DAG]:
+    """All DAGs of the catalog named by the environment, keyed by dag_id, in a stable order."""
+    strict = os.environ.get(ENV_STRICT, "0") == "1" if strict is None else strict
+    lake = lake_root()
+    catalog = load_catalog(catalog_path(), lake, strict=strict)
+    dags = {topic.dag_id: dag_for(topic, catalog, lake) for topic in catalog.topics}
+    if catalog.errors:
+        for error in catalog.errors:
+            log.error("no DAG for this catalog entry: %s", error)
+        dags[ERRORS_DAG_ID] = _errors_dag(list(catalog.errors))
+    return dags
+
+
+def register_dags(namespace: MutableMapping[str, Any]) -> None:
+    namespace.update(build_dags())

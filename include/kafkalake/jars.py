@@ -1,0 +1,199 @@
+"""Resolve the project's JVM jars from Maven Central once, into a git-ignored folder.
+
+Two sets: ``spark`` (Delta and the Kafka connector, handed to spark-submit with ``--jars``) and
+``kafka`` (Apache Kafka's broker, for the local KRaft broker). After resolution nothing is
+fetched at run time: Spark jobs get plain file paths, never ``--packages``.
+
+pyspark ships an Ivy jar; we drive it directly so a fresh machine needs only Java and the venv.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from importlib.metadata import version
+from pathlib import Path
+from xml.sax.saxutils import quoteattr
+
+from kafkalake.paths import jars_dir
+
+log = logging.getLogger(__name__)
+
+SCALA_BINARY = "2.13"
+KAFKA_VERSION = "4.2.0"
+# Spark's own log4j version, so the broker logs the same way the Spark jobs do.
+LOG4J_VERSION = "2.25.4"
+
+_JAR_NAME = re.compile(r"^(?P<name>.+?)-(?P<version>\d+(?:\.\d+)+.*)\.jar$")
+
+
+class JarsMissingError(RuntimeError):
+    """The jars were never resolved on this machine."""
+
+
+@dataclass(frozen=True)
+class Coordinate:
+    org: str
+    name: str
+    rev: str
+
+    def __str__(self) -> str:
+        return f"{self.org}:{self.name}:{self.rev}"
+
+
+def pyspark_jars_dir() -> Path:
+    import pyspark
+
+    return Path(pyspark.__file__).parent / "jars"
+
+
+def spark_coordinates() -> list[Coordinate]:
+    """Delta and the Kafka connector, named from the installed Python packages.
+
+    Same rule as ``delta.pip_utils.configure_spark_with_delta_pip``: the Delta artifact carries the
+    Spark major.minor, so Python package and jar can never drift apart.
+    """
+    spark_version = version("pyspark")
+    spark_minor = ".".join(spark_version.split(".")[:2])
+    return [
+        Coordinate("io.delta", f"delta-spark_{spark_minor}_{SCALA_BINARY}", version("delta-spark")),
+        Coordinate("org.apache.spark", f"spark-sql-kafka-0-10_{SCALA_BINARY}", spark_version),
+    ]
+
+
+def kafka_coordinates() -> list[Coordinate]:
+    # The broker's SLF4J binding is compile-only in Kafka's pom: add one, or it logs nothing.
+    return [
+        Coordinate("org.apache.kafka", f"kafka_{SCALA_BINARY}", KAFKA_VERSION),
+        Coordinate("org.apache.logging.log4j", "log4j-slf4j2-impl", LOG4J_VERSION),
+        Coordinate("org.apache.logging.log4j", "log4j-core", LOG4J_VERSION),
+    ]
+
+
+def ivy_module_xml(sets: Mapping[str, Sequence[Coordinate]]) -> str:
+    confs = "".join(f'<conf name="{name}"/>' for name in sets)
+    deps = "".join(
+        f"<dependency org={quoteattr(c.org)} name={quoteattr(c.name)} rev={quoteattr(c.rev)}"
+        f' conf="{conf}->default(runtime)"/>'
+        for conf, coords in sets.items()
+        for c in coords
+    )
+    return (
+        '<ivy-module version="2.0"><info organisation="kafkalake" module="jars"/>'
+        f"<configurations>{confs}</configurations><dependencies>{deps}</dependencies></ivy-module>"
+    )
+
+
+def artifact_name(jar_file: str) -> str | None:
+    match = _JAR_NAME.match(jar_file)
+    return match.group("name") if match else None
+
+
+def drop_jars_spark_ships(spark_dir: Path, shipped: Path) -> list[str]:
+    """Remove resolved jars whose artifact pyspark already has: Spark's own copy wins anyway."""
+    shipped_names = {artifact_name(p.name) for p in shipped.glob("*.jar")} - {None}
+    dropped = []
+    for jar in sorted(spark_dir.glob("*.jar")):
+        if artifact_name(jar.name) in shipped_names:
+            jar.unlink()
+            dropped.append(jar.name)
+    return dropped
+
+
+def _marker(target: Path) -> Path:
+    return target / "resolved.txt"
+
+
+def _wanted() -> dict[str, list[Coordinate]]:
+    return {"spark": spark_coordinates(), "kafka": kafka_coordinates()}
+
+
+def _describe(sets: dict[str, list[Coordinate]]) -> str:
+    return "\n".join(f"{conf} {c}" for conf, coords in sets.items() for c in coords) + "\n"
+
+
+def is_resolved(target: Path | None = None) -> bool:
+    target = target or jars_dir()
+    marker = _marker(target)
+    return marker.exists() and marker.read_text() == _describe(_wanted())
+
+
+def resolve(target: Path | None = None, *, force: bool = False) -> Path:
+    """Fetch both jar sets into ``target`` unless they are already there for these versions."""
+    target = target or jars_dir()
+    sets = _wanted()
+    if is_resolved(target) and not force:
+        log.info("jars already resolved in %s", target)
+        return target
+    ivy_jar = next(pyspark_jars_dir().glob("ivy-*.jar"), None)
+    if ivy_jar is None:
+        raise JarsMissingError(f"no ivy jar in {pyspark_jars_dir()}: is pyspark installed?")
+    java = shutil.which("java")
+    if java is None:
+        raise JarsMissingError("java is not on PATH: install a JDK 17 and set JAVA_HOME")
+    target.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        module = Path(tmp) / "ivy.xml"
+        module.write_text(ivy_module_xml(sets))
+        for conf in sets:
+            shutil.rmtree(target / conf, ignore_errors=True)
+        cmd = [
+            java,
+            "-jar",
+            str(ivy_jar),
+            "-ivy",
+            str(module),
+            "-confs",
+            *sets,
+            "-cache",
+            str(target / "ivy-cache"),
+            "-types",
+            "jar",
+            "bundle",
+            "-retrieve",
+            str(target / "[conf]" / "[artifact]-[revision](-[classifier]).[ext]"),
+        ]
+        log.info("resolving jars from Maven Central: %s", _describe(sets).replace("\n", "; "))
+        done = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        if done.returncode != 0:
+            raise JarsMissingError(
+                f"Ivy could not resolve the jars (exit {done.returncode}):\n{done.stdout[-4000:]}"
+                f"\n{done.stderr[-2000:]}"
+            )
+    dropped = drop_jars_spark_ships(target / "spark", pyspark_jars_dir())
+    log.info("left out %d jars pyspark already ships", len(dropped))
+    _marker(target).write_text(_describe(sets))
+    return target
+
+
+def jar_files(conf: str, target: Path | None = None) -> list[Path]:
+    """The resolved jars of one set; a clear error when set-up never ran."""
+    target = target or jars_dir()
+    if not is_resolved(target):
+        raise JarsMissingError(
+            f"the JVM jars are not resolved in {target}: run `make setup` "
+            "(or `python -m kafkalake.jars`) once, with access to Maven Central"
+        )
+    return sorted((target / conf).glob("*.jar"))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--force", action="store_true", help="resolve again even if present")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    target = resolve(force=args.force)
+    for conf in ("spark", "kafka"):
+        print(f"{conf}: {len(jar_files(conf, target))} jars in {target / conf}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
