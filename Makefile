@@ -1,0 +1,48 @@
+# kafkalake: `make demo` runs the pipeline end to end, `make test` runs the tests.
+# Both set everything up first; later runs reuse the venv and jars and work offline.
+
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+UV := $(VENV)/bin/uv
+STAMP := $(VENV)/.installed
+
+.DEFAULT_GOAL := help
+.PHONY: help setup demo test test-unit check kafka-start kafka-stop airflow-ui clean
+
+help:  ## list the targets
+	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
+
+$(STAMP): requirements.txt requirements-dev.txt pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info[:2] == (3, 11) else "kafkalake needs Python 3.11 (set PYTHON=python3.11)")'
+	@command -v java >/dev/null || { echo "kafkalake needs a JDK 17 (java on PATH)"; exit 1; }
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --disable-pip-version-check uv==0.9.30
+	$(UV) pip install --quiet --python $(PY) -r requirements-dev.txt -e .
+	$(PY) -m pip check
+	touch $(STAMP)
+
+setup: $(STAMP)  ## install Python deps into .venv and resolve the JVM jars into .jars
+	$(PY) -m kafkalake.jars
+
+demo: setup  ## start Kafka, produce sample events, run the orders DAG, show the Delta table
+	$(PY) -m kafkalake.demo
+
+test: setup  ## run the whole test suite (real broker, Spark and Delta)
+	$(PY) -m pytest
+
+test-unit: setup  ## only the fast unit tests
+	$(PY) -m pytest tests/unit
+
+check: setup  ## lint and type-check
+	$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check . && $(VENV)/bin/mypy
+
+kafka-start: setup  ## start the local broker on 127.0.0.1:9092
+	$(PY) -m kafkalake.broker start
+
+kafka-stop:  ## stop the local broker
+	$(PY) -m kafkalake.broker stop
+
+clean:  ## remove local state (lake, broker data, Airflow DB); keeps .venv and .jars
+	-$(PY) -m kafkalake.broker stop
+	rm -rf .lake .kafka .airflow
