@@ -7,6 +7,7 @@ reported and the others still get their DAGs.
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -20,8 +21,8 @@ from kafkalake.durations import parse_duration
 from kafkalake.schedule import run_interval
 
 # Kafka's own rule for topic names.
-_TOPIC_NAME = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
-_IDENTIFIER = re.compile(r"^[a-z_][a-z0-9_]*$")
+_TOPIC_NAME = re.compile(r"[A-Za-z0-9._-]{1,249}")
+_IDENTIFIER = re.compile(r"[a-z_][a-z0-9_]*")
 STARTING_OFFSETS = ("earliest", "latest")
 
 _TOPIC_FIELDS = {
@@ -154,7 +155,9 @@ def load_catalog(file: Path, lake_root: Path, *, strict: bool = True) -> Catalog
     errors: list[CatalogError] = []
     for index, entry in enumerate(raw["topics"]):
         try:
-            topics.append(_topic(file, index, {**defaults, **(entry or {})}, lake_root))
+            if not isinstance(entry, Mapping):
+                raise CatalogError(file, f"topic #{index + 1} must be a mapping of fields, not {entry!r}")
+            topics.append(_topic(file, index, {**defaults, **entry}, lake_root))
         except CatalogError as err:
             if strict:
                 raise
@@ -172,7 +175,7 @@ def _drop_clashes(
     for topic in topics:
         keys = [
             ("name", topic.name),
-            ("name", topic.dag_id),
+            ("dag_id", topic.dag_id),
             ("table", topic.qualified_table),
             ("path", topic.path),
         ]
@@ -185,7 +188,8 @@ def _drop_clashes(
         message = (
             "listed twice" if other == topic.name else f"clashes with topic {other!r}: both give {clash[1]!r}"
         )
-        err = CatalogError(file, message, topic.name, clash[0])
+        # A DAG id comes from the name, so that is the field to change.
+        err = CatalogError(file, message, topic.name, "name" if clash[0] == "dag_id" else clash[0])
         if strict:
             raise err
         errors.append(err)
@@ -202,7 +206,7 @@ def _topic(file: Path, index: int, entry: Mapping[str, Any], lake_root: Path) ->
     unknown = set(entry) - _TOPIC_FIELDS
     if unknown:
         raise fail(sorted(unknown)[0], f"unknown field; allowed: {sorted(_TOPIC_FIELDS)}")
-    if not isinstance(name, str) or not _TOPIC_NAME.match(name):
+    if not isinstance(name, str) or not _TOPIC_NAME.fullmatch(name) or name in {".", ".."}:
         raise fail("name", "required: a Kafka topic name (letters, digits, '.', '_', '-')")
 
     if "freshness_sla" not in entry:
@@ -224,10 +228,10 @@ def _topic(file: Path, index: int, entry: Mapping[str, Any], lake_root: Path) ->
         raise fail("max_offsets_per_trigger", f"must be a whole number > 0 or null, not {max_offsets!r}")
 
     database = entry.get("database", "bronze")
-    if not isinstance(database, str) or not _IDENTIFIER.match(database):
+    if not isinstance(database, str) or not _IDENTIFIER.fullmatch(database):
         raise fail("database", f"must be a lower-case SQL identifier, not {database!r}")
     table = entry.get("table") or sanitize_identifier(name)
-    if not isinstance(table, str) or not _IDENTIFIER.match(table):
+    if not isinstance(table, str) or not _IDENTIFIER.fullmatch(table):
         raise fail("table", f"must be a lower-case SQL identifier, not {table!r}")
 
     path = entry.get("path")
@@ -236,6 +240,8 @@ def _topic(file: Path, index: int, entry: Mapping[str, Any], lake_root: Path) ->
     elif isinstance(path, str) and path:
         # Relative paths are relative to the lake root; URIs (s3a://, abfss://) pass through.
         location = path if "://" in path or path.startswith("/") else str(lake_root / path)
+        # One spelling per location, so '/data/t' and '/data/t/' are seen as the same table.
+        location = location.rstrip("/") if "://" in location else os.path.normpath(location)
     else:
         raise fail("path", "must be a non-empty string: a directory or a URI such as s3a://bucket/x")
 

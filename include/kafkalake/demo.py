@@ -35,7 +35,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     topic = load_catalog(catalog, lake).topic(args.topic)
     if producer.create_topic(broker.bootstrap_servers, topic.name, partitions=3):
         log.info("created topic %s with 3 partitions", topic.name)
-    sent = producer.produce(broker.bootstrap_servers, topic.name, producer.sample_orders(args.events))
+    sent = len(producer.produce(broker.bootstrap_servers, topic.name, producer.sample_orders(args.events)))
     log.info("produced %d sample events to %s (a few malformed, a few not UTF-8)", sent, topic.name)
 
     env = local_airflow.environment(

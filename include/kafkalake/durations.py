@@ -19,8 +19,11 @@ def parse_duration(text: str) -> timedelta:
             "(units: s, m, h, d, w)"
         )
     total = timedelta()
-    for amount, unit in _PART.findall(compact):
-        total += timedelta(**{_UNITS[unit]: int(amount)})
+    try:
+        for amount, unit in _PART.findall(compact):
+            total += timedelta(**{_UNITS[unit]: int(amount)})
+    except OverflowError:
+        raise ValueError(f"{text!r} is too long to be a duration") from None
     if total <= timedelta(0):
         raise ValueError(f"{text!r} must be longer than zero")
     return total

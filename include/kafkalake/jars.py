@@ -31,7 +31,8 @@ KAFKA_VERSION = "4.2.0"
 # Spark's own log4j version, so the broker logs the same way the Spark jobs do.
 LOG4J_VERSION = "2.25.4"
 
-_JAR_NAME = re.compile(r"^(?P<name>.+?)-(?P<version>\d+(?:\.\d+)+.*)\.jar$")
+# Greedy name: the version is the *last* '-<digits>.<digits>...' part (log4j-1.2-api-2.25.4.jar).
+_JAR_NAME = re.compile(r"^(?P<name>.+)-(?P<version>\d+(?:\.\d+)+(?:[-.][A-Za-z0-9_]+)*)\.jar$")
 
 
 class JarsMissingError(RuntimeError):

@@ -26,6 +26,15 @@ _LOGIN_MODULES = {
     "SCRAM-SHA-256": "org.apache.kafka.common.security.scram.ScramLoginModule",
     "SCRAM-SHA-512": "org.apache.kafka.common.security.scram.ScramLoginModule",
 }
+# Consumer settings Spark's Kafka source manages itself and refuses at start-up; connections made
+# for other consumers often carry them.
+SPARK_MANAGED = {
+    "auto.offset.reset",
+    "enable.auto.commit",
+    "key.deserializer",
+    "value.deserializer",
+    "interceptor.classes",
+}
 # librdkafka-only settings that have no Java equivalent or are handled below.
 _NOT_FOR_JAVA = {
     "sasl.username",
@@ -65,7 +74,7 @@ def _jaas_quote(value: str) -> str:
 
 def java_client_config(config: Mapping[str, str]) -> dict[str, str]:
     """Map librdkafka settings to the Java client's (what Spark's Kafka source takes)."""
-    java = {k: v for k, v in config.items() if k not in _NOT_FOR_JAVA}
+    java = {k: v for k, v in config.items() if k not in _NOT_FOR_JAVA | SPARK_MANAGED}
     mechanism = config.get("sasl.mechanism") or config.get("sasl.mechanisms")
     if mechanism:
         java["sasl.mechanism"] = mechanism

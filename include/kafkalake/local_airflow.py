@@ -58,9 +58,8 @@ def environment(
             "PYSPARK_PYTHON": sys.executable,
         }
     )
-    env.setdefault(
-        "AIRFLOW_CONN_KAFKA_DEFAULT",
-        json.dumps({"conn_type": "kafka", "extra": {"bootstrap.servers": kafka_bootstrap}}),
+    env["AIRFLOW_CONN_KAFKA_DEFAULT"] = json.dumps(
+        {"conn_type": "kafka", "extra": {"bootstrap.servers": kafka_bootstrap}}
     )
     if (home := java_home()) and "JAVA_HOME" not in env:
         env["JAVA_HOME"] = home

@@ -42,8 +42,16 @@ def decide(checkpoint: CheckpointState | None, end_offsets: Mapping[int, int]) -
         return Decision(True, "first run: no checkpoint yet", {})
     if checkpoint.unfinished_batch:
         return Decision(True, "the last micro-batch was interrupted and must be finished", {})
-    new_partitions = sorted(set(end_offsets) - set(checkpoint.committed))
     lag = {p: max(0, end - checkpoint.committed.get(p, 0)) for p, end in sorted(end_offsets.items())}
+    behind = {p: end for p, end in end_offsets.items() if end < checkpoint.committed.get(p, 0)}
+    if behind:
+        # Kafka holds less than the table already has: the topic was deleted and re-created or
+        # truncated. Never skip that quietly; the job's failOnDataLoss check reports it.
+        detail = ", ".join(
+            f"partition {p}: end {e} < committed {checkpoint.committed[p]}" for p, e in behind.items()
+        )
+        return Decision(True, f"Kafka's end offsets are below what the table holds ({detail})", lag)
+    new_partitions = sorted(set(end_offsets) - set(checkpoint.committed))
     if new_partitions:
         return Decision(True, f"partitions {new_partitions} are new to the checkpoint", lag)
     waiting = sum(lag.values())

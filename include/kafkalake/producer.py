@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import random
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -32,15 +34,22 @@ def create_topic(bootstrap: str, name: str, partitions: int, config: dict[str, s
     return True
 
 
-def produce(bootstrap: str, topic: str, records: Iterable[Record]) -> int:
-    """Produce and wait until every record is acknowledged; returns how many were sent."""
+def produce(bootstrap: str, topic: str, records: Sequence[Record]) -> list[tuple[int, int]]:
+    """Produce and wait until every record is acknowledged.
+
+    Returns:
+        The (partition, offset) each record landed at, in the order of ``records``.
+    """
     from confluent_kafka import Producer
 
+    landed: list[tuple[int, int] | None] = [None] * len(records)
     failures: list[str] = []
 
-    def on_delivery(err: object, _msg: object) -> None:
+    def on_delivery(index: int, err: object, msg: Any) -> None:
         if err is not None:
             failures.append(str(err))
+        else:
+            landed[index] = (msg.partition(), msg.offset())
 
     producer = Producer(
         {
@@ -51,8 +60,7 @@ def produce(bootstrap: str, topic: str, records: Iterable[Record]) -> int:
             "queue.buffering.max.messages": 1_000_000,
         }
     )
-    sent = 0
-    for record in records:
+    for index, record in enumerate(records):
         kwargs = {} if record.partition is None else {"partition": record.partition}
         while True:
             try:
@@ -61,17 +69,16 @@ def produce(bootstrap: str, topic: str, records: Iterable[Record]) -> int:
                     key=record.key,
                     value=record.value,
                     headers=list(record.headers) or None,
-                    on_delivery=on_delivery,
+                    on_delivery=functools.partial(on_delivery, index),
                     **kwargs,
                 )
                 break
             except BufferError:
                 producer.poll(0.5)
-        sent += 1
         producer.poll(0)
     if producer.flush(60) != 0 or failures:
         raise RuntimeError(f"{len(failures)} records not delivered: {failures[:3]}")
-    return sent
+    return [spot for spot in landed if spot is not None]
 
 
 def sample_orders(count: int, seed: int = 7) -> list[Record]:

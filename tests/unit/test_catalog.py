@@ -6,7 +6,6 @@ from datetime import timedelta
 from pathlib import Path, PurePosixPath
 
 import pytest
-
 from kafkalake.catalog import (
     Catalog,
     CatalogError,
@@ -288,11 +287,6 @@ def test_catalog_error_is_a_value_error():
 # Bugs: each test states the behaviour the catalog promises and does not yet have
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="catalog.py:177 compares table locations as raw strings, so '/data/t' and '/data/t/' both "
-    "load although they are one table with one checkpoint (catalog.py:95 strips the slash)",
-)
 def test_same_location_spelled_with_a_trailing_slash_is_a_clash(tmp_path, lake_root):
     file = write_catalog(
         tmp_path,
@@ -305,11 +299,6 @@ def test_same_location_spelled_with_a_trailing_slash_is_a_clash(tmp_path, lake_r
     assert excinfo.value.field == "path"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="catalog.py:157 unpacks a topic entry with ** without checking it is a mapping: a YAML list "
-    "item like `- orders` raises TypeError, even in lenient mode, instead of a CatalogError",
-)
 def test_topic_entry_that_is_not_a_mapping_is_a_catalog_error(tmp_path, lake_root):
     file = write_catalog(tmp_path, "topics:\n  - name: events\n    freshness_sla: 1h\n  - orders\n")
     catalog = load_catalog(file, lake_root, strict=False)
@@ -317,11 +306,6 @@ def test_topic_entry_that_is_not_a_mapping_is_a_catalog_error(tmp_path, lake_roo
     assert len(catalog.errors) == 1
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="durations.py:25 raises OverflowError for a huge SLA and catalog.py:213 only catches "
-    "ValueError: one bad topic crashes the whole catalog in lenient mode",
-)
 def test_absurd_sla_is_a_catalog_error_in_lenient_mode(tmp_path, lake_root):
     file = write_catalog(
         tmp_path,
@@ -332,11 +316,6 @@ def test_absurd_sla_is_a_catalog_error_in_lenient_mode(tmp_path, lake_root):
     assert [(e.topic, e.field) for e in catalog.errors] == [("events", "freshness_sla")]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="catalog.py:174-175 put topic names and DAG ids under one key kind ('name'), so topic "
-    "'ingest_orders' is refused as clashing with 'orders' though no name, DAG id, table or path is shared",
-)
 def test_topic_named_like_another_topics_dag_id_is_not_a_clash(tmp_path, lake_root):
     file = write_catalog(
         tmp_path,
@@ -346,11 +325,6 @@ def test_topic_named_like_another_topics_dag_id_is_not_a_clash(tmp_path, lake_ro
     assert {t.dag_id for t in catalog.topics} == {"ingest_orders", "ingest_ingest_orders"}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="catalog.py:23/205 `^...$` with re.match lets a trailing newline through, and Kafka's rule "
-    "also forbids '.' and '..', so names Kafka rejects are accepted",
-)
 @pytest.mark.parametrize("name", ["orders\\n", ".", ".."])
 def test_names_kafka_rejects_are_refused(tmp_path, lake_root, name):
     file = write_catalog(tmp_path, f'topics:\n  - name: "{name}"\n    freshness_sla: 1h\n')
@@ -359,10 +333,6 @@ def test_names_kafka_rejects_are_refused(tmp_path, lake_root, name):
     assert excinfo.value.field == "name"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="catalog.py:24/227 `^...$` with re.match accepts a database name ending in a newline",
-)
 def test_database_with_a_trailing_newline_is_refused(tmp_path, lake_root):
     file = write_catalog(tmp_path, 'topics:\n  - {name: orders, freshness_sla: 1h, database: "bronze\\n"}\n')
     with pytest.raises(CatalogError) as excinfo:

@@ -5,7 +5,6 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-
 from kafkalake.durations import parse_duration
 from kafkalake.schedule import MIN_INTERVAL, run_interval
 

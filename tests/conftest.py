@@ -1,0 +1,66 @@
+"""Session-wide fixtures: one real Kafka broker, one lake, one Airflow home for the whole run.
+
+Everything is started lazily, so the unit tests never pay for a broker or a JVM.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+# Airflow reads its home when first imported; point it away from ~/airflow before any test does.
+os.environ.setdefault("AIRFLOW_HOME", tempfile.mkdtemp(prefix="kafkalake-airflow-"))
+os.environ.setdefault("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
+
+from kafkalake import local_airflow
+from kafkalake.broker import LocalKafka
+
+#: Topics the integration tests use; each test owns its topic, so tests never see each other's data.
+INTEGRATION_CATALOG = """\
+topics:
+  - name: it-events
+    freshness_sla: 6h
+  - name: it-killed
+    freshness_sla: 1h
+    max_offsets_per_trigger: 500
+"""
+
+
+@pytest.fixture(scope="session")
+def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalKafka]:
+    broker = LocalKafka(tmp_path_factory.mktemp("kafka")).start()
+    yield broker
+    broker.stop()
+
+
+@pytest.fixture(scope="session")
+def lake(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("lake")
+
+
+@pytest.fixture(scope="session")
+def catalog_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("catalog") / "topics.yaml"
+    path.write_text(INTEGRATION_CATALOG)
+    return path
+
+
+@pytest.fixture(scope="session")
+def airflow_env(
+    tmp_path_factory: pytest.TempPathFactory, kafka: LocalKafka, lake: Path, catalog_file: Path
+) -> dict[str, str]:
+    """A migrated SQLite metadata DB and the environment `airflow dags test` runs in."""
+    env = local_airflow.environment(
+        tmp_path_factory.mktemp("airflow-home"),
+        kafka_bootstrap=kafka.bootstrap_servers,
+        catalog=catalog_file,
+        lake_root=lake,
+    )
+    env["KAFKALAKE_STRICT"] = "1"
+    local_airflow.init_db(env)
+    local_airflow.sync_dags(env)
+    return env

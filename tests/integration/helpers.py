@@ -1,0 +1,49 @@
+"""Reading tables back with an independent reader (delta-rs), and Kafka's own view of a topic."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from deltalake import DeltaTable
+from kafkalake.offsets import end_offsets
+from kafkalake.producer import Record
+
+Spot = tuple[int, int]
+
+
+def table_version(path: Path) -> int:
+    return DeltaTable(str(path)).version()
+
+
+def read_rows(path: Path) -> list[dict[str, Any]]:
+    return DeltaTable(str(path)).to_pyarrow_table().to_pylist()
+
+
+def assert_exactly_once(rows: list[dict[str, Any]], topic: str, bootstrap: str) -> None:
+    """Every offset Kafka holds for the topic is in the table once: no duplicate, no gap."""
+    spots = Counter((r["partition"], r["offset"]) for r in rows if r["topic"] == topic)
+    duplicates = {spot: n for spot, n in spots.items() if n > 1}
+    assert not duplicates, f"{len(duplicates)} offsets landed more than once, e.g. {list(duplicates)[:5]}"
+    expected = {
+        (p, o) for p, end in end_offsets({"bootstrap.servers": bootstrap}, topic).items() for o in range(end)
+    }
+    missing = expected - set(spots)
+    assert not missing, f"{len(missing)} offsets missing, e.g. {sorted(missing)[:5]}"
+    assert set(spots) == expected
+    assert len(rows) == len(expected)
+
+
+def headers_of(row: dict[str, Any]) -> list[tuple[str, bytes | None]]:
+    return [(h["key"], h["value"]) for h in row["headers"] or []]
+
+
+def assert_contents(rows: list[dict[str, Any]], produced: dict[Spot, Record]) -> None:
+    """Key, value and headers of every produced record come back byte for byte."""
+    by_spot = {(r["partition"], r["offset"]): r for r in rows}
+    for spot, record in produced.items():
+        row = by_spot[spot]
+        assert row["key"] == record.key, f"key at {spot}"
+        assert row["value"] == record.value, f"value at {spot}"
+        assert headers_of(row) == list(record.headers), f"headers at {spot}"

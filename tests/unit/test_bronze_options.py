@@ -1,0 +1,81 @@
+"""Options handed to Spark's Kafka source for one topic."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from kafkalake.bronze import source_options
+from kafkalake.catalog import TopicConfig
+from kafkalake.kafka_client import java_client_config
+
+CLIENT = {"bootstrap.servers": "broker:9092", "security.protocol": "PLAINTEXT"}
+
+
+def topic(**fields) -> TopicConfig:
+    return TopicConfig(name="orders-v2", freshness_sla=timedelta(hours=6), **fields)
+
+
+def test_default_options():
+    assert source_options(topic(), CLIENT) == {
+        "subscribe": "orders-v2",
+        "startingOffsets": "earliest",
+        "failOnDataLoss": "true",
+        "includeHeaders": "true",
+        "maxOffsetsPerTrigger": "100000",
+        "kafka.bootstrap.servers": "broker:9092",
+        "kafka.security.protocol": "PLAINTEXT",
+    }
+
+
+def test_topic_settings_are_used():
+    options = source_options(
+        topic(starting_offsets="latest", fail_on_data_loss=False, max_offsets_per_trigger=250), CLIENT
+    )
+    assert options["startingOffsets"] == "latest"
+    assert options["failOnDataLoss"] == "false"
+    assert options["maxOffsetsPerTrigger"] == "250"
+
+
+def test_no_max_offsets_per_trigger_when_unset():
+    assert "maxOffsetsPerTrigger" not in source_options(topic(max_offsets_per_trigger=None), CLIENT)
+
+
+def test_every_client_setting_takes_the_kafka_prefix():
+    client = java_client_config(
+        {
+            "bootstrap.servers": "b:9093",
+            "security.protocol": "SASL_SSL",
+            "sasl.mechanisms": "SCRAM-SHA-512",
+            "sasl.username": "u",
+            "sasl.password": "p",
+            "ssl.ca.location": "/ca.pem",
+        }
+    )
+    options = source_options(topic(), client)
+    assert {k.removeprefix("kafka."): v for k, v in options.items() if k.startswith("kafka.")} == client
+    assert options["kafka.sasl.mechanism"] == "SCRAM-SHA-512"
+    assert options["kafka.ssl.truststore.type"] == "PEM"
+
+
+def test_all_values_are_strings():
+    options = source_options(topic(max_offsets_per_trigger=7), CLIENT)
+    assert all(isinstance(v, str) for v in options.values())
+
+
+# Spark's KafkaSourceProvider.validateGeneralOptions throws IllegalArgumentException for these
+# (checked against spark-sql-kafka-0-10_2.13-4.2.0): Spark manages offsets and deserialisation itself.
+REJECTED_BY_SPARK = {
+    "auto.offset.reset": "earliest",
+    "enable.auto.commit": "false",
+    "key.deserializer": "org.apache.kafka.common.serialization.StringDeserializer",
+    "value.deserializer": "org.apache.kafka.common.serialization.StringDeserializer",
+}
+
+
+@pytest.mark.parametrize(("key", "value"), REJECTED_BY_SPARK.items())
+def test_options_spark_rejects_never_reach_the_source(key, value):
+    # group.id is in Airflow's own default kafka_default connection; Spark accepts that one.
+    extra = {"bootstrap.servers": "b:9092", "group.id": "my-group", key: value}
+    options = source_options(topic(), java_client_config(extra))
+    assert f"kafka.{key}" not in options

@@ -1,0 +1,192 @@
+"""Jar resolution helpers that need no network: names, the Ivy module, pruning and the marker."""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from importlib.metadata import version
+from pathlib import Path
+
+import pytest
+from kafkalake.jars import (
+    Coordinate,
+    JarsMissingError,
+    artifact_name,
+    drop_jars_spark_ships,
+    is_resolved,
+    ivy_module_xml,
+    jar_files,
+    kafka_coordinates,
+    spark_coordinates,
+)
+
+
+@pytest.mark.parametrize(
+    ("jar", "artifact"),
+    [
+        ("spark-sql-kafka-0-10_2.13-4.2.0.jar", "spark-sql-kafka-0-10_2.13"),
+        ("delta-spark_4.2_2.13-4.4.0.jar", "delta-spark_4.2_2.13"),
+        ("jsr305-3.0.0.jar", "jsr305"),
+        ("log4j-core-2.25.4.jar", "log4j-core"),
+        ("kafka-clients-3.9.2.jar", "kafka-clients"),
+        ("commons-lang3-3.17.0.jar", "commons-lang3"),
+        ("jackson-module-scala_2.13-2.18.2.jar", "jackson-module-scala_2.13"),
+        ("netty-handler-4.1.118.Final.jar", "netty-handler"),
+        ("zstd-jni-1.5.6-10.jar", "zstd-jni"),
+        ("py4j-0.10.9.9.jar", "py4j"),
+        ("netty-transport-native-epoll-4.1.118.Final-linux-x86_64.jar", "netty-transport-native-epoll"),
+    ],
+)
+def test_artifact_name(jar, artifact):
+    assert artifact_name(jar) == artifact
+
+
+@pytest.mark.parametrize("name", ["README.txt", "no-version.jar", "spark.jar", "foo-1.jar.asc"])
+def test_artifact_name_of_something_else_is_none(name):
+    assert artifact_name(name) is None
+
+
+@pytest.mark.parametrize(
+    ("jar", "artifact"),
+    [("log4j-1.2-api-2.25.4.jar", "log4j-1.2-api"), ("hive-shims-0.23-2.3.10.jar", "hive-shims-0.23")],
+)
+def test_artifact_name_with_a_version_like_part_in_the_name(jar, artifact):
+    assert artifact_name(jar) == artifact
+
+
+def make_jars(folder: Path, *names: str) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    for name in names:
+        (folder / name).write_bytes(b"PK\x03\x04")
+    return folder
+
+
+def test_drop_jars_spark_ships_removes_only_jars_of_shipped_artifacts(tmp_path):
+    shipped = make_jars(
+        tmp_path / "pyspark-jars",
+        "kafka-clients-3.9.1.jar",
+        "commons-pool2-2.12.0.jar",
+        "jsr305-3.0.0.jar",
+        "scala-library-2.13.16.jar",
+    )
+    resolved = make_jars(
+        tmp_path / "spark",
+        "kafka-clients-3.9.2.jar",  # same artifact, other version: dropped
+        "commons-pool2-2.12.0.jar",  # same artifact and version: dropped
+        "spark-sql-kafka-0-10_2.13-4.2.0.jar",
+        "delta-spark_4.2_2.13-4.4.0.jar",
+        "jsr305-extra-1.0.0.jar",  # a name that merely starts like a shipped one: kept
+        "commons-pool-1.6.jar",  # kept: commons-pool is not commons-pool2
+    )
+    (resolved / "notes.txt").write_text("not a jar")
+
+    dropped = drop_jars_spark_ships(resolved, shipped)
+
+    assert dropped == ["commons-pool2-2.12.0.jar", "kafka-clients-3.9.2.jar"]
+    assert sorted(p.name for p in resolved.iterdir()) == [
+        "commons-pool-1.6.jar",
+        "delta-spark_4.2_2.13-4.4.0.jar",
+        "jsr305-extra-1.0.0.jar",
+        "notes.txt",
+        "spark-sql-kafka-0-10_2.13-4.2.0.jar",
+    ]
+    # pyspark's own folder is never touched.
+    assert len(list(shipped.iterdir())) == 4
+
+
+def test_drop_jars_spark_ships_with_nothing_in_common(tmp_path):
+    shipped = make_jars(tmp_path / "pyspark-jars", "scala-library-2.13.16.jar")
+    resolved = make_jars(tmp_path / "spark", "delta-spark_4.2_2.13-4.4.0.jar")
+    assert drop_jars_spark_ships(resolved, shipped) == []
+    assert (resolved / "delta-spark_4.2_2.13-4.4.0.jar").exists()
+
+
+def test_drop_jars_spark_ships_keeps_an_artifact_only_named_like_a_shipped_one(tmp_path):
+    shipped = make_jars(tmp_path / "pyspark-jars", "log4j-1.2-api-2.25.4.jar")
+    resolved = make_jars(tmp_path / "spark", "log4j-1.2.17.jar")
+    assert drop_jars_spark_ships(resolved, shipped) == []
+
+
+def test_ivy_module_xml_is_well_formed_with_one_dependency_per_coordinate():
+    sets = {"spark": spark_coordinates(), "kafka": kafka_coordinates()}
+    root = ET.fromstring(ivy_module_xml(sets))
+
+    assert root.tag == "ivy-module"
+    assert root.get("version") == "2.0"
+    assert [c.get("name") for c in root.iter("conf")] == ["spark", "kafka"]
+    dependencies = [
+        (d.get("org"), d.get("name"), d.get("rev"), d.get("conf")) for d in root.find("dependencies")
+    ]
+    expected = [
+        (c.org, c.name, c.rev, f"{conf}->default(runtime)") for conf, coords in sets.items() for c in coords
+    ]
+    assert dependencies == expected
+    assert len(dependencies) == 5
+
+
+def test_ivy_module_xml_escapes_attribute_values():
+    odd = Coordinate('org.example"&<', "name'x", "1.0>")
+    root = ET.fromstring(ivy_module_xml({"only": [odd]}))
+    dependency = root.find("dependencies/dependency")
+    assert (dependency.get("org"), dependency.get("name"), dependency.get("rev")) == (
+        odd.org,
+        odd.name,
+        odd.rev,
+    )
+
+
+def test_spark_coordinates_follow_the_installed_python_packages():
+    pyspark_version = version("pyspark")
+    spark_minor = ".".join(pyspark_version.split(".")[:2])
+    assert [str(c) for c in spark_coordinates()] == [
+        f"io.delta:delta-spark_{spark_minor}_2.13:{version('delta-spark')}",
+        f"org.apache.spark:spark-sql-kafka-0-10_2.13:{pyspark_version}",
+    ]
+
+
+def test_spark_coordinates_for_the_pinned_versions():
+    # requirements.txt pins pyspark 4.2.0 and delta-spark 4.4.0.
+    if (version("pyspark"), version("delta-spark")) != ("4.2.0", "4.4.0"):
+        pytest.skip("not the pinned versions")
+    assert [str(c) for c in spark_coordinates()] == [
+        "io.delta:delta-spark_4.2_2.13:4.4.0",
+        "org.apache.spark:spark-sql-kafka-0-10_2.13:4.2.0",
+    ]
+
+
+def marker_text() -> str:
+    sets = {"spark": spark_coordinates(), "kafka": kafka_coordinates()}
+    return "".join(f"{conf} {c}\n" for conf, coords in sets.items() for c in coords)
+
+
+def test_unresolved_folder_is_not_resolved_and_jar_files_says_run_make_setup(tmp_path):
+    assert is_resolved(tmp_path) is False
+    with pytest.raises(JarsMissingError) as excinfo:
+        jar_files("spark", tmp_path)
+    assert "make setup" in str(excinfo.value)
+    assert str(tmp_path) in str(excinfo.value)
+
+
+def test_missing_folder_is_not_resolved(tmp_path):
+    with pytest.raises(JarsMissingError, match="make setup"):
+        jar_files("kafka", tmp_path / "never-created")
+
+
+def test_jars_resolved_for_other_versions_are_not_resolved(tmp_path):
+    make_jars(tmp_path / "spark", "delta-spark_4.1_2.13-4.0.0.jar")
+    (tmp_path / "resolved.txt").write_text(marker_text().replace(version("delta-spark"), "0.0.1"))
+    assert is_resolved(tmp_path) is False
+    with pytest.raises(JarsMissingError, match="make setup"):
+        jar_files("spark", tmp_path)
+
+
+def test_resolved_folder_lists_its_jars_sorted(tmp_path):
+    make_jars(tmp_path / "spark", "spark-sql-kafka-0-10_2.13-4.2.0.jar", "delta-spark_4.2_2.13-4.4.0.jar")
+    make_jars(tmp_path / "kafka", "kafka_2.13-4.2.0.jar")
+    (tmp_path / "spark" / "readme.txt").write_text("x")
+    (tmp_path / "resolved.txt").write_text(marker_text())
+    assert is_resolved(tmp_path) is True
+    assert jar_files("spark", tmp_path) == [
+        tmp_path / "spark" / "delta-spark_4.2_2.13-4.4.0.jar",
+        tmp_path / "spark" / "spark-sql-kafka-0-10_2.13-4.2.0.jar",
+    ]
+    assert jar_files("kafka", tmp_path) == [tmp_path / "kafka" / "kafka_2.13-4.2.0.jar"]

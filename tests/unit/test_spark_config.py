@@ -1,0 +1,39 @@
+"""Spark settings: the same dict serves spark-submit --conf and in-process sessions."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from kafkalake.catalog import TopicConfig
+from kafkalake.spark_config import DELTA_SETTINGS, base_conf, metastore_dir, topic_conf
+
+
+def test_base_conf_enables_delta_and_keeps_state_under_the_lake_root(tmp_path):
+    conf = base_conf(tmp_path)
+    for key, value in DELTA_SETTINGS.items():
+        assert conf[key] == value
+    assert conf["spark.sql.warehouse.dir"] == str(tmp_path / "_warehouse")
+    assert (
+        str(metastore_dir(tmp_path) / "metastore_db") in conf["spark.hadoop.javax.jdo.option.ConnectionURL"]
+    )
+    assert conf["spark.driver.extraJavaOptions"] == f"-Dderby.system.home={metastore_dir(tmp_path)}"
+    assert metastore_dir(tmp_path).parent == tmp_path
+    assert all(isinstance(v, str) for v in conf.values())
+
+
+def test_topic_spark_conf_goes_on_top_of_the_base(tmp_path):
+    topic = TopicConfig(
+        name="orders",
+        freshness_sla=timedelta(hours=6),
+        spark_conf=(("spark.executor.memory", "2g"), ("spark.sql.shuffle.partitions", "8")),
+    )
+    conf = topic_conf(topic, tmp_path)
+    assert conf["spark.sql.shuffle.partitions"] == "8"
+    assert conf["spark.executor.memory"] == "2g"
+    assert conf["spark.sql.extensions"] == DELTA_SETTINGS["spark.sql.extensions"]
+    assert set(conf) == set(base_conf(tmp_path)) | {"spark.executor.memory"}
+
+
+def test_topic_without_spark_conf_gets_exactly_the_base(tmp_path):
+    topic = TopicConfig(name="orders", freshness_sla=timedelta(hours=6))
+    assert topic_conf(topic, tmp_path) == base_conf(tmp_path)
