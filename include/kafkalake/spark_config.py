@@ -27,6 +27,9 @@ def base_conf(lake_root: Path) -> dict[str, str]:
         **DELTA_SETTINGS,
         # No shuffle in the ingest path; keep the few that happen (registration, checks) cheap.
         "spark.sql.shuffle.partitions": "2",
+        # Delta rebuilds the table's snapshot after every commit with this many tasks (default
+        # 50): on 2 cores that alone cost ~7 s per micro-batch. Raise it for tables whose log is huge.
+        "spark.databricks.delta.snapshotPartitions": "2",
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
         # The embedded Derby metastore lives with the lake, not in the current directory.

@@ -1,0 +1,110 @@
+"""SIGKILL the ingest job in the middle of a micro-batch, run it again: every offset lands once."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from kafkalake import producer, spark_jobs
+from kafkalake.broker import LocalKafka
+from kafkalake.catalog import TopicConfig, load_catalog
+from kafkalake.kafka_client import ENV_CLIENT_CONFIG_FILE
+from kafkalake.offsets import decide, end_offsets, read_checkpoint
+from kafkalake.producer import Record
+
+from .helpers import assert_exactly_once, read_rows
+
+pytestmark = pytest.mark.integration
+
+TOPIC = "it-killed"  # max_offsets_per_trigger: 500 in the test catalog
+EVENTS = 6_000
+
+
+@pytest.fixture(scope="module")
+def topic(catalog_file: Path, lake: Path, kafka: LocalKafka) -> TopicConfig:
+    config = load_catalog(catalog_file, lake).topic(TOPIC)
+    producer.create_topic(kafka.bootstrap_servers, TOPIC, partitions=3)
+    records = [Record(str(i).encode(), f'{{"n": {i}}}'.encode(), i % 3) for i in range(EVENTS)]
+    producer.produce(kafka.bootstrap_servers, TOPIC, records)
+    return config
+
+
+def start_ingest(
+    topic: TopicConfig, catalog: Path, lake: Path, settings: Path, started: list[subprocess.Popen[bytes]]
+) -> subprocess.Popen[bytes]:
+    cmd = spark_jobs.command("ingest_topic", topic.name, catalog=catalog, lake=lake)
+    env = {**spark_jobs.environment(catalog, lake), ENV_CLIENT_CONFIG_FILE: str(settings)}
+    process = subprocess.Popen(
+        cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+    )  # its own group, so the JVM dies with it
+    started.append(process)
+    return process
+
+
+def wait_for(condition, *, what: str, timeout: float = 300.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.05)
+
+
+def batch_in_flight(checkpoint: Path, at_least: int) -> int | None:
+    """A batch id >= at_least whose offsets are planned but whose commit is not yet written."""
+    planned = {int(p.name) for p in (checkpoint / "offsets").glob("[0-9]*") if p.name.isdigit()}
+    committed = {int(p.name) for p in (checkpoint / "commits").glob("[0-9]*") if p.name.isdigit()}
+    in_flight = [b for b in planned - committed if b >= at_least]
+    return min(in_flight) if in_flight else None
+
+
+def kill_mid_batch(process: subprocess.Popen[bytes], checkpoint: Path, at_least: int) -> int:
+    wait_for(
+        lambda: batch_in_flight(checkpoint, at_least) is not None or process.poll() is not None,
+        what=f"micro-batch {at_least} to start",
+    )
+    batch = batch_in_flight(checkpoint, at_least)
+    assert process.poll() is None and batch is not None, "the job finished before it could be killed"
+    os.killpg(process.pid, signal.SIGKILL)  # driver JVM and its Python together, no clean-up
+    process.wait(timeout=30)
+    return batch
+
+
+def test_sigkill_mid_batch_then_rerun_lands_every_offset_once(topic, catalog_file, lake, kafka, tmp_path):
+    checkpoint = Path(topic.checkpoint_path)
+    settings = tmp_path / "kafka.json"
+    settings.write_text(json.dumps({"bootstrap.servers": kafka.bootstrap_servers}))
+    started: list[subprocess.Popen[bytes]] = []
+    try:
+        first = start_ingest(topic, catalog_file, lake, settings, started)
+        killed_at = kill_mid_batch(first, checkpoint, at_least=2)
+
+        partial = read_rows(Path(topic.path))
+        assert 0 < len(partial) < EVENTS
+        assert len({(r["partition"], r["offset"]) for r in partial}) == len(partial), "duplicates after kill"
+        state = read_checkpoint(checkpoint, TOPIC)
+        assert state is not None and state.unfinished_batch
+        decision = decide(state, end_offsets({"bootstrap.servers": kafka.bootstrap_servers}, TOPIC))
+        assert decision.run and "interrupted" in decision.reason
+
+        # Kill the rerun too, a few batches further on: recovery itself must survive a crash.
+        second = start_ingest(topic, catalog_file, lake, settings, started)
+        kill_mid_batch(second, checkpoint, at_least=killed_at + 3)
+
+        third = start_ingest(topic, catalog_file, lake, settings, started)
+        assert third.wait(timeout=600) == 0
+    finally:
+        for process in started:
+            if process.poll() is None:
+                os.killpg(process.pid, signal.SIGKILL)
+
+    rows = read_rows(Path(topic.path))
+    assert len(rows) == EVENTS
+    assert_exactly_once(rows, TOPIC, kafka.bootstrap_servers)
+    assert sorted(int(r["key"]) for r in rows) == list(range(EVENTS))
+    state = read_checkpoint(checkpoint, TOPIC)
+    assert state is not None and not state.unfinished_batch
