@@ -15,6 +15,7 @@ from kafkalake.catalog import TopicConfig
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.streaming import StreamingQuery
+    from pyspark.sql.types import StructType
 
 #: Bronze columns, in order. Key and value stay binary: bronze keeps the bytes exactly.
 BRONZE_COLUMNS = (
@@ -28,6 +29,51 @@ BRONZE_COLUMNS = (
     "kafka_timestamp_type",
     "ingested_at",
 )
+
+
+def bronze_schema() -> StructType:
+    from pyspark.sql.types import (
+        ArrayType,
+        BinaryType,
+        IntegerType,
+        LongType,
+        StringType,
+        StructField,
+        StructType,
+        TimestampType,
+    )
+
+    header = StructType([StructField("key", StringType()), StructField("value", BinaryType())])
+    return StructType(
+        [
+            StructField("key", BinaryType()),
+            StructField("value", BinaryType()),
+            StructField("headers", ArrayType(header)),
+            StructField("topic", StringType()),
+            StructField("partition", IntegerType()),
+            StructField("offset", LongType()),
+            StructField("kafka_timestamp", TimestampType()),
+            StructField("kafka_timestamp_type", IntegerType()),
+            StructField("ingested_at", TimestampType()),
+        ]
+    )
+
+
+def ensure_table(spark: SparkSession, topic: TopicConfig) -> None:
+    """Create the bronze table up front, so even a topic with no events yet has a table to register.
+
+    Bronze only ever grows: ``delta.appendOnly`` makes Delta refuse deletes and updates.
+    """
+    from delta.tables import DeltaTable
+
+    (
+        DeltaTable.createIfNotExists(spark)
+        .location(topic.path)
+        .addColumns(bronze_schema())
+        .property("delta.appendOnly", "true")
+        .comment(f"Kafka topic {topic.name}, as landed by kafkalake (bronze: bytes as they came)")
+        .execute()
+    )
 
 
 def source_options(topic: TopicConfig, client_config: Mapping[str, str]) -> dict[str, str]:
@@ -62,6 +108,7 @@ def to_bronze(kafka_rows: DataFrame) -> DataFrame:
 
 def start_ingest(spark: SparkSession, topic: TopicConfig, client_config: Mapping[str, str]) -> StreamingQuery:
     """Start the availableNow stream: everything new since the checkpoint, then stop."""
+    ensure_table(spark, topic)
     source = spark.readStream.format("kafka").options(**source_options(topic, client_config)).load()
     return (
         to_bronze(source)

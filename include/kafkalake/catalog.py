@@ -24,6 +24,9 @@ from kafkalake.schedule import run_interval
 _TOPIC_NAME = re.compile(r"[A-Za-z0-9._-]{1,249}")
 _IDENTIFIER = re.compile(r"[a-z_][a-z0-9_]*")
 STARTING_OFFSETS = ("earliest", "latest")
+# Airflow's own limits; an entry past them would break the DAG file for every topic.
+MAX_DAG_ID_LENGTH = 250
+MAX_TAG_LENGTH = 100
 
 _TOPIC_FIELDS = {
     "name",
@@ -208,6 +211,12 @@ def _topic(file: Path, index: int, entry: Mapping[str, Any], lake_root: Path) ->
         raise fail(sorted(unknown)[0], f"unknown field; allowed: {sorted(_TOPIC_FIELDS)}")
     if not isinstance(name, str) or not _TOPIC_NAME.fullmatch(name) or name in {".", ".."}:
         raise fail("name", "required: a Kafka topic name (letters, digits, '.', '_', '-')")
+    if len(dag_id_for(name)) > MAX_DAG_ID_LENGTH:
+        raise fail(
+            "name",
+            f"too long for an Airflow DAG id ({dag_id_for(name)!r} would be over {MAX_DAG_ID_LENGTH} "
+            "characters): shorten the topic name",
+        )
 
     if "freshness_sla" not in entry:
         raise fail("freshness_sla", "required: how stale the table may get, e.g. 6h")
@@ -257,6 +266,10 @@ def _topic(file: Path, index: int, entry: Mapping[str, Any], lake_root: Path) ->
     tags = entry.get("tags", [])
     if not isinstance(tags, list) or not all(isinstance(t, str) and t for t in tags):
         raise fail("tags", "must be a list of strings")
+    if too_long := [t for t in tags if len(t) > MAX_TAG_LENGTH]:
+        raise fail(
+            "tags", f"Airflow takes tags of at most {MAX_TAG_LENGTH} characters: {too_long[0][:40]!r}…"
+        )
 
     spark_conf = entry.get("spark_conf", {})
     if not isinstance(spark_conf, Mapping) or not all(

@@ -118,11 +118,21 @@ def build_dags(strict: bool | None = None) -> dict[str, DAG]:
     strict = os.environ.get(ENV_STRICT, "0") == "1" if strict is None else strict
     lake = lake_root()
     catalog = load_catalog(catalog_path(), lake, strict=strict)
-    dags = {topic.dag_id: dag_for(topic, catalog, lake) for topic in catalog.topics}
-    if catalog.errors:
-        for error in catalog.errors:
+    errors = list(catalog.errors)
+    dags = {}
+    for topic in catalog.topics:
+        try:
+            dags[topic.dag_id] = dag_for(topic, catalog, lake)
+        except ValueError as err:
+            # Airflow refused what the catalog let through: still one topic's problem, not all.
+            error = CatalogError(catalog.file, f"Airflow cannot build its DAG: {err}", topic.name)
+            if strict:
+                raise error from err
+            errors.append(error)
+    if errors:
+        for error in errors:
             log.error("no DAG for this catalog entry: %s", error)
-        dags[ERRORS_DAG_ID] = _errors_dag(list(catalog.errors))
+        dags[ERRORS_DAG_ID] = _errors_dag(errors)
     return dags
 
 

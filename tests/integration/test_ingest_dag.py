@@ -1,6 +1,7 @@
 """A topic's DAG, run through Airflow against the real broker, Spark and Delta.
 
-The tests run in order and share one topic: first 10,000 events, then 5,000 more, then nothing.
+The tests run in order and share one topic: first no events at all, then 10,000 events, then 5,000
+more, then nothing new.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from deltalake import DeltaTable
 from kafkalake import local_airflow, producer, spark_jobs
 from kafkalake.broker import LocalKafka
 from kafkalake.catalog import TopicConfig, load_catalog
@@ -59,7 +61,20 @@ def produce(kafka: LocalKafka, records: list[Record], produced: dict[tuple[int, 
     produced.update(zip(spots, records, strict=True))
 
 
-def test_first_run_lands_every_event_once(airflow_env, kafka, topic, produced):
+def test_first_run_on_an_empty_topic_leaves_an_empty_table(airflow_env, topic):
+    run = local_airflow.test_dag(airflow_env, topic.dag_id, sync=False)
+
+    assert run.task_states == {
+        "check_new_offsets": "success",
+        "ingest": "success",
+        "register_table": "success",
+    }
+    assert "first run: no checkpoint yet" in run.output
+    assert read_rows(Path(topic.path)) == []
+    assert DeltaTable(topic.path).metadata().configuration.get("delta.appendOnly") == "true"
+
+
+def test_first_events_land_once_each(airflow_env, kafka, topic, produced):
     produce(kafka, json_events(0, 10_000 - len(ODD_RECORDS)) + ODD_RECORDS, produced)
 
     run = local_airflow.test_dag(airflow_env, topic.dag_id, sync=False)

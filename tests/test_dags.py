@@ -1,0 +1,603 @@
+"""The DAG file as Airflow sees it: parsed by the real DagBag, from fixture catalogs.
+
+No broker, no Spark, no metadata database: these tests never use the session fixtures of
+tests/conftest.py. What they check:
+
+* parsing ``dags/`` builds exactly one DAG per topic and makes no database query, no connection
+  lookup and no network call (with sanity tests proving each recorder would catch one);
+* a broken catalog entry is an import error in strict mode, an errors DAG in lenient mode;
+* the run policy of every generated DAG (schedule from the SLA, retries, owner, docs, wiring);
+* the Spark connection falls back to ``local[*]``, never to the provider's YARN default;
+* Kafka secrets reach spark-submit in a private file, never on its command line.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import inspect
+import json
+import os
+import socket
+import stat
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+import sqlalchemy
+from airflow.dag_processing.dagbag import DagBag
+from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+from airflow.sdk import BaseHook, Connection
+from airflow.sdk.definitions.timetables.interval import DeltaDataIntervalTimetable
+from airflow.sdk.definitions.timetables.simple import NullTimetable
+from airflow.sdk.definitions.timetables.trigger import DeltaTriggerTimetable
+from airflow.sdk.exceptions import AirflowNotFoundException
+from kafkalake import kafka_client
+from kafkalake.catalog import load_catalog
+from kafkalake.durations import parse_duration
+from kafkalake.schedule import run_interval
+
+REPO = Path(__file__).resolve().parents[1]
+DAGS_DIR = REPO / "dags"
+DAG_FILE = DAGS_DIR / "kafka_topics.py"
+CATALOGS = Path(__file__).resolve().parent / "fixtures" / "dag_catalogs"
+
+FOUR_TOPICS = CATALOGS / "four_topics.yaml"
+BROKEN_SLA = CATALOGS / "broken_sla.yaml"
+POLICY = CATALOGS / "policy.yaml"
+
+#: four_topics.yaml: topic name -> the DAG id it must get (sanitised by hand, not by the code under test).
+FOUR_DAG_IDS = {
+    "orders-v2": "ingest_orders_v2",
+    "Web.Clicks": "ingest_web_clicks",
+    "payments": "ingest_payments",
+    "9lives": "ingest_t_9lives",
+}
+
+
+@dataclass(frozen=True)
+class Expected:
+    """What policy.yaml says about one topic, written out by hand."""
+
+    topic: str
+    dag_id: str
+    table: str
+    sla: str
+    interval: timedelta
+    owner: str
+    extra_tags: tuple[str, ...] = ()
+
+
+POLICY_TOPICS = [
+    Expected("payments", "ingest_payments", "bronze.payments", "15m", timedelta(minutes=5), "lake-team"),
+    Expected(
+        "clickstream", "ingest_clickstream", "bronze.clickstream", "1h", timedelta(minutes=20), "web-team"
+    ),
+    Expected(
+        "orders-v2",
+        "ingest_orders_v2",
+        "bronze.orders_v2",
+        "6h",
+        timedelta(hours=2),
+        "lake-team",
+        ("orders", "pii"),
+    ),
+    Expected(
+        "ledger.daily",
+        "ingest_ledger_daily",
+        "bronze.ledger_daily",
+        "1d",
+        timedelta(hours=8),
+        "lake-team",
+        ("from-defaults",),
+    ),
+    # 7m / 3 = 2m20s, rounded down to the minute.
+    Expected("odd-seven", "ingest_odd_seven", "bronze.odd_seven", "7m", timedelta(minutes=2), "lake-team"),
+]
+POLICY_IDS = [e.topic for e in POLICY_TOPICS]
+TASK_ORDER = ["check_new_offsets", "ingest", "register_table"]
+
+
+# ---------------------------------------------------------------------------------------------
+# helpers
+
+
+def _forget_dag_modules() -> None:
+    """Drop every module loaded from dags/ so the next parse executes the DAG file again."""
+    for name, module in list(sys.modules.items()):
+        file = getattr(module, "__file__", None)
+        if file and Path(file).resolve().parent == DAGS_DIR:
+            del sys.modules[name]
+
+
+def parse_dags() -> DagBag:
+    _forget_dag_modules()
+    return DagBag(dag_folder=str(DAGS_DIR), safe_mode=True)
+
+
+def set_catalog(mp: pytest.MonkeyPatch, catalog: Path, lake: Path, *, strict: bool) -> None:
+    mp.setenv("KAFKALAKE_CATALOG", str(catalog))
+    mp.setenv("KAFKALAKE_LAKE_ROOT", str(lake))
+    if strict:
+        mp.setenv("KAFKALAKE_STRICT", "1")
+    else:
+        mp.delenv("KAFKALAKE_STRICT", raising=False)
+
+
+def unset_env_for_test(mp: pytest.MonkeyPatch, name: str) -> None:
+    """Unset ``name`` so that it is also removed again at teardown if the code under test sets it.
+
+    ``monkeypatch.delenv`` records nothing when the variable is absent, so a value set later by
+    the code under test would leak into other tests; setting it first makes monkeypatch remember
+    the original state.
+    """
+    mp.setenv(name, "placeholder")
+    mp.delenv(name)
+
+
+@dataclass
+class ParseGuard:
+    """Records database queries, connection lookups and network calls made inside ``watch()``."""
+
+    queries: list[str] = field(default_factory=list)
+    lookups: list[str] = field(default_factory=list)
+    network: list[str] = field(default_factory=list)
+
+    def _on_query(self, conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        self.queries.append(statement)
+
+    @contextlib.contextmanager
+    def watch(self) -> Iterator[ParseGuard]:
+        guard = self
+
+        def wrap_classmethod(owner: type, name: str) -> None:
+            original = inspect.getattr_static(owner, name)
+            assert isinstance(original, classmethod), f"{owner.__name__}.{name} is no longer a classmethod"
+
+            def recorder(cls: type, conn_id: str, *args: Any, **kwargs: Any) -> Any:
+                guard.lookups.append(f"{owner.__name__}.{name}({conn_id!r})")
+                return original.__func__(cls, conn_id, *args, **kwargs)
+
+            mp.setattr(owner, name, classmethod(recorder))
+
+        def connect(sock: socket.socket, address: Any) -> None:
+            guard.network.append(f"connect {address!r}")
+            raise OSError(errno.ENETUNREACH, f"network blocked by test: {address!r}")
+
+        def connect_ex(sock: socket.socket, address: Any) -> int:
+            guard.network.append(f"connect_ex {address!r}")
+            return errno.ENETUNREACH
+
+        def getaddrinfo(host: Any, *args: Any, **kwargs: Any) -> Any:
+            guard.network.append(f"getaddrinfo {host!r}")
+            raise socket.gaierror(socket.EAI_NONAME, f"DNS blocked by test: {host!r}")
+
+        with pytest.MonkeyPatch.context() as mp:
+            wrap_classmethod(BaseHook, "get_connection")
+            if isinstance(inspect.getattr_static(Connection, "get", None), classmethod):
+                wrap_classmethod(Connection, "get")
+            mp.setattr(socket.socket, "connect", connect)
+            mp.setattr(socket.socket, "connect_ex", connect_ex)
+            mp.setattr(socket, "getaddrinfo", getaddrinfo)
+            # Class level: every Engine, Airflow's own and any a DAG file could create.
+            sqlalchemy.event.listen(sqlalchemy.engine.Engine, "before_cursor_execute", self._on_query)
+            try:
+                yield self
+            finally:
+                sqlalchemy.event.remove(sqlalchemy.engine.Engine, "before_cursor_execute", self._on_query)
+
+
+@contextlib.contextmanager
+def fresh_kafkalake_modules() -> Iterator[None]:
+    """Import ``kafkalake`` anew inside the block, as a fresh DAG-processor process would.
+
+    Its module-level code then runs under the recorders too. The original modules are put back
+    afterwards, so classes seen by other tests keep their identity.
+    """
+
+    def ours(name: str) -> bool:
+        return name == "kafkalake" or name.startswith("kafkalake.")
+
+    saved = {name: module for name, module in sys.modules.items() if ours(name)}
+    for name in saved:
+        del sys.modules[name]
+    try:
+        yield
+    finally:
+        for name in [name for name in sys.modules if ours(name)]:
+            del sys.modules[name]
+        sys.modules.update(saved)
+
+
+def schedule_delta(dag: Any) -> timedelta:
+    timetable = dag.timetable
+    assert isinstance(timetable, DeltaTriggerTimetable | DeltaDataIntervalTimetable), (
+        f"{dag.dag_id}: a timedelta schedule should give a delta timetable, got {type(timetable).__name__}"
+    )
+    assert isinstance(timetable.delta, timedelta)
+    return timetable.delta
+
+
+# ---------------------------------------------------------------------------------------------
+# 1. parse hygiene
+
+
+def test_dags_folder_parses_to_one_dag_per_topic_without_db_connection_or_network(monkeypatch, tmp_path):
+    set_catalog(monkeypatch, FOUR_TOPICS, tmp_path / "lake", strict=True)
+    guard = ParseGuard()
+    with fresh_kafkalake_modules(), guard.watch():
+        bag = parse_dags()
+
+    assert bag.import_errors == {}
+    assert sorted(bag.dag_ids) == sorted(FOUR_DAG_IDS.values())
+    assert len(bag.dags) == 4
+    assert {Path(dag.fileloc).resolve() for dag in bag.dags.values()} == {DAG_FILE}
+    assert guard.queries == [], "parsing queried a database"
+    assert guard.lookups == [], "parsing looked up an Airflow connection"
+    assert guard.network == [], "parsing touched the network"
+    # Parsing only reads: it must not create the lake.
+    assert not (tmp_path / "lake").exists()
+
+
+def test_parse_picks_up_a_changed_catalog(monkeypatch, tmp_path):
+    """Guards the parse helper: each parse really re-executes the DAG file with the current env."""
+    set_catalog(monkeypatch, FOUR_TOPICS, tmp_path, strict=True)
+    assert len(parse_dags().dags) == 4
+    set_catalog(monkeypatch, POLICY, tmp_path, strict=True)
+    assert sorted(parse_dags().dag_ids) == sorted(e.dag_id for e in POLICY_TOPICS)
+
+
+def test_guard_records_a_database_query():
+    guard = ParseGuard()
+    engine = sqlalchemy.create_engine("sqlite://")
+    with guard.watch(), engine.connect() as conn:
+        conn.execute(sqlalchemy.text("SELECT 1"))
+    assert any("SELECT 1" in q for q in guard.queries)
+    # Outside watch() the listener is gone.
+    with engine.connect() as conn:
+        conn.execute(sqlalchemy.text("SELECT 2"))
+    assert not any("SELECT 2" in q for q in guard.queries)
+
+
+def test_guard_records_a_connection_lookup_and_keeps_its_behaviour():
+    guard = ParseGuard()
+    with guard.watch():
+        with pytest.raises(AirflowNotFoundException):
+            BaseHook.get_connection("kafkalake_test_no_such_conn")
+        with pytest.raises(AirflowNotFoundException):
+            Connection.get("kafkalake_test_no_such_conn_either")
+    assert "BaseHook.get_connection('kafkalake_test_no_such_conn')" in guard.lookups
+    assert "Connection.get('kafkalake_test_no_such_conn_either')" in guard.lookups
+
+
+def test_guard_records_a_connection_lookup_that_succeeds(monkeypatch):
+    monkeypatch.setenv("AIRFLOW_CONN_KAFKALAKE_TEST_GUARD", json.dumps({"conn_type": "http", "host": "h"}))
+    guard = ParseGuard()
+    with guard.watch():
+        conn = BaseHook.get_connection("kafkalake_test_guard")
+    assert conn.host == "h"
+    assert "BaseHook.get_connection('kafkalake_test_guard')" in guard.lookups
+
+
+def test_guard_records_and_blocks_network_calls():
+    guard = ParseGuard()
+    with guard.watch():
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock, pytest.raises(OSError):
+            sock.connect(("127.0.0.1", 1))
+        with pytest.raises(OSError):
+            socket.create_connection(("kafka.invalid", 9092), timeout=1)
+    assert "connect ('127.0.0.1', 1)" in guard.network
+    assert "getaddrinfo 'kafka.invalid'" in guard.network
+
+
+# ---------------------------------------------------------------------------------------------
+# 2. broken catalog
+
+
+def test_strict_broken_catalog_is_an_import_error_naming_file_topic_and_field(monkeypatch, tmp_path):
+    set_catalog(monkeypatch, BROKEN_SLA, tmp_path, strict=True)
+    bag = parse_dags()
+
+    assert bag.dags == {}
+    assert list(bag.import_errors) == [str(DAG_FILE)]
+    error = bag.import_errors[str(DAG_FILE)]
+    assert str(BROKEN_SLA) in error
+    assert "'late-events'" in error
+    assert "freshness_sla" in error
+    assert "CatalogError" in error
+
+
+def test_lenient_broken_catalog_keeps_good_topics_and_adds_an_errors_dag(monkeypatch, tmp_path):
+    set_catalog(monkeypatch, BROKEN_SLA, tmp_path, strict=False)
+    bag = parse_dags()
+
+    assert bag.import_errors == {}
+    assert sorted(bag.dag_ids) == ["ingest_clicks", "ingest_orders", "kafkalake_catalog_errors"]
+    errors_dag = bag.dags["kafkalake_catalog_errors"]
+    assert "late-events" in errors_dag.doc_md
+    assert "freshness_sla" in errors_dag.doc_md
+    assert str(BROKEN_SLA) in errors_dag.doc_md
+    assert isinstance(errors_dag.timetable, NullTimetable)
+    assert "kafkalake" in errors_dag.tags
+
+
+def test_lenient_good_catalog_has_no_errors_dag(monkeypatch, tmp_path):
+    set_catalog(monkeypatch, FOUR_TOPICS, tmp_path, strict=False)
+    bag = parse_dags()
+    assert bag.import_errors == {}
+    assert sorted(bag.dag_ids) == sorted(FOUR_DAG_IDS.values())
+
+
+LONG_TOPIC = "orders." + "x" * 238  # 245 characters: Kafka accepts up to 249
+
+#: Entries Airflow's DAG() would refuse, so the catalog refuses them: file, broken topic, field.
+AIRFLOW_WOULD_REFUSE = [
+    pytest.param(CATALOGS / "long_topic_name.yaml", LONG_TOPIC, "name", id="dag-id-over-250-chars"),
+    pytest.param(CATALOGS / "long_tag.yaml", "tagged", "tags", id="tag-over-100-chars"),
+]
+
+
+@pytest.mark.parametrize(("catalog", "topic", "field_name"), AIRFLOW_WOULD_REFUSE)
+def test_lenient_entry_airflow_refuses_only_costs_its_own_dag(
+    monkeypatch, tmp_path, catalog, topic, field_name
+):
+    set_catalog(monkeypatch, catalog, tmp_path, strict=False)
+    bag = parse_dags()
+
+    assert bag.import_errors == {}
+    assert sorted(bag.dag_ids) == ["ingest_clicks", "ingest_orders", "kafkalake_catalog_errors"]
+    doc = bag.dags["kafkalake_catalog_errors"].doc_md
+    assert repr(topic) in doc
+    assert repr(field_name) in doc
+
+
+@pytest.mark.parametrize(("catalog", "topic", "field_name"), AIRFLOW_WOULD_REFUSE)
+def test_strict_entry_airflow_refuses_is_reported_with_file_topic_and_field(
+    monkeypatch, tmp_path, catalog, topic, field_name
+):
+    set_catalog(monkeypatch, catalog, tmp_path, strict=True)
+    bag = parse_dags()
+
+    assert bag.dags == {}
+    error = bag.import_errors[str(DAG_FILE)]
+    assert str(catalog) in error
+    assert repr(topic) in error
+    assert repr(field_name) in error
+
+
+# ---------------------------------------------------------------------------------------------
+# 3. policy of every generated DAG
+
+
+@pytest.fixture(scope="module")
+def policy_lake(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("policy-lake")
+
+
+@pytest.fixture(scope="module")
+def policy_bag(policy_lake) -> DagBag:
+    with pytest.MonkeyPatch.context() as mp:
+        set_catalog(mp, POLICY, policy_lake, strict=True)
+        bag = parse_dags()
+    assert bag.import_errors == {}
+    return bag
+
+
+def test_policy_catalog_gives_exactly_the_expected_dags(policy_bag):
+    assert sorted(policy_bag.dag_ids) == sorted(e.dag_id for e in POLICY_TOPICS)
+
+
+@pytest.mark.parametrize("expected", POLICY_TOPICS, ids=POLICY_IDS)
+def test_dag_run_policy(policy_bag, expected):
+    dag = policy_bag.dags[expected.dag_id]
+    assert dag.max_active_runs == 1
+    assert dag.catchup is False
+    assert "kafkalake" in dag.tags
+    assert set(expected.extra_tags) <= set(dag.tags)
+
+
+@pytest.mark.parametrize("expected", POLICY_TOPICS, ids=POLICY_IDS)
+def test_schedule_is_a_third_of_the_sla_or_less(policy_bag, expected):
+    sla = parse_duration(expected.sla)
+    delta = schedule_delta(policy_bag.dags[expected.dag_id])
+    assert delta == run_interval(sla)
+    assert delta == expected.interval
+    assert delta <= sla / 3
+    assert delta >= timedelta(minutes=1)
+
+
+@pytest.mark.parametrize("expected", POLICY_TOPICS, ids=POLICY_IDS)
+def test_doc_md_names_topic_table_and_checkpoint(policy_bag, policy_lake, expected):
+    doc = policy_bag.dags[expected.dag_id].doc_md
+    assert doc and doc.strip()
+    assert f"`{expected.topic}`" in doc
+    assert f"`{expected.table}`" in doc
+    # On-call needs the checkpoint's location, and the word outside that path too (the runbook).
+    checkpoint = load_catalog(POLICY, policy_lake).topic(expected.topic).checkpoint_path
+    assert f"`{checkpoint}`" in doc
+    assert "checkpoint" in doc.replace(checkpoint, "").lower()
+
+
+@pytest.mark.parametrize("expected", POLICY_TOPICS, ids=POLICY_IDS)
+def test_every_task_retries_with_exponential_backoff_and_has_the_catalog_owner(policy_bag, expected):
+    dag = policy_bag.dags[expected.dag_id]
+    assert sorted(dag.task_ids) == sorted(TASK_ORDER)
+    for task in dag.tasks:
+        assert task.retries == 3, task.task_id
+        assert isinstance(task.retry_delay, timedelta) and task.retry_delay > timedelta(0), task.task_id
+        assert task.retry_exponential_backoff, task.task_id
+        assert task.owner == expected.owner, task.task_id
+
+
+@pytest.mark.parametrize("expected", POLICY_TOPICS, ids=POLICY_IDS)
+def test_tasks_run_in_order(policy_bag, expected):
+    dag = policy_bag.dags[expected.dag_id]
+    check, ingest, register = (dag.get_task(task_id) for task_id in TASK_ORDER)
+    assert check.upstream_task_ids == set()
+    assert check.downstream_task_ids == {"ingest"}
+    assert ingest.upstream_task_ids == {"check_new_offsets"}
+    assert ingest.downstream_task_ids == {"register_table"}
+    assert register.upstream_task_ids == {"ingest"}
+    assert register.downstream_task_ids == set()
+    assert [t.task_id for t in dag.topological_sort()] == TASK_ORDER
+
+
+@pytest.mark.parametrize("expected", POLICY_TOPICS, ids=POLICY_IDS)
+@pytest.mark.parametrize(
+    ("task_id", "job"), [("ingest", "ingest_topic.py"), ("register_table", "register_table.py")]
+)
+def test_spark_tasks_use_spark_default_local_jars_and_an_existing_application(
+    policy_bag, expected, task_id, job
+):
+    task = policy_bag.dags[expected.dag_id].get_task(task_id)
+    assert isinstance(task, SparkSubmitOperator)
+    assert task._conn_id == "spark_default"
+    assert task.packages is None
+    assert task.exclude_packages is None
+    assert task._repositories is None
+    assert Path(task.application).name == job
+    assert Path(task.application).is_file()
+    assert task.application_args == ["--topic", expected.topic]
+
+
+# ---------------------------------------------------------------------------------------------
+# 4. no YARN fallback
+
+
+@pytest.fixture
+def ingest_task(monkeypatch, tmp_path) -> Any:
+    """A fresh ``ingest`` task (tests below change its state) from a parsed DAG."""
+    set_catalog(monkeypatch, FOUR_TOPICS, tmp_path / "lake", strict=True)
+    return parse_dags().dags["ingest_payments"].get_task("ingest")
+
+
+def test_provider_alone_would_fall_back_to_yarn(monkeypatch, ingest_task):
+    """Why the guard exists: without it, a missing spark_default means YARN."""
+    unset_env_for_test(monkeypatch, "AIRFLOW_CONN_SPARK_DEFAULT")
+    assert ingest_task._get_hook()._connection["master"] == "yarn"
+
+
+def test_missing_spark_connection_runs_on_local_spark(monkeypatch, ingest_task):
+    unset_env_for_test(monkeypatch, "AIRFLOW_CONN_SPARK_DEFAULT")
+    guard = ParseGuard()
+
+    with guard.watch():
+        ingest_task._use_local_spark_if_undefined()
+        assert json.loads(os.environ["AIRFLOW_CONN_SPARK_DEFAULT"]) == {
+            "conn_type": "spark",
+            "host": "local[*]",
+        }
+        hook = ingest_task._get_hook()
+
+    assert hook._connection["master"] == "local[*]"
+    assert not hook._is_yarn
+    # Outside a task, Airflow 3.3 looks connections up in env vars (and configured external
+    # backends) only: the miss and the hit cost no metadata-DB query and no network call.
+    assert "BaseHook.get_connection('spark_default')" in guard.lookups
+    assert guard.queries == []
+    assert guard.network == []
+
+
+def test_defined_spark_connection_is_used_as_is(monkeypatch, ingest_task):
+    defined = json.dumps({"conn_type": "spark", "host": "spark://example:7077"})
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", defined)
+
+    ingest_task._use_local_spark_if_undefined()
+
+    assert os.environ["AIRFLOW_CONN_SPARK_DEFAULT"] == defined
+    assert ingest_task._get_hook()._connection["master"] == "spark://example:7077"
+
+
+# ---------------------------------------------------------------------------------------------
+# 5. secrets never on the command line
+
+PASSWORD = "s3cret-pw"
+KAFKA_EXTRA = {
+    "bootstrap.servers": "broker-1.example:9093",
+    "security.protocol": "SASL_SSL",
+    "sasl.mechanism": "PLAIN",
+    "sasl.username": "alice",
+    "sasl.password": PASSWORD,
+}
+
+
+@pytest.mark.parametrize(
+    ("spark_conn", "master"),
+    [
+        pytest.param(None, "local[*]", id="no-spark-connection"),
+        # On YARN the provider puts env_vars on the command line (spark.yarn.appMasterEnv.*).
+        pytest.param({"conn_type": "spark", "host": "yarn"}, "yarn", id="yarn"),
+    ],
+)
+def test_ingest_execute_hands_secrets_in_a_private_file_not_on_the_command_line(
+    monkeypatch, tmp_path, ingest_task, spark_conn, master
+):
+    monkeypatch.setenv("AIRFLOW_CONN_KAFKA_DEFAULT", json.dumps({"conn_type": "kafka", "extra": KAFKA_EXTRA}))
+    unset_env_for_test(monkeypatch, "AIRFLOW_CONN_SPARK_DEFAULT")
+    if spark_conn is not None:
+        monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", json.dumps(spark_conn))
+    jar = tmp_path / "delta-spark_2.13-4.0.0.jar"
+    jar.write_bytes(b"")
+    # Jar resolution is not under test here; a resolved jar set is a list of local files.
+    monkeypatch.setattr(inspect.getmodule(type(ingest_task)), "jar_files", lambda conf: [jar])
+
+    seen: dict[str, Any] = {}
+
+    def submit_instead_of_running(self, context):
+        """Stands in for the provider's execute(): build the command, run nothing."""
+        hook = self._get_hook()
+        seen["command"] = hook._build_spark_submit_command(self.application)
+        seen["env_vars"] = dict(self.env_vars)
+        path = Path(self.env_vars[kafka_client.ENV_CLIENT_CONFIG_FILE])
+        seen["path"] = path
+        seen["mode"] = stat.S_IMODE(path.stat().st_mode)
+        seen["dir_mode"] = stat.S_IMODE(path.parent.stat().st_mode)
+        seen["settings"] = json.loads(path.read_text())
+
+    monkeypatch.setattr(SparkSubmitOperator, "execute", submit_instead_of_running)
+
+    guard = ParseGuard()
+    with guard.watch():
+        ingest_task.execute(context={})
+
+    assert "BaseHook.get_connection('kafka_default')" in guard.lookups
+    assert guard.queries == []
+    assert guard.network == []
+    command = seen["command"]
+    assert not any(PASSWORD in arg for arg in command), command
+    assert not any(PASSWORD in str(value) for value in seen["env_vars"].values())
+    assert "--packages" not in command
+    assert command[command.index("--jars") + 1] == str(jar)
+    assert command[command.index("--master") + 1] == master
+    assert command[-2:] == ["--topic", "payments"]
+    if master == "yarn":
+        conf_file_setting = f"spark.yarn.appMasterEnv.{kafka_client.ENV_CLIENT_CONFIG_FILE}={seen['path']}"
+        assert conf_file_setting in command
+
+    assert seen["mode"] == 0o600
+    assert seen["dir_mode"] == 0o700
+    settings = seen["settings"]
+    assert settings["bootstrap.servers"] == "broker-1.example:9093"
+    assert settings["security.protocol"] == "SASL_SSL"
+    assert f'password="{PASSWORD}"' in settings["sasl.jaas.config"]
+    assert "sasl.password" not in settings
+    # The private file lives only as long as the submit.
+    assert not seen["path"].exists()
+
+
+def test_config_file_holds_the_jaas_config_readable_by_owner_only():
+    java = kafka_client.java_client_config(KAFKA_EXTRA)
+    with kafka_client.config_file(java) as path:
+        mode = stat.S_IMODE(path.stat().st_mode)
+        text = path.read_text()
+    assert mode == 0o600
+    jaas = json.loads(text)["sasl.jaas.config"]
+    assert jaas == (
+        'org.apache.kafka.common.security.plain.PlainLoginModule required username="alice" '
+        f'password="{PASSWORD}";'
+    )
+    assert not path.exists()
