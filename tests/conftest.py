@@ -15,6 +15,8 @@ import pytest
 # Airflow reads its home when first imported; point it away from ~/airflow before any test does.
 os.environ.setdefault("AIRFLOW_HOME", tempfile.mkdtemp(prefix="kafkalake-airflow-"))
 os.environ.setdefault("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
+# Test traffic stays on loopback: Spark would otherwise bind the machine's external address.
+os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
 
 from kafkalake import local_airflow
 from kafkalake.broker import LocalKafka
@@ -27,6 +29,8 @@ topics:
   - name: it-killed
     freshness_sla: 1h
     max_offsets_per_trigger: 500
+  - name: it-cluster
+    freshness_sla: 30m
 """
 
 

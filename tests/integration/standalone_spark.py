@@ -1,0 +1,100 @@
+"""A real Spark standalone cluster (one master, one worker) on loopback, from pip's pyspark."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyspark
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass
+class StandaloneSpark:
+    directory: Path
+    port: int = field(default_factory=free_port)
+    ui_port: int = field(default_factory=free_port)
+    processes: list[subprocess.Popen[bytes]] = field(default_factory=list)
+
+    @property
+    def master_url(self) -> str:
+        return f"spark://127.0.0.1:{self.port}"
+
+    def _start(self, name: str, *args: str) -> None:
+        spark_class = Path(pyspark.__file__).parent / "bin" / "spark-class"
+        env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_WORKER_DIR": str(self.directory / "work")}
+        with (self.directory / f"{name}.log").open("wb") as log:
+            self.processes.append(
+                subprocess.Popen(
+                    [str(spark_class), *args],
+                    env=env,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )
+            )
+
+    def start(self, timeout: float = 120.0) -> StandaloneSpark:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self._start(
+            "master",
+            "org.apache.spark.deploy.master.Master",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--webui-port",
+            str(self.ui_port),
+        )
+        self._start(
+            "worker",
+            "org.apache.spark.deploy.worker.Worker",
+            "--host",
+            "127.0.0.1",
+            "--cores",
+            "2",
+            "--memory",
+            "2g",
+            "--webui-port",
+            str(free_port()),
+            self.master_url,
+        )
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                if self.state().get("aliveworkers", 0) >= 1:
+                    return self
+            except OSError:
+                pass
+            time.sleep(1)
+        self.stop()
+        raise RuntimeError(f"no live Spark worker after {timeout:.0f}s; see {self.directory}")
+
+    def state(self) -> dict[str, Any]:
+        """The master's own JSON view: workers, running and completed applications."""
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.ui_port}/json/", timeout=5) as reply:
+            loaded: dict[str, Any] = json.load(reply)
+        return loaded
+
+    def stop(self) -> None:
+        for process in reversed(self.processes):
+            if process.poll() is None:
+                os.killpg(process.pid, signal.SIGTERM)
+                try:
+                    process.wait(timeout=20)
+                except subprocess.TimeoutExpired:
+                    os.killpg(process.pid, signal.SIGKILL)
+        self.processes.clear()
