@@ -571,6 +571,9 @@ def test_ingest_execute_hands_secrets_in_a_private_file_not_on_the_command_line(
     assert not any(PASSWORD in arg for arg in command), command
     assert not any(PASSWORD in str(value) for value in seen["env_vars"].values())
     assert "--packages" not in command
+    # Driver memory is a setting a topic's spark_conf can raise; --driver-memory would beat it.
+    assert "--driver-memory" not in command
+    assert any(arg.startswith("spark.driver.memory=") for arg in command)
     assert command[command.index("--jars") + 1] == str(jar)
     assert command[command.index("--master") + 1] == master
     assert command[-2:] == ["--topic", "payments"]

@@ -58,7 +58,6 @@ class TopicSparkSubmitOperator(SparkSubmitOperator):  # type: ignore[misc]  # pr
     def __init__(
         self, *, topic: TopicConfig, job: str, catalog_file: Path, lake_root: Path, **kwargs: Any
     ) -> None:
-        kwargs.setdefault("driver_memory", "1g")
         super().__init__(
             application=str(jobs_dir() / job),
             application_args=["--topic", topic.name],

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import subprocess
 import sys
 import time
@@ -28,6 +29,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s", datefmt="%H:%M:%S")
     started = time.monotonic()
+    # Everything runs on this machine: keep Spark off the network interfaces.
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 
     jars.resolve()
     broker = LocalKafka(REPO_ROOT / ".kafka", args.port, args.port + 1).start()

@@ -25,6 +25,8 @@ def base_conf(lake_root: Path) -> dict[str, str]:
     metastore = metastore_dir(lake_root)
     return {
         **DELTA_SETTINGS,
+        # As a setting, not --driver-memory (which would beat a topic's own spark_conf).
+        "spark.driver.memory": "1g",
         # No shuffle in the ingest path; keep the few that happen (registration, checks) cheap.
         "spark.sql.shuffle.partitions": "2",
         # Delta rebuilds the table's snapshot after every commit with this many tasks (default

@@ -36,7 +36,7 @@ def command(
     extra_args: Sequence[str] = (),
 ) -> list[str]:
     topic = load_catalog(catalog, lake).topic(topic_name)
-    cmd = [str(Path(sys.executable).parent / "spark-submit"), "--master", master, "--driver-memory", "1g"]
+    cmd = [str(Path(sys.executable).parent / "spark-submit"), "--master", master]
     for key, value in topic_conf(topic, lake).items():
         cmd += ["--conf", f"{key}={value}"]
     cmd += ["--jars", ",".join(str(p) for p in jar_files("spark"))]

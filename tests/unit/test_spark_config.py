@@ -37,3 +37,11 @@ def test_topic_spark_conf_goes_on_top_of_the_base(tmp_path):
 def test_topic_without_spark_conf_gets_exactly_the_base(tmp_path):
     topic = TopicConfig(name="orders", freshness_sla=timedelta(hours=6))
     assert topic_conf(topic, tmp_path) == base_conf(tmp_path)
+
+
+def test_a_topic_can_raise_driver_memory(tmp_path):
+    assert base_conf(tmp_path)["spark.driver.memory"] == "1g"
+    topic = TopicConfig(
+        name="big", freshness_sla=timedelta(hours=1), spark_conf=(("spark.driver.memory", "4g"),)
+    )
+    assert topic_conf(topic, tmp_path)["spark.driver.memory"] == "4g"
