@@ -105,6 +105,17 @@ def latest_run(airflow_home: Path, dag_id: str) -> tuple[str, str, dict[str, str
     return row[0], row[1], {task: state for task, state in tasks}
 
 
+def task_seconds(airflow_home: Path, run: DagRunResult, task_id: str) -> float:
+    """How long one task of a run took, from the metadata DB."""
+    with sqlite3.connect(airflow_home / "airflow.db") as db:
+        row = db.execute(
+            "SELECT (julianday(end_date) - julianday(start_date)) * 86400 FROM task_instance"
+            " WHERE dag_id = ? AND run_id = ? AND task_id = ?",
+            (run.dag_id, run.run_id, task_id),
+        ).fetchone()
+    return float(row[0]) if row and row[0] is not None else float("nan")
+
+
 def test_dag(env: Mapping[str, str], dag_id: str, *, sync: bool = True) -> DagRunResult:
     """Run one DAG run end to end with ``airflow dags test``; raise unless it succeeded."""
     if sync:

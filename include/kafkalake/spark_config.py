@@ -32,6 +32,8 @@ def base_conf(lake_root: Path) -> dict[str, str]:
         # Delta rebuilds the table's snapshot after every commit with this many tasks (default
         # 50): on 2 cores that alone cost ~7 s per micro-batch. Raise it for tables whose log is huge.
         "spark.databricks.delta.snapshotPartitions": "2",
+        # zstd: as fast as snappy here and 44% smaller bronze files (bench: 200k events, 7.3 vs 13 MB).
+        "spark.sql.parquet.compression.codec": "zstd",
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
         # The embedded Derby metastore lives with the lake, not in the current directory.

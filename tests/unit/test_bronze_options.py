@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-from kafkalake.bronze import source_options
+from kafkalake.bronze import FETCH_DEFAULTS, source_options
 from kafkalake.catalog import TopicConfig
 from kafkalake.kafka_client import java_client_config
 
@@ -25,7 +25,15 @@ def test_default_options():
         "maxOffsetsPerTrigger": "100000",
         "kafka.bootstrap.servers": "broker:9092",
         "kafka.security.protocol": "PLAINTEXT",
+        "kafka.max.partition.fetch.bytes": "8388608",
+        "kafka.fetch.max.bytes": "16777216",
+        "kafka.max.poll.records": "10000",
     }
+
+
+def test_a_connection_setting_beats_a_fetch_default():
+    options = source_options(topic(), {**CLIENT, "max.partition.fetch.bytes": "1048576"})
+    assert options["kafka.max.partition.fetch.bytes"] == "1048576"
 
 
 def test_topic_settings_are_used():
@@ -53,7 +61,8 @@ def test_every_client_setting_takes_the_kafka_prefix():
         }
     )
     options = source_options(topic(), client)
-    assert {k.removeprefix("kafka."): v for k, v in options.items() if k.startswith("kafka.")} == client
+    prefixed = {k.removeprefix("kafka."): v for k, v in options.items() if k.startswith("kafka.")}
+    assert {k: v for k, v in prefixed.items() if f"kafka.{k}" not in FETCH_DEFAULTS} == client
     assert options["kafka.sasl.mechanism"] == "SCRAM-SHA-512"
     assert options["kafka.ssl.truststore.type"] == "PEM"
 

@@ -1,0 +1,350 @@
+"""Benchmark: drain a Kafka backlog into bronze, against the raw read rate measured in the same run.
+
+    make bench                       # 2,000,000 events of ~300 bytes over 6 partitions
+    python -m kafkalake.bench --events 200000 --out bench.json
+
+Everything runs on the local broker (``.bench/kafka``, port 9192 by default). The backlog is
+produced once and reused by later runs with the same size; the bronze table is rebuilt each run.
+Figures:
+
+- raw read: a plain confluent-kafka consumer reads the whole backlog in batches and discards it;
+- bronze drain: the real ingest job (``spark-submit jobs/ingest_topic.py``), wall time split into
+  start-up (process start → first micro-batch planned in the checkpoint) and processing, peak RSS
+  of the driver JVM and of the Python driver (``VmHWM`` from /proc), files written;
+- idle run: one ``airflow dags test`` of the topic's DAG with nothing new: wall time, and whether a
+  JVM was launched.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from kafkalake import local_airflow, producer, spark_jobs
+from kafkalake.broker import LocalKafka
+from kafkalake.catalog import TopicConfig, load_catalog
+from kafkalake.kafka_client import ENV_CLIENT_CONFIG_FILE
+from kafkalake.paths import REPO_ROOT
+
+MIB = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class RawRead:
+    records: int
+    bytes: int
+    seconds: float
+
+    @property
+    def records_per_s(self) -> float:
+        return self.records / self.seconds
+
+    @property
+    def mib_per_s(self) -> float:
+        return self.bytes / MIB / self.seconds
+
+
+@dataclass(frozen=True)
+class Drain:
+    records: int
+    bytes: int
+    wall_s: float
+    startup_s: float
+    batches: int
+    driver_jvm_peak_rss_mib: float
+    python_driver_peak_rss_mib: float
+    files: int
+    avg_file_mib: float
+
+    @property
+    def processing_s(self) -> float:
+        return self.wall_s - self.startup_s
+
+    @property
+    def records_per_s(self) -> float:
+        return self.records / self.wall_s
+
+    @property
+    def mib_per_s(self) -> float:
+        return self.bytes / MIB / self.wall_s
+
+
+@dataclass(frozen=True)
+class IdleRun:
+    wall_s: float
+    preflight_task_s: float
+    jvm_launched: bool
+
+
+def event_value(i: int, rng: random.Random) -> bytes:
+    """A JSON event of about 300 bytes."""
+    event = {
+        "event_id": f"{i:012d}",
+        "user_id": f"user-{rng.randrange(100_000):06d}",
+        "session": f"{rng.getrandbits(64):016x}",
+        "type": rng.choice(["page_view", "click", "add_to_cart", "checkout", "search"]),
+        "page": rng.choice(["/", "/search", "/product/1234", "/cart", "/checkout/payment"]),
+        "amount": round(rng.uniform(0, 500), 2),
+        "currency": "EUR",
+        "ua": "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/131.0",
+        "ts": 1_790_000_000_000 + i,
+    }
+    return json.dumps(event, separators=(",", ":")).encode()
+
+
+def ensure_backlog(bootstrap: str, topic: str, events: int, partitions: int) -> None:
+    """Produce the backlog unless the topic already holds exactly it."""
+    from kafkalake.offsets import end_offsets
+
+    producer.create_topic(bootstrap, topic, partitions)
+    held = sum(end_offsets({"bootstrap.servers": bootstrap}, topic).values())
+    if held not in (0, events):
+        raise RuntimeError(f"topic {topic} holds {held} records, not 0 or {events}: remove .bench/ and rerun")
+    rng = random.Random(42)
+    if held == 0:
+        started = time.monotonic()
+        chunk = 200_000
+        for start in range(0, events, chunk):
+            records = [
+                producer.Record(f"user-{i % 100_000}".encode(), event_value(i, rng))
+                for i in range(start, min(events, start + chunk))
+            ]
+            producer.produce(bootstrap, topic, records)
+        print(f"produced {events:,} events in {time.monotonic() - started:.1f}s", flush=True)
+
+
+def raw_read(bootstrap: str, topic: str) -> RawRead:
+    """Read the whole topic with a plain consumer in batch mode and discard it."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    from kafkalake.offsets import end_offsets
+
+    ends = end_offsets({"bootstrap.servers": bootstrap}, topic)
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "kafkalake-bench-raw",
+            "enable.auto.commit": False,
+            "fetch.max.bytes": 64 * MIB,
+            "max.partition.fetch.bytes": 16 * MIB,
+        }
+    )
+    consumer.assign([TopicPartition(topic, p, 0) for p in ends])
+    remaining = sum(ends.values())
+    records = size = 0
+    started = time.monotonic()
+    while remaining > 0:
+        for message in consumer.consume(num_messages=10_000, timeout=1.0):
+            if message.error() is not None:
+                continue
+            records += 1
+            remaining -= 1
+            size += len(message.value() or b"") + len(message.key() or b"")
+    seconds = time.monotonic() - started
+    consumer.close()
+    return RawRead(records, size, seconds)
+
+
+def _children(pid: int) -> list[int]:
+    # Any thread may have started a child (the JVM starts the Python driver from one of its own).
+    children: list[int] = []
+    for listing in Path(f"/proc/{pid}/task").glob("*/children"):
+        try:
+            children += [int(c) for c in listing.read_text().split()]
+        except OSError:
+            continue
+    return children
+
+
+def _tree(pid: int) -> list[int]:
+    pids, stack = [], [pid]
+    while stack:
+        current = stack.pop()
+        pids.append(current)
+        stack.extend(_children(current))
+    return pids
+
+
+def _peak_rss_mib(pid: int) -> tuple[str, float] | None:
+    try:
+        with open(f"/proc/{pid}/status") as src:
+            status = dict(line.split(":", 1) for line in src if ":" in line)
+        with open(f"/proc/{pid}/comm") as src:
+            name = src.read().strip()
+    except OSError:
+        return None
+    return name, int(status.get("VmHWM", "0 kB").split()[0]) / 1024
+
+
+def drain(topic: TopicConfig, catalog: Path, lake: Path, bootstrap: str, settings: Path) -> Drain:
+    """Run the ingest job on the whole backlog, watching its processes and its checkpoint."""
+    from deltalake import DeltaTable
+
+    shutil.rmtree(topic.path, ignore_errors=True)
+    cmd = spark_jobs.command("ingest_topic", topic.name, catalog=catalog, lake=lake)
+    env = {**spark_jobs.environment(catalog, lake), ENV_CLIENT_CONFIG_FILE: str(settings)}
+    first_batch = Path(topic.checkpoint_path) / "offsets" / "0"
+    peaks = {"java": 0.0, "python": 0.0}
+    started = time.monotonic()
+    startup = None
+    process = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    while process.poll() is None:
+        for pid in _tree(process.pid):
+            seen = _peak_rss_mib(pid)
+            if seen is not None and seen[0] in peaks:
+                peaks[seen[0]] = max(peaks[seen[0]], seen[1])
+        if startup is None and first_batch.exists():
+            startup = time.monotonic() - started
+        time.sleep(0.1)
+    wall = time.monotonic() - started
+    if process.returncode != 0:
+        err = process.stderr.read().decode(errors="replace") if process.stderr else ""
+        raise RuntimeError(f"ingest job failed ({process.returncode}):\n{err[-4000:]}")
+    import pyarrow as pa
+
+    adds = pa.table(DeltaTable(topic.path).get_add_actions(flatten=True)).to_pylist()
+    rows = sum(int(a["num_records"]) for a in adds)
+    files_bytes = sum(int(a["size_bytes"]) for a in adds)
+    batches = len([p for p in (Path(topic.checkpoint_path) / "commits").glob("[0-9]*")])
+    return Drain(
+        records=rows,
+        bytes=-1,
+        wall_s=wall,
+        startup_s=startup if startup is not None else wall,
+        batches=batches,
+        driver_jvm_peak_rss_mib=peaks["java"],
+        python_driver_peak_rss_mib=peaks["python"],
+        files=len(adds),
+        avg_file_mib=files_bytes / MIB / max(1, len(adds)),
+    )
+
+
+def idle_run(airflow_env: dict[str, str], dag_id: str) -> IdleRun:
+    local_airflow.init_db(airflow_env)
+    local_airflow.sync_dags(airflow_env)
+    started = time.monotonic()
+    run = local_airflow.test_dag(airflow_env, dag_id, sync=False)
+    wall = time.monotonic() - started
+    jvm = run.task_states.get("ingest") != "skipped" or "Spark-Submit cmd" in run.output
+    preflight = local_airflow.task_seconds(Path(airflow_env["AIRFLOW_HOME"]), run, "check_new_offsets")
+    return IdleRun(wall, preflight, jvm)
+
+
+def report(raw: RawRead, bronze: Drain, idle: IdleRun | None) -> str:
+    ratio = bronze.records_per_s / raw.records_per_s
+    lines = [
+        f"{'measure':<34}{'raw read':>14}{'bronze drain':>16}",
+        f"{'records':<34}{raw.records:>14,}{bronze.records:>16,}",
+        f"{'records/s':<34}{raw.records_per_s:>14,.0f}{bronze.records_per_s:>16,.0f}",
+        f"{'MiB/s (payload)':<34}{raw.mib_per_s:>14,.1f}{raw.bytes / MIB / bronze.wall_s:>16,.1f}",
+        f"{'wall s':<34}{raw.seconds:>14.1f}{bronze.wall_s:>16.1f}",
+        f"{'  start-up s':<34}{'':>14}{bronze.startup_s:>16.1f}",
+        f"{'  processing s':<34}{'':>14}{bronze.processing_s:>16.1f}",
+        f"{'micro-batches':<34}{'':>14}{bronze.batches:>16}",
+        f"{'driver JVM peak RSS MiB':<34}{'':>14}{bronze.driver_jvm_peak_rss_mib:>16,.0f}",
+        f"{'Python driver peak RSS MiB':<34}{'':>14}{bronze.python_driver_peak_rss_mib:>16,.0f}",
+        f"{'files written / avg MiB':<34}{'':>14}{f'{bronze.files} / {bronze.avg_file_mib:.1f}':>16}",
+        f"{'ratio bronze / raw (records/s)':<34}{'':>14}{ratio:>16.0%}",
+    ]
+    if idle is not None:
+        lines += [
+            f"{'idle DAG run wall s':<34}{'':>14}{idle.wall_s:>16.1f}",
+            f"{'  of it the pre-flight task s':<34}{'':>14}{idle.preflight_task_s:>16.1f}",
+            f"{'  JVM launched':<34}{'':>14}{'yes' if idle.jvm_launched else 'no':>16}",
+        ]
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Benchmark the bronze drain against a raw Kafka read.")
+    parser.add_argument("--events", type=int, default=2_000_000)
+    parser.add_argument("--partitions", type=int, default=6)
+    parser.add_argument("--max-offsets-per-trigger", type=int, default=500_000)
+    parser.add_argument("--port", type=int, default=9192)
+    parser.add_argument("--dir", type=Path, default=REPO_ROOT / ".bench")
+    parser.add_argument("--out", type=Path, default=REPO_ROOT / ".bench" / "results.json")
+    parser.add_argument("--skip-idle", action="store_true", help="leave out the idle DAG run")
+    parser.add_argument(
+        "--spark-conf",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a Spark setting for the drain, on top of the project's (repeatable)",
+    )
+    args = parser.parse_args(argv)
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+
+    workdir: Path = args.dir.resolve()
+    broker = LocalKafka(workdir / "kafka", args.port, args.port + 1, heap="2G").start()
+    name = f"bench-{args.events}-p{args.partitions}"
+    catalog = workdir / "catalog.yaml"
+    lake = workdir / "lake"
+    spark_conf = dict(item.split("=", 1) for item in args.spark_conf)
+    catalog.write_text(
+        json.dumps(
+            {
+                "topics": [
+                    {
+                        "name": name,
+                        "freshness_sla": "1h",
+                        "spark_conf": spark_conf,
+                        "max_offsets_per_trigger": args.max_offsets_per_trigger,
+                    }
+                ]
+            }
+        )
+    )
+    topic = load_catalog(catalog, lake).topic(name)
+    ensure_backlog(broker.bootstrap_servers, name, args.events, args.partitions)
+
+    raw = raw_read(broker.bootstrap_servers, name)
+    print(f"raw read: {raw.records:,} records in {raw.seconds:.1f}s", flush=True)
+    settings = workdir / "kafka-client.json"
+    settings.write_text(json.dumps({"bootstrap.servers": broker.bootstrap_servers}))
+    bronze = drain(topic, catalog, lake, broker.bootstrap_servers, settings)
+    if bronze.records != raw.records:
+        raise RuntimeError(f"bronze holds {bronze.records:,} rows, the topic {raw.records:,}")
+    bronze = Drain(**{**asdict(bronze), "bytes": raw.bytes})
+    print(f"bronze drain: {bronze.records:,} rows in {bronze.wall_s:.1f}s", flush=True)
+
+    idle = None
+    if not args.skip_idle:
+        env = local_airflow.environment(
+            workdir / "airflow", kafka_bootstrap=broker.bootstrap_servers, catalog=catalog, lake_root=lake
+        )
+        idle = idle_run(env, topic.dag_id)
+
+    print(report(raw, bronze, idle))
+    results: dict[str, Any] = {
+        "events": args.events,
+        "partitions": args.partitions,
+        "max_offsets_per_trigger": args.max_offsets_per_trigger,
+        "spark_conf": spark_conf,
+        "cores": os.cpu_count(),
+        "raw_read": {**asdict(raw), "records_per_s": raw.records_per_s, "mib_per_s": raw.mib_per_s},
+        "bronze_drain": {
+            **asdict(bronze),
+            "processing_s": bronze.processing_s,
+            "records_per_s": bronze.records_per_s,
+        },
+        "ratio_bronze_to_raw": bronze.records_per_s / raw.records_per_s,
+        "idle_run": asdict(idle) if idle else None,
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(results, indent=2))
+    print(f"results written to {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
