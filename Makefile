@@ -8,7 +8,7 @@ UV := $(VENV)/bin/uv
 STAMP := $(VENV)/.installed
 
 .DEFAULT_GOAL := help
-.PHONY: help setup demo test test-unit check kafka-start kafka-stop airflow-ui clean
+.PHONY: help setup demo test test-unit check bench kafka-start kafka-stop clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -37,6 +37,9 @@ test-unit: setup  ## only the fast unit tests
 check: setup  ## lint and type-check
 	$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check . && $(VENV)/bin/mypy
 
+bench: setup  ## benchmark: drain 2,000,000 events into bronze vs a raw Kafka read (not part of test)
+	$(PY) -m kafkalake.bench $(BENCH_ARGS)
+
 kafka-start: setup  ## start the local broker on 127.0.0.1:9092
 	$(PY) -m kafkalake.broker start
 
@@ -45,4 +48,5 @@ kafka-stop:  ## stop the local broker
 
 clean:  ## remove local state (lake, broker data, Airflow DB); keeps .venv and .jars
 	-$(PY) -m kafkalake.broker stop
-	rm -rf .lake .kafka .airflow
+	-$(PY) -m kafkalake.broker stop --dir .bench/kafka
+	rm -rf .lake .kafka .airflow .bench

@@ -186,8 +186,12 @@ def _peak_rss_mib(pid: int) -> tuple[str, float] | None:
     return name, int(status.get("VmHWM", "0 kB").split()[0]) / 1024
 
 
-def drain(topic: TopicConfig, catalog: Path, lake: Path, bootstrap: str, settings: Path) -> Drain:
-    """Run the ingest job on the whole backlog, watching its processes and its checkpoint."""
+def drain(topic: TopicConfig, catalog: Path, lake: Path, settings: Path, payload_bytes: int) -> Drain:
+    """Run the ingest job on the whole backlog, watching its processes and its checkpoint.
+
+    Args:
+        payload_bytes: the backlog's keys and values in bytes (from the raw read), for MiB/s.
+    """
     from deltalake import DeltaTable
 
     shutil.rmtree(topic.path, ignore_errors=True)
@@ -218,7 +222,7 @@ def drain(topic: TopicConfig, catalog: Path, lake: Path, bootstrap: str, setting
     batches = len([p for p in (Path(topic.checkpoint_path) / "commits").glob("[0-9]*")])
     return Drain(
         records=rows,
-        bytes=-1,
+        bytes=payload_bytes,
         wall_s=wall,
         startup_s=startup if startup is not None else wall,
         batches=batches,
@@ -246,7 +250,7 @@ def report(raw: RawRead, bronze: Drain, idle: IdleRun | None) -> str:
         f"{'measure':<34}{'raw read':>14}{'bronze drain':>16}",
         f"{'records':<34}{raw.records:>14,}{bronze.records:>16,}",
         f"{'records/s':<34}{raw.records_per_s:>14,.0f}{bronze.records_per_s:>16,.0f}",
-        f"{'MiB/s (payload)':<34}{raw.mib_per_s:>14,.1f}{raw.bytes / MIB / bronze.wall_s:>16,.1f}",
+        f"{'MiB/s (payload)':<34}{raw.mib_per_s:>14,.1f}{bronze.mib_per_s:>16,.1f}",
         f"{'wall s':<34}{raw.seconds:>14.1f}{bronze.wall_s:>16.1f}",
         f"{'  start-up s':<34}{'':>14}{bronze.startup_s:>16.1f}",
         f"{'  processing s':<34}{'':>14}{bronze.processing_s:>16.1f}",
@@ -311,10 +315,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"raw read: {raw.records:,} records in {raw.seconds:.1f}s", flush=True)
     settings = workdir / "kafka-client.json"
     settings.write_text(json.dumps({"bootstrap.servers": broker.bootstrap_servers}))
-    bronze = drain(topic, catalog, lake, broker.bootstrap_servers, settings)
+    bronze = drain(topic, catalog, lake, settings, raw.bytes)
     if bronze.records != raw.records:
         raise RuntimeError(f"bronze holds {bronze.records:,} rows, the topic {raw.records:,}")
-    bronze = Drain(**{**asdict(bronze), "bytes": raw.bytes})
     print(f"bronze drain: {bronze.records:,} rows in {bronze.wall_s:.1f}s", flush=True)
 
     idle = None
