@@ -5,6 +5,11 @@
 The topic's settings come from the catalog (``KAFKALAKE_CATALOG``, ``KAFKALAKE_LAKE_ROOT``); the
 Kafka client settings, secrets included, from the private file named by
 ``KAFKALAKE_KAFKA_CONFIG_FILE`` — never from the command line.
+
+A failure the job can name (Kafka's data-loss check, bad configuration, a missing topic, a broker
+that does not answer) ends with one line ``KAFKALAKE_FAILURE kind=<kind> <what to do>`` and the
+kind's exit code (``kafkalake.failures.EXIT_CODES``), so Airflow decides retry-or-fail from that
+instead of from a Java stack trace.
 """
 
 from __future__ import annotations
@@ -15,8 +20,9 @@ import os
 import sys
 
 from kafkalake.bronze import start_ingest
-from kafkalake.catalog import load_catalog
-from kafkalake.kafka_client import ENV_CLIENT_CONFIG_FILE, read_config_file
+from kafkalake.catalog import CatalogError, TopicConfig, load_catalog
+from kafkalake.failures import Failure, Kind, classify_spark_error, exit_code, failure, failure_line
+from kafkalake.kafka_client import ENV_CLIENT_CONFIG_FILE, KafkaConfigError, read_config_file
 from kafkalake.paths import catalog_path, lake_root
 
 log = logging.getLogger("kafkalake.ingest")
@@ -28,24 +34,58 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
-    topic = load_catalog(catalog_path(), lake_root()).topic(args.topic)
     config_file = os.environ.get(ENV_CLIENT_CONFIG_FILE)
     if not config_file:
         parser.error(f"{ENV_CLIENT_CONFIG_FILE} must name the Kafka client settings file")
-    client_config = read_config_file(config_file)
+    try:
+        topic = load_catalog(catalog_path(), lake_root()).topic(args.topic)
+        client_config = read_config_file(config_file)
+    except (CatalogError, KafkaConfigError) as err:
+        return report(failure(Kind.BAD_CONFIG, f"topic {args.topic!r}: {err}"))
+    return ingest(topic, client_config)
 
+
+def ingest(topic: TopicConfig, client_config: dict[str, str]) -> int:
+    from pyspark.errors.exceptions.captured import CapturedException
     from pyspark.sql import SparkSession
 
     spark = SparkSession.builder.appName(f"kafkalake-ingest-{topic.name}").getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
     log.info("ingesting topic %s into %s (checkpoint %s)", topic.name, topic.path, topic.checkpoint_path)
-    query = start_ingest(spark, topic, client_config)
-    query.awaitTermination()
+    try:
+        query = start_ingest(spark, topic, client_config)
+        query.awaitTermination()
+    except CapturedException as err:
+        # The query's own failure, as Spark raised it: classified here, where its error class and
+        # message are at hand, rather than from a log tail.
+        failed = classify_spark_error(topic.name, error_text(err))
+        log.error("the ingest of topic %s failed: %s", topic.name, err)
+        spark.stop()
+        return report(failed)
     progress = query.recentProgress
     rows = sum(p.get("numInputRows", 0) for p in progress if isinstance(p, dict))
     log.info("done: %d rows in %d micro-batches", rows, len([p for p in progress if p]))
     spark.stop()
     return 0
+
+
+def error_text(err: Exception) -> str:
+    """The exception's message and its JVM stack trace with every "Caused by".
+
+    The message alone can hide the cause: a data-loss failure inside a Delta write surfaces as
+    ``[TASK_WRITE_FAILED] Task failed while writing rows``, with Kafka's error only in the causes.
+    pyspark keeps the JVM trace on the exception (``_stackTrace``, set by CapturedException).
+    """
+    return f"{err}\n{getattr(err, '_stackTrace', '') or ''}"
+
+
+def report(failed: Failure) -> int:
+    """Print the one failure line, last, so it lands in the log tail Airflow's error carries.
+
+    spark-submit passes the driver's stderr on as its own stdout, with its other output.
+    """
+    print(failure_line(failed), file=sys.stderr, flush=True)
+    return exit_code(failed.kind)
 
 
 if __name__ == "__main__":

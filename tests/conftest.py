@@ -31,6 +31,11 @@ topics:
     max_offsets_per_trigger: 500
   - name: it-cluster
     freshness_sla: 30m
+  - name: it-retry
+    freshness_sla: 3m
+    max_offsets_per_trigger: 500
+  - name: it-expired
+    freshness_sla: 3m
 """
 
 

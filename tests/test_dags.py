@@ -6,7 +6,8 @@ tests/conftest.py. What they check:
 * parsing ``dags/`` builds exactly one DAG per topic and makes no database query, no connection
   lookup and no network call (with sanity tests proving each recorder would catch one);
 * a broken catalog entry is an import error in strict mode, an errors DAG in lenient mode;
-* the run policy of every generated DAG (schedule from the SLA, retries, owner, docs, wiring);
+* the run policy of every generated DAG (schedule from the SLA, retries, owner, docs, wiring) and
+  the retry policy every task carries: non-retryable errors fail at once, the rest retry;
 * the Spark connection falls back to ``local[*]``, never to the provider's YARN default;
 * Kafka secrets reach spark-submit in a private file, never on its command line.
 """
@@ -32,13 +33,24 @@ import sqlalchemy
 from airflow.dag_processing.dagbag import DagBag
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import BaseHook, Connection
+from airflow.sdk.definitions.retry_policy import ExceptionRetryPolicy, RetryAction
 from airflow.sdk.definitions.timetables.interval import DeltaDataIntervalTimetable
 from airflow.sdk.definitions.timetables.simple import NullTimetable
 from airflow.sdk.definitions.timetables.trigger import DeltaTriggerTimetable
-from airflow.sdk.exceptions import AirflowNotFoundException
+from airflow.sdk.exceptions import AirflowException, AirflowNotFoundException
 from kafkalake import kafka_client
-from kafkalake.catalog import load_catalog
+from kafkalake.catalog import CatalogError, load_catalog
+from kafkalake.dag_factory import retry_policy
 from kafkalake.durations import parse_duration
+from kafkalake.failures import (
+    BadConfigError,
+    BrokerUnreachableError,
+    DriverLostError,
+    OffsetsExpiredError,
+    TopicMissingError,
+    TransientError,
+)
+from kafkalake.kafka_client import KafkaConfigError
 from kafkalake.schedule import run_interval
 
 REPO = Path(__file__).resolve().parents[1]
@@ -434,6 +446,26 @@ def test_every_task_retries_with_exponential_backoff_and_has_the_catalog_owner(p
 
 
 @pytest.mark.parametrize("expected", POLICY_TOPICS, ids=POLICY_IDS)
+def test_every_task_carries_the_retry_policy(policy_bag, expected):
+    dag = policy_bag.dags[expected.dag_id]
+    for task in dag.tasks:
+        policy = task.retry_policy
+        assert isinstance(policy, ExceptionRetryPolicy), task.task_id
+        assert policy.serialize() == retry_policy().serialize(), task.task_id
+        assert task.has_retry_policy, task.task_id
+        # The policy only fails chosen errors at once; everything else keeps the retries above.
+        assert policy.evaluate(OffsetsExpiredError("gone"), 1, 4).action is RetryAction.FAIL
+        assert policy.evaluate(RuntimeError("?"), 1, 4).action is RetryAction.DEFAULT
+
+
+@pytest.mark.parametrize("expected", POLICY_TOPICS, ids=POLICY_IDS)
+def test_preflight_knows_whether_the_topic_accepts_data_loss(policy_bag, policy_lake, expected):
+    check = policy_bag.dags[expected.dag_id].get_task("check_new_offsets")
+    topic = load_catalog(POLICY, policy_lake).topic(expected.topic)
+    assert check.op_kwargs["fail_on_data_loss"] is topic.fail_on_data_loss
+
+
+@pytest.mark.parametrize("expected", POLICY_TOPICS, ids=POLICY_IDS)
 def test_tasks_run_in_order(policy_bag, expected):
     dag = policy_bag.dags[expected.dag_id]
     check, ingest, register = (dag.get_task(task_id) for task_id in TASK_ORDER)
@@ -604,3 +636,65 @@ def test_config_file_holds_the_jaas_config_readable_by_owner_only():
         f'password="{PASSWORD}";'
     )
     assert not path.exists()
+
+
+# ---------------------------------------------------------------------------------------------
+# 6. the retry policy: which errors fail at once
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        OffsetsExpiredError("gone"),
+        TopicMissingError("no topic"),
+        BadConfigError("bad"),
+        CatalogError(Path("topics.yaml"), "broken", "orders"),
+        KafkaConfigError("no broker"),
+        AirflowNotFoundException("The conn_id `kafka_default` isn't defined"),
+    ],
+    ids=lambda e: type(e).__name__,
+)
+def test_policy_fails_non_retryable_errors_at_once(error):
+    decision = retry_policy().evaluate(error, try_number=1, max_tries=4)
+    assert decision.action is RetryAction.FAIL
+    assert decision.reason and "not retryable" in decision.reason
+
+
+@pytest.mark.parametrize(
+    "error",
+    [BrokerUnreachableError("down"), DriverLostError("killed"), TransientError("?")],
+    ids=lambda e: type(e).__name__,
+)
+def test_policy_retries_transient_errors_with_the_tasks_own_backoff(error):
+    decision = retry_policy().evaluate(error, try_number=1, max_tries=4)
+    assert decision.action is RetryAction.RETRY
+    assert decision.retry_delay is None
+
+
+@pytest.mark.parametrize(
+    "error",
+    [RuntimeError("?"), AirflowException("Cannot execute"), TimeoutError(), ValueError("?")],
+    ids=lambda e: type(e).__name__,
+)
+def test_policy_leaves_unclassified_errors_to_the_default_retries(error):
+    assert retry_policy().evaluate(error, try_number=1, max_tries=4).action is RetryAction.DEFAULT
+
+
+def test_spark_job_failure_becomes_a_typed_error_the_policy_acts_on(monkeypatch, ingest_task):
+    """The provider's error (exit code + last lines) is classified; the on-call message comes first."""
+    line = (
+        "KAFKALAKE_FAILURE kind=offsets_expired [offsets_expired] topic 'payments': gone "
+        "(NOT retrying: a retry cannot fix this). What to do: accept the loss"
+    )
+
+    def failing_submit(self, context):
+        tail = f"\nLast spark-submit output:\n{line}"
+        raise AirflowException(f"Cannot execute: spark-submit ingest_topic.py. Error code is: 65.{tail}")
+
+    monkeypatch.setattr(SparkSubmitOperator, "execute", failing_submit)
+    monkeypatch.setattr(inspect.getmodule(type(ingest_task)), "jar_files", lambda conf: [])
+    monkeypatch.setenv("AIRFLOW_CONN_KAFKA_DEFAULT", json.dumps({"conn_type": "kafka", "host": "b:9092"}))
+    with pytest.raises(OffsetsExpiredError, match=r"\[offsets_expired\] topic 'payments': gone") as raised:
+        ingest_task.execute(context={})
+    assert isinstance(raised.value.__cause__, AirflowException)
+    assert ingest_task.retry_policy.evaluate(raised.value, 1, 4).action is RetryAction.FAIL

@@ -14,9 +14,9 @@ from typing import Any
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import BaseHook
-from airflow.sdk.exceptions import AirflowNotFoundException
+from airflow.sdk.exceptions import AirflowException, AirflowNotFoundException
 
-from kafkalake import kafka_client, offsets
+from kafkalake import failures, kafka_client, offsets
 from kafkalake.catalog import TopicConfig
 from kafkalake.jars import jar_files
 from kafkalake.paths import ENV_CATALOG, ENV_LAKE_ROOT, jobs_dir
@@ -34,14 +34,33 @@ def kafka_config_for(conn_id: str) -> dict[str, str]:
     return kafka_client.librdkafka_config(conn_id, conn.host, conn.port, conn.extra_dejson)
 
 
-def check_new_offsets(topic_name: str, checkpoint: str, kafka_conn_id: str) -> bool:
-    """ShortCircuit callable: true when the ingest job has work to do."""
+def check_new_offsets(
+    topic_name: str, checkpoint: str, kafka_conn_id: str, fail_on_data_loss: bool = True
+) -> bool:
+    """ShortCircuit callable: true when the ingest job has work to do.
+
+    Fails at once (:class:`~kafkalake.failures.OffsetsExpiredError`, not retried) when Kafka has
+    already deleted records the table never read, unless the topic accepts that loss.
+    """
     config = kafka_config_for(kafka_conn_id)
+    marks = offsets.watermarks(config, topic_name)
     decision = offsets.decide(
         offsets.read_checkpoint(Path(checkpoint), topic_name),
-        offsets.end_offsets(config, topic_name),
+        {p: high for p, (_low, high) in marks.items()},
+        {p: low for p, (low, _high) in marks.items()},
     )
     log.info("topic %s: %s; lag per partition %s", topic_name, decision.reason, decision.lag or "unknown")
+    if decision.expired and fail_on_data_loss:
+        message = failures.offsets_expired_message(topic_name, decision.expired)
+        log.error("%s", message)
+        raise failures.OffsetsExpiredError(message)
+    if decision.expired:
+        log.warning(
+            "fail_on_data_loss is false for topic %s: the ingest skips what expired; "
+            "{partition: (committed offset, earliest offset in Kafka)} = %s",
+            topic_name,
+            decision.expired,
+        )
     if not decision.run:
         log.info("skipping the Spark job: the table already holds every offset Kafka has")
     return decision.run
@@ -102,7 +121,14 @@ class TopicSparkSubmitOperator(SparkSubmitOperator):  # type: ignore[misc]  # pr
         self._use_local_spark_if_undefined()
         self.jars = ",".join(str(p) for p in jar_files("spark"))
         self.env_vars = {**self._job_environment(), **(self.env_vars or {})}
-        super().execute(context)
+        try:
+            super().execute(context)
+        except AirflowException as err:
+            # The provider's error holds the exit code and the job's last lines: turn it into a
+            # typed error the DAG's retry policy acts on, with the on-call message first.
+            failed = failures.classify_job_failure(Path(self.application).name, self.topic_name, str(err))
+            self.log.error("%s", failed.message)
+            raise failed.error() from err
 
 
 class IngestOperator(TopicSparkSubmitOperator):

@@ -15,10 +15,14 @@ from typing import Any
 import pendulum
 from airflow.providers.standard.operators.python import PythonOperator, ShortCircuitOperator
 from airflow.sdk import DAG
+from airflow.sdk.definitions.retry_policy import ExceptionRetryPolicy, RetryAction, RetryRule
+from airflow.sdk.exceptions import AirflowNotFoundException
 
 from kafkalake.airflow_tasks import IngestOperator, TopicSparkSubmitOperator, check_new_offsets
 from kafkalake.catalog import Catalog, CatalogError, TopicConfig, load_catalog
 from kafkalake.durations import format_duration
+from kafkalake.failures import NonRetryableError, TransientError
+from kafkalake.kafka_client import KafkaConfigError
 from kafkalake.paths import catalog_path, lake_root
 
 log = logging.getLogger(__name__)
@@ -29,6 +33,34 @@ ERRORS_DAG_ID = "kafkalake_catalog_errors"
 START_DATE = pendulum.datetime(2025, 1, 1, tz="UTC")
 RETRIES = 3
 RETRY_DELAY = timedelta(minutes=1)
+
+#: Failures a retry cannot fix fail the task at once; the others keep retries with backoff.
+NOT_RETRYABLE: tuple[type[BaseException], ...] = (
+    NonRetryableError,  # offsets expired, topic missing, bad config, as classified by kafkalake
+    CatalogError,
+    KafkaConfigError,
+    AirflowNotFoundException,  # e.g. the DAG's Kafka connection is not defined
+)
+
+
+def retry_policy() -> ExceptionRetryPolicy:
+    """The retry policy of every task: evaluated on the worker, with the raised exception."""
+    return ExceptionRetryPolicy(
+        rules=[
+            RetryRule(
+                exception=list(NOT_RETRYABLE),
+                action=RetryAction.FAIL,
+                reason="not retryable: failing at once (the error above says what to do)",
+            ),
+            RetryRule(
+                exception=TransientError,
+                action=RetryAction.RETRY,
+                reason="transient failure: retrying with exponential backoff",
+            ),
+        ],
+        default=RetryAction.DEFAULT,  # anything unclassified: the task's retries and backoff
+    )
+
 
 DOC = """\
 ### Kafka topic `{name}` → Delta table `{table}`
@@ -44,8 +76,11 @@ Runs every **{interval}** (freshness SLA {sla} / 3, rounded down to the minute).
 
 **On-call.** Every task is safe to clear and re-run: a retried or killed ingest resumes from its
 checkpoint and writes no row twice. Never delete or move the checkpoint: that would re-read Kafka
-from `{starting}` and duplicate rows. If the job fails with *data loss* (offsets expired in Kafka
-before they were read), the missing offsets are gone from Kafka; see the README's runbook section.
+from `{starting}` and duplicate rows. Transient failures (broker unreachable, timeouts, a lost
+Spark driver) retry with backoff; the others fail at once, and the task log says what to do. If a
+task fails with `[offsets_expired]` (offsets expired in Kafka before they were read), those records
+are gone from Kafka: to accept the loss, run once with `fail_on_data_loss: false` on the topic,
+then set it back; see the README's section "Failures and what to do".
 """
 
 
@@ -75,6 +110,7 @@ def dag_for(topic: TopicConfig, catalog: Catalog, lake: Any) -> DAG:
             "retry_exponential_backoff": 2.0,
             # Backoff never pushes a retry past the next scheduled run.
             "max_retry_delay": min(interval, timedelta(minutes=30)),
+            "retry_policy": retry_policy(),
         },
     )
     with dag:
@@ -85,6 +121,7 @@ def dag_for(topic: TopicConfig, catalog: Catalog, lake: Any) -> DAG:
                 "topic_name": topic.name,
                 "checkpoint": topic.checkpoint_path,
                 "kafka_conn_id": topic.kafka_conn_id,
+                "fail_on_data_loss": topic.fail_on_data_loss,
             },
             execution_timeout=timedelta(minutes=5),
         )

@@ -20,7 +20,10 @@ from kafkalake.paths import ENV_CATALOG, ENV_LAKE_ROOT, REPO_ROOT
 
 
 class DagRunError(RuntimeError):
-    pass
+    def __init__(self, message: str, result: DagRunResult | None = None) -> None:
+        super().__init__(message)
+        #: The failed run, with its whole output, when it got as far as running.
+        self.result = result
 
 
 @dataclass(frozen=True)
@@ -71,7 +74,7 @@ def environment(
 
 
 def _airflow(env: Mapping[str, str], *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    cmd = [str(Path(sys.executable).parent / "airflow"), *args]
+    cmd = airflow_command(*args)
     done = subprocess.run(cmd, env=dict(env), capture_output=True, text=True, check=False)
     if check and done.returncode != 0:
         raise DagRunError(
@@ -116,16 +119,50 @@ def task_seconds(airflow_home: Path, run: DagRunResult, task_id: str) -> float:
     return float(row[0]) if row and row[0] is not None else float("nan")
 
 
-def test_dag(env: Mapping[str, str], dag_id: str, *, sync: bool = True) -> DagRunResult:
-    """Run one DAG run end to end with ``airflow dags test``; raise unless it succeeded."""
+def test_dag(
+    env: Mapping[str, str], dag_id: str, *, sync: bool = True, mark_success: str | None = None
+) -> DagRunResult:
+    """Run one DAG run end to end with ``airflow dags test``; raise unless it succeeded.
+
+    ``mark_success`` is a regex of task ids marked successful instead of run.
+    """
     if sync:
         sync_dags(env)
-    done = _airflow(env, "dags", "test", dag_id, check=False)
+    done = _airflow(env, *dags_test_args(dag_id, mark_success), check=False)
     output = done.stdout + done.stderr
     run_id, state, tasks = latest_run(Path(env["AIRFLOW_HOME"]), dag_id)
     result = DagRunResult(dag_id, run_id, state, tasks, output)
     if state != "success" or done.returncode != 0:
         raise DagRunError(
-            f"{dag_id} run {run_id} ended {state} (exit {done.returncode}), tasks {tasks}:\n{output[-6000:]}"
+            f"{dag_id} run {run_id} ended {state} (exit {done.returncode}), tasks {tasks}:\n{output[-6000:]}",
+            result,
         )
     return result
+
+
+def dags_test_args(dag_id: str, mark_success: str | None = None) -> list[str]:
+    """Arguments of ``airflow dags test`` for one DAG run."""
+    return ["dags", "test", dag_id, *(["--mark-success-pattern", mark_success] if mark_success else [])]
+
+
+def airflow_command(*args: str) -> list[str]:
+    """The ``airflow`` CLI of this environment, for callers that run it themselves."""
+    return [str(Path(sys.executable).parent / "airflow"), *args]
+
+
+def task_tries(airflow_home: Path, dag_id: str, task_id: str) -> tuple[str | None, int] | None:
+    """State and try number of a task in the newest run of a DAG; None before it exists.
+
+    Safe to call while ``airflow dags test`` is running: it only reads the SQLite DB.
+    """
+    try:
+        with sqlite3.connect(airflow_home / "airflow.db", timeout=5) as db:
+            row = db.execute(
+                "SELECT ti.state, ti.try_number FROM task_instance ti JOIN dag_run dr"
+                " ON dr.dag_id = ti.dag_id AND dr.run_id = ti.run_id"
+                " WHERE ti.dag_id = ? AND ti.task_id = ? ORDER BY dr.id DESC LIMIT 1",
+                (dag_id, task_id),
+            ).fetchone()
+    except sqlite3.OperationalError:  # locked by the writer for a moment
+        return None
+    return (row[0], int(row[1])) if row else None

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+
+from kafkalake.failures import Kind, TopicMissingError, failure
 
 #: {partition: next offset to read}
 Offsets = dict[int, int]
@@ -30,16 +32,49 @@ class Decision:
     reason: str
     #: Records waiting per partition (end offset minus committed offset); empty when unknown.
     lag: Offsets
+    #: Partitions whose unread records Kafka no longer holds: {partition: (committed, earliest)}.
+    #: Offsets committed..earliest-1 are gone; the job's failOnDataLoss check would fail on them.
+    expired: dict[int, tuple[int, int]] = field(default_factory=dict)
 
     @property
     def total_lag(self) -> int:
         return sum(self.lag.values())
 
 
-def decide(checkpoint: CheckpointState | None, end_offsets: Mapping[int, int]) -> Decision:
-    """Whether the ingest job must run, and why."""
+def expired_offsets(
+    checkpoint: CheckpointState | None, earliest_offsets: Mapping[int, int]
+) -> dict[int, tuple[int, int]]:
+    """Partitions where Kafka's earliest offset is above what the table holds: data lost to retention.
+
+    A partition the checkpoint does not know yet is read from offset 0, so its records below
+    Kafka's earliest offset are lost too. A first run (no checkpoint) starts wherever Kafka starts.
+    """
+    if checkpoint is None:
+        return {}
+    return {
+        p: (checkpoint.committed.get(p, 0), earliest)
+        for p, earliest in sorted(earliest_offsets.items())
+        if earliest > checkpoint.committed.get(p, 0)
+    }
+
+
+def decide(
+    checkpoint: CheckpointState | None,
+    end_offsets: Mapping[int, int],
+    earliest_offsets: Mapping[int, int] | None = None,
+) -> Decision:
+    """Whether the ingest job must run, and why.
+
+    With ``earliest_offsets`` (Kafka's low watermarks) the decision also lists the partitions whose
+    unread offsets expired; the caller decides whether that fails the run (``fail_on_data_loss``).
+    """
     if checkpoint is None:
         return Decision(True, "first run: no checkpoint yet", {})
+    expired = expired_offsets(checkpoint, earliest_offsets or {})
+    if expired:
+        lag = {p: max(0, end - checkpoint.committed.get(p, 0)) for p, end in sorted(end_offsets.items())}
+        gone = sum(earliest - committed for committed, earliest in expired.values())
+        return Decision(True, f"{gone} unread records expired in Kafka", lag, expired)
     if checkpoint.unfinished_batch:
         return Decision(True, "the last micro-batch was interrupted and must be finished", {})
     lag = {p: max(0, end - checkpoint.committed.get(p, 0)) for p, end in sorted(end_offsets.items())}
@@ -101,21 +136,41 @@ def _initial_offsets(checkpoint: Path, topic: str) -> Offsets | None:
     return _offsets_line(initial.read_text(), topic) if initial.exists() else None
 
 
-def end_offsets(client_config: Mapping[str, str], topic: str, timeout: float = 15.0) -> Offsets:
-    """Kafka's end offset (high watermark) of every partition of ``topic``."""
-    from confluent_kafka import Consumer, KafkaException, TopicPartition
+def watermarks(
+    client_config: Mapping[str, str], topic: str, timeout: float = 15.0
+) -> dict[int, tuple[int, int]]:
+    """Kafka's (earliest, end) offsets (low and high watermarks) of every partition of ``topic``.
+
+    Raises :class:`~kafkalake.failures.TopicMissingError` when the cluster answered and has no such
+    topic, and ``KafkaException`` when it did not answer (a transient failure).
+    """
+    from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
     consumer = Consumer({**client_config, "group.id": "kafkalake-preflight", "enable.auto.commit": "false"})
     try:
         metadata = consumer.list_topics(topic, timeout=timeout)
         info = metadata.topics.get(topic)
+        if (
+            info is not None
+            and info.error is not None
+            and info.error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART
+        ):
+            detail = (
+                f"topic {topic!r} does not exist on the cluster at {client_config.get('bootstrap.servers')}"
+            )
+            raise TopicMissingError(failure(Kind.TOPIC_MISSING, detail).message)
         if info is None or info.error is not None or not info.partitions:
             reason = info.error if info is not None else "not in metadata"
             raise KafkaException(f"topic {topic!r} is not available on the cluster: {reason}")
-        result: Offsets = {}
+        result: dict[int, tuple[int, int]] = {}
         for partition in sorted(info.partitions):
-            _low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=timeout)
-            result[partition] = int(high)
+            low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=timeout)
+            result[partition] = (int(low), int(high))
         return result
     finally:
         consumer.close()
+
+
+def end_offsets(client_config: Mapping[str, str], topic: str, timeout: float = 15.0) -> Offsets:
+    """Kafka's end offset (high watermark) of every partition of ``topic``."""
+    return {p: high for p, (_low, high) in watermarks(client_config, topic, timeout).items()}

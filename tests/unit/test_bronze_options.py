@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-from kafkalake.bronze import FETCH_DEFAULTS, source_options
+from kafkalake.bronze import FETCH_DEFAULTS, TIMEOUT_DEFAULTS, source_options
 from kafkalake.catalog import TopicConfig
 from kafkalake.kafka_client import java_client_config
 
@@ -28,12 +28,29 @@ def test_default_options():
         "kafka.max.partition.fetch.bytes": "8388608",
         "kafka.fetch.max.bytes": "16777216",
         "kafka.max.poll.records": "10000",
+        "kafka.request.timeout.ms": "15000",
+        "kafka.default.api.timeout.ms": "20000",
+        "kafkaConsumer.pollTimeoutMs": "30000",
     }
 
 
 def test_a_connection_setting_beats_a_fetch_default():
     options = source_options(topic(), {**CLIENT, "max.partition.fetch.bytes": "1048576"})
     assert options["kafka.max.partition.fetch.bytes"] == "1048576"
+
+
+def test_a_connection_timeout_beats_the_timeout_default():
+    options = source_options(topic(), {**CLIENT, "request.timeout.ms": "60000"})
+    assert options["kafka.request.timeout.ms"] == "60000"
+
+
+def test_a_broker_outage_fails_in_bounded_time():
+    # Driver: 3 offset fetches (fetchOffset.numRetries) of at most default.api.timeout.ms each;
+    # executors: one poll of kafkaConsumer.pollTimeoutMs. Either way about a minute, not minutes.
+    options = source_options(topic(), CLIENT)
+    assert 3 * int(options["kafka.default.api.timeout.ms"]) <= 60_000
+    assert int(options["kafkaConsumer.pollTimeoutMs"]) <= 60_000
+    assert int(options["kafka.request.timeout.ms"]) <= int(options["kafka.default.api.timeout.ms"])
 
 
 def test_topic_settings_are_used():
@@ -62,7 +79,8 @@ def test_every_client_setting_takes_the_kafka_prefix():
     )
     options = source_options(topic(), client)
     prefixed = {k.removeprefix("kafka."): v for k, v in options.items() if k.startswith("kafka.")}
-    assert {k: v for k, v in prefixed.items() if f"kafka.{k}" not in FETCH_DEFAULTS} == client
+    defaults = FETCH_DEFAULTS | TIMEOUT_DEFAULTS
+    assert {k: v for k, v in prefixed.items() if f"kafka.{k}" not in defaults} == client
     assert options["kafka.sasl.mechanism"] == "SCRAM-SHA-512"
     assert options["kafka.ssl.truststore.type"] == "PEM"
 

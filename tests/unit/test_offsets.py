@@ -11,7 +11,14 @@ import json
 from pathlib import Path
 
 import pytest
-from kafkalake.offsets import CheckpointState, Decision, _offsets_line, decide, read_checkpoint
+from kafkalake.offsets import (
+    CheckpointState,
+    Decision,
+    _offsets_line,
+    decide,
+    expired_offsets,
+    read_checkpoint,
+)
 
 TOPIC = "orders"
 
@@ -137,6 +144,61 @@ def test_end_offsets_below_the_committed_ones_run_the_job_so_data_loss_is_report
 def test_lag_is_listed_in_partition_order():
     decision = decide(CheckpointState({0: 0, 1: 0, 2: 0}, unfinished_batch=False), {2: 1, 0: 1, 1: 1})
     assert list(decision.lag) == [0, 1, 2]
+
+
+# ---------------------------------------------------------------------------------------------
+# decide: offsets Kafka deleted before the table read them
+
+
+def test_earliest_offset_above_committed_lists_the_expired_partitions_and_how_many_are_gone():
+    checkpoint = CheckpointState({0: 10, 1: 20, 2: 30}, unfinished_batch=False)
+    decision = decide(checkpoint, {0: 50, 1: 60, 2: 70}, {0: 25, 1: 20, 2: 31})
+    assert decision.run is True
+    assert decision.expired == {0: (10, 25), 2: (30, 31)}
+    assert decision.reason == "16 unread records expired in Kafka"
+    assert decision.lag == {0: 40, 1: 40, 2: 40}
+
+
+def test_earliest_offset_at_or_below_committed_is_no_loss():
+    checkpoint = CheckpointState({0: 10, 1: 20}, unfinished_batch=False)
+    decision = decide(checkpoint, {0: 10, 1: 25}, {0: 10, 1: 3})
+    assert decision.expired == {}
+    assert decision.reason == "5 new records"
+
+
+def test_everything_read_then_deleted_by_retention_is_no_loss_and_no_run():
+    # Retention emptied the partitions, but only after the table had every record.
+    decision = decide(CheckpointState({0: 10, 1: 20}, unfinished_batch=False), {0: 10, 1: 20}, {0: 10, 1: 20})
+    assert decision.expired == {}
+    assert decision.run is False
+
+
+def test_expiry_is_found_even_when_the_last_batch_was_interrupted():
+    # The rerun would re-plan from the committed offsets, which Kafka no longer holds.
+    decision = decide(CheckpointState({0: 10}, unfinished_batch=True), {0: 90}, {0: 40})
+    assert decision.expired == {0: (10, 40)}
+
+
+def test_a_partition_new_to_the_checkpoint_is_read_from_zero_so_a_higher_earliest_is_a_loss():
+    decision = decide(CheckpointState({0: 10}, unfinished_batch=False), {0: 10, 1: 9}, {0: 0, 1: 4})
+    assert decision.expired == {1: (0, 4)}
+
+
+def test_a_first_run_starts_wherever_kafka_starts_so_nothing_expired():
+    decision = decide(None, {0: 100}, {0: 60})
+    assert decision.expired == {}
+    assert decision.reason == "first run: no checkpoint yet"
+
+
+def test_without_earliest_offsets_nothing_is_reported_expired():
+    decision = decide(CheckpointState({0: 10}, unfinished_batch=False), {0: 12})
+    assert decision.expired == {}
+
+
+def test_expired_offsets_is_pure_and_ordered():
+    checkpoint = CheckpointState({0: 5, 1: 5, 2: 5}, unfinished_batch=False)
+    assert list(expired_offsets(checkpoint, {2: 9, 0: 6, 1: 5})) == [0, 2]
+    assert expired_offsets(None, {0: 9}) == {}
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,0 +1,209 @@
+"""Retries on-call can trust: transient failures retry with backoff, the others fail at once.
+
+Both tests go through Airflow (``airflow dags test``, which runs retries in-process and really waits
+for the retry delay). Their topics have a 3m freshness SLA: a 1 minute run interval, which caps the
+retry backoff at 1 minute (the catalog's documented schedule rule), so a retry costs one minute.
+``register_table`` is marked successful instead of run: it is not under test and costs a JVM.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from confluent_kafka import TopicPartition
+from confluent_kafka.admin import AdminClient
+from kafkalake import local_airflow, producer, spark_jobs
+from kafkalake.broker import LocalKafka
+from kafkalake.catalog import TopicConfig, load_catalog
+from kafkalake.failures import EXIT_CODES, Kind
+from kafkalake.local_airflow import DagRunError
+from kafkalake.offsets import watermarks
+from kafkalake.producer import Record
+
+from .helpers import assert_exactly_once, read_rows
+
+pytestmark = pytest.mark.integration
+
+NOT_REGISTERED = "register_table"
+
+
+def wait_for(condition: Callable[[], bool], *, what: str, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
+        time.sleep(0.5)
+
+
+def planned_batches(checkpoint: Path) -> int:
+    folder = checkpoint / "offsets"
+    return len([p for p in folder.iterdir() if p.name.isdigit()]) if folder.is_dir() else 0
+
+
+def records(count: int, partitions: int, start: int = 0) -> list[Record]:
+    return [
+        Record(str(i).encode(), f'{{"n": {i}}}'.encode(), i % partitions) for i in range(start, start + count)
+    ]
+
+
+# ---------------------------------------------------------------------------------------------
+# a. transient: the broker goes away during the ingest task and comes back
+
+RETRY_TOPIC = "it-retry"  # max_offsets_per_trigger: 500, so the ingest runs for many micro-batches
+RETRY_EVENTS = 4_000  # 8 micro-batches: the broker stops after the 2nd is planned
+
+
+def test_broker_stopped_during_ingest_then_started_task_succeeds_on_retry_exactly_once(
+    airflow_env, kafka: LocalKafka, catalog_file, lake, tmp_path
+):
+    topic = load_catalog(catalog_file, lake).topic(RETRY_TOPIC)
+    producer.create_topic(kafka.bootstrap_servers, RETRY_TOPIC, partitions=2)
+    producer.produce(kafka.bootstrap_servers, RETRY_TOPIC, records(RETRY_EVENTS, 2))
+    home = Path(airflow_env["AIRFLOW_HOME"])
+    checkpoint = Path(topic.checkpoint_path)
+    output = tmp_path / "dags-test.log"
+
+    cmd = local_airflow.airflow_command(*local_airflow.dags_test_args(topic.dag_id, NOT_REGISTERED))
+    with output.open("wb") as out:
+        run = subprocess.Popen(
+            cmd, env=airflow_env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+        )
+    try:
+        # The stream is running (micro-batches planned) when the broker goes away.
+        wait_for(
+            lambda: planned_batches(checkpoint) >= 2 or run.poll() is not None, what="ingest", timeout=240
+        )
+        assert run.poll() is None, output.read_text()[-5000:]
+        assert local_airflow.task_tries(home, topic.dag_id, "ingest") == ("running", 1)
+        stopped = time.monotonic()
+        kafka.stop()
+        try:
+            # Bounded: the job's Kafka timeouts fail it in about a minute, it does not hang.
+            wait_for(
+                lambda: (
+                    (local_airflow.task_tries(home, topic.dag_id, "ingest") or ("", 0))[0] == "up_for_retry"
+                    or run.poll() is not None
+                ),
+                what="the first ingest attempt to fail",
+                timeout=150,
+            )
+            failed_after = time.monotonic() - stopped
+        finally:
+            kafka.start()  # same object, same ports: the other tests' broker is back
+        assert local_airflow.task_tries(home, topic.dag_id, "ingest") == ("up_for_retry", 1)
+        assert run.wait(timeout=300) == 0, output.read_text()[-5000:]
+    finally:
+        if run.poll() is None:
+            os.killpg(run.pid, signal.SIGKILL)
+        kafka.start()
+
+    text = output.read_text()
+    _run_id, state, tasks = local_airflow.latest_run(home, topic.dag_id)
+    assert state == "success", tasks
+    assert local_airflow.task_tries(home, topic.dag_id, "ingest") == ("success", 2)
+    assert local_airflow.task_tries(home, topic.dag_id, "check_new_offsets") == ("success", 1)
+    # The job named the failure itself and the policy retried it as transient.
+    assert f"KAFKALAKE_FAILURE kind={Kind.BROKER_UNREACHABLE}" in text
+    assert "Error code is: 75." in text
+    assert "transient failure: retrying with exponential backoff" in text
+    assert failed_after < 120, f"the job took {failed_after:.0f}s to give up on the broker"
+    rows = read_rows(Path(topic.path))
+    assert len(rows) == RETRY_EVENTS
+    assert_exactly_once(rows, RETRY_TOPIC, kafka.bootstrap_servers)
+
+
+# ---------------------------------------------------------------------------------------------
+# b. non-retryable: unread offsets expired in Kafka
+
+EXPIRED_TOPIC = "it-expired"
+PARTITIONS = 2
+LANDED = 200  # 100 per partition
+DELETED_UP_TO = {0: 150, 1: 100}  # partition 0 loses offsets 100..149; partition 1 loses nothing
+
+
+@pytest.fixture(scope="module")
+def expired_topic(airflow_env, kafka: LocalKafka, catalog_file, lake) -> TopicConfig:
+    """A topic landed once, then more produced, then records past the checkpoint deleted.
+
+    Kafka's retention does the same when a topic's retention.ms runs out before the DAG reads the
+    records; the AdminClient's delete_records moves the earliest offset the same way, at once.
+    """
+    topic = load_catalog(catalog_file, lake).topic(EXPIRED_TOPIC)
+    producer.create_topic(kafka.bootstrap_servers, EXPIRED_TOPIC, partitions=PARTITIONS)
+    producer.produce(kafka.bootstrap_servers, EXPIRED_TOPIC, records(LANDED, PARTITIONS))
+    local_airflow.test_dag(airflow_env, topic.dag_id, sync=False, mark_success=NOT_REGISTERED)
+    assert len(read_rows(Path(topic.path))) == LANDED
+
+    producer.produce(kafka.bootstrap_servers, EXPIRED_TOPIC, records(LANDED, PARTITIONS, start=LANDED))
+    admin = AdminClient({"bootstrap.servers": kafka.bootstrap_servers})
+    deleted = admin.delete_records([TopicPartition(EXPIRED_TOPIC, p, o) for p, o in DELETED_UP_TO.items()])
+    for future in deleted.values():
+        future.result(timeout=30)
+    marks = watermarks({"bootstrap.servers": kafka.bootstrap_servers}, EXPIRED_TOPIC)
+    assert marks == {0: (150, 200), 1: (100, 200)}
+    return topic
+
+
+def test_expired_offsets_fail_the_run_at_once_and_the_log_says_what_to_do(airflow_env, expired_topic):
+    home = Path(airflow_env["AIRFLOW_HOME"])
+    started = time.monotonic()
+    with pytest.raises(DagRunError) as raised:
+        local_airflow.test_dag(airflow_env, expired_topic.dag_id, sync=False, mark_success=NOT_REGISTERED)
+    took = time.monotonic() - started
+
+    result = raised.value.result
+    assert result is not None
+    assert result.state == "failed"
+    assert result.task_states["check_new_offsets"] == "failed"
+    assert result.task_states["ingest"] == "upstream_failed"
+    # No retry: one try, and no wait for the retry delays (1 minute each, 3 retries).
+    assert local_airflow.task_tries(home, expired_topic.dag_id, "check_new_offsets") == ("failed", 1)
+    assert took < 120, f"{took:.0f}s: did it wait for a retry?"
+    log = result.output
+    assert "Retry policy decision" in log
+    assert "not retryable: failing at once" in log
+    assert "OffsetsExpiredError" in log
+    # What happened, where, how much; then what to do.
+    assert (
+        "[offsets_expired] topic 'it-expired': 50 records expired in Kafka before the table read them" in log
+    )
+    assert "partition 0: offsets 100..149 (50 records)" in log
+    assert "partition 1:" not in log.split("records expired in Kafka", 1)[1].split("What to do")[0]
+    assert "cannot be recovered from it" in log
+    assert "set `fail_on_data_loss: false` on this topic in the catalog, run the DAG once" in log
+    assert "Do NOT delete or move the checkpoint" in log
+    # Nothing was written.
+    assert len(read_rows(Path(expired_topic.path))) == LANDED
+
+
+def test_the_ingest_job_itself_reports_expired_offsets_with_its_exit_code(
+    expired_topic, kafka, catalog_file, lake
+):
+    """Without the pre-flight (a run already under way when retention strikes), Spark's data-loss
+    check fails the job; it says so in one line and exits with the non-retryable code."""
+    cmd = spark_jobs.command("ingest_topic", EXPIRED_TOPIC, catalog=catalog_file, lake=lake)
+    with spark_jobs.kafka_settings(
+        kafka.bootstrap_servers, spark_jobs.environment(catalog_file, lake)
+    ) as env:
+        done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+
+    output = done.stdout + done.stderr  # spark-submit hands on the driver's stderr as its stdout
+    assert done.returncode == EXIT_CODES[Kind.OFFSETS_EXPIRED], output[-5000:]
+    reported = [line for line in output.splitlines() if line.startswith("KAFKALAKE_FAILURE")]
+    assert len(reported) == 1, output[-5000:]
+    line = reported[0]
+    assert line.startswith(
+        f"KAFKALAKE_FAILURE kind={Kind.OFFSETS_EXPIRED} [offsets_expired] topic 'it-expired'"
+    )
+    assert "Could not read records in offset [100, " in line
+    assert "for topic partition it-expired-0" in line
+    assert "fail_on_data_loss: false" in line
+    # The job's line is the last thing it says, after Spark has shut down (py4j's goodbye aside).
+    assert line in "\n".join(done.stdout.splitlines()[-3:])
+    assert len(read_rows(Path(expired_topic.path))) == LANDED

@@ -1,0 +1,245 @@
+"""Failure classification: the job's one-line report and the Airflow side's reading of it.
+
+The DAGs' retry policy, which needs Airflow, is tested in tests/test_dags.py. The Spark texts below
+are trimmed from real runs of jobs/ingest_topic.py against a local broker (Spark 4.2.0,
+kafka-clients 3.9.2): offsets deleted past the checkpoint with the AdminClient's delete_records,
+and the broker stopped during a run.
+"""
+
+from __future__ import annotations
+
+import pytest
+from kafkalake import failures
+from kafkalake.failures import (
+    BadConfigError,
+    BrokerUnreachableError,
+    DriverLostError,
+    Kind,
+    NonRetryableError,
+    OffsetsExpiredError,
+    classify_job_failure,
+    classify_spark_error,
+    classify_text,
+    exit_code,
+    failure,
+    failure_line,
+    offsets_expired_message,
+    parse_failure_line,
+)
+
+DATA_LOSS = """\
+[STREAM_FAILED] Query [id = 3b4e410f, runId = be2b14f7] terminated with exception: Some data may have \
+been lost because they are not available in Kafka any more;
+either the data was aged out by Kafka or the topic may have been deleted before all the data in the
+topic was processed.
+If you don't want your streaming query to fail on such cases, set the source option failOnDataLoss to false.
+Reason: Could not read records in offset [350, 500) for topic partition x1-1
+with consumer group spark-kafka-source-cf4bf308--999086619-executor. SQLSTATE: XXKST
+=== Streaming Query ===
+Current Committed Offsets: {KafkaV2[Subscribe[x1]]: {"x1":{"0":350,"1":350}}}
+"""
+
+# The same loss met inside the Delta write: the message hides it, the JVM trace's causes hold it.
+DATA_LOSS_IN_WRITE = """\
+[STREAM_FAILED] Query [id = 448906e6, runId = d8f659ae] terminated with exception: [TASK_WRITE_FAILED] \
+Task failed while writing rows to file:/lake/bronze/it_expired. SQLSTATE: 58030
+org.apache.spark.SparkException: [TASK_WRITE_FAILED] Task failed while writing rows to file:/lake/x.
+\tat org.apache.spark.sql.errors.QueryExecutionErrors$.taskFailedWhileWritingRowsError(...)
+Caused by: org.apache.spark.sql.kafka010.KafkaIllegalStateException: Some data may have been lost \
+because they are not available in Kafka any more;
+either the data was aged out by Kafka or the topic may have been deleted before all the data in the
+topic was processed.
+If you don't want your streaming query to fail on such cases, set the source option failOnDataLoss to false.
+Reason: Could not read records in offset [100, 200) for topic partition it-expired-0
+with consumer group spark-kafka-source-29887e23--1473057708-executor.
+Caused by: org.apache.kafka.clients.consumer.OffsetOutOfRangeException: Fetch position \
+FetchPosition{offset=100, offsetEpoch=Optional.empty} is out of range for partition it-expired-0
+"""
+
+BROKER_DOWN_EXECUTOR = """\
+[STREAM_FAILED] Query [id = 3b4e410f, runId = fa6d918f] terminated with exception: Job aborted due to \
+stage failure: Task 1 in stage 6.0 failed 1 times, most recent failure: Lost task 1.0 in stage 6.0 (TID 6) \
+(localhost executor driver): org.apache.kafka.common.errors.TimeoutException: Timeout of 20000ms expired \
+before the position for partition x1-1 could be determined
+Driver stacktrace: SQLSTATE: XXKST
+"""
+
+BROKER_DOWN_DRIVER = """\
+[STREAM_FAILED] Query [id = 3b4e410f, runId = 06c6d25c] terminated with exception: \
+org.apache.kafka.common.errors.TimeoutException: Timed out waiting for a node assignment. Call: listNodes \
+SQLSTATE: XXKST
+=== Streaming Query ===
+"""
+
+
+def submit_error(code: int, *tail: str) -> str:
+    """The text of the Spark provider's AirflowException for a failed spark-submit."""
+    text = (
+        f"Cannot execute: spark-submit --master local[*] ingest_topic.py --topic x1. Error code is: {code}."
+    )
+    return text + ("\nLast spark-submit output:\n" + "\n".join(tail) if tail else "")
+
+
+# ---------------------------------------------------------------------------------------------
+# the job side
+
+
+def test_spark_data_loss_is_offsets_expired_with_the_lost_range_and_the_action():
+    failed = classify_spark_error("x1", DATA_LOSS)
+    assert failed.kind is Kind.OFFSETS_EXPIRED
+    assert not failed.retryable
+    assert "Could not read records in offset [350, 500) for topic partition x1-1" in failed.message
+    assert "cannot be recovered" in failed.message
+    assert "fail_on_data_loss: false" in failed.message
+    assert "Do NOT delete or move the checkpoint" in failed.message
+    assert isinstance(failed.error(), OffsetsExpiredError)
+
+
+@pytest.mark.parametrize(
+    ("text", "cause"),
+    [
+        (
+            BROKER_DOWN_EXECUTOR,
+            "TimeoutException: Timeout of 20000ms expired before the position for partition x1-1",
+        ),
+        (BROKER_DOWN_DRIVER, "TimeoutException: Timed out waiting for a node assignment. Call: listNodes"),
+    ],
+    ids=["executor-fetch", "driver-offsets"],
+)
+def test_kafka_timeouts_are_broker_unreachable_and_retryable(text, cause):
+    failed = classify_spark_error("x1", text)
+    assert failed.kind is Kind.BROKER_UNREACHABLE
+    assert failed.retryable
+    assert cause in failed.message
+    assert "retrying with backoff" in failed.message
+    assert isinstance(failed.error(), BrokerUnreachableError)
+
+
+def test_data_loss_found_in_the_causes_of_a_write_failure():
+    failed = classify_spark_error("it-expired", DATA_LOSS_IN_WRITE)
+    assert failed.kind is Kind.OFFSETS_EXPIRED
+    assert "Could not read records in offset [100, 200) for topic partition it-expired-0" in failed.message
+
+
+def test_data_loss_wins_over_a_timeout_in_the_same_trace():
+    assert classify_text(BROKER_DOWN_DRIVER + DATA_LOSS) is Kind.OFFSETS_EXPIRED
+
+
+@pytest.mark.parametrize(
+    ("text", "kind"),
+    [
+        (
+            "org.apache.kafka.common.errors.UnknownTopicOrPartitionException: This server does not host",
+            Kind.TOPIC_MISSING,
+        ),
+        (
+            "org.apache.kafka.common.config.ConfigException: Invalid value foo for configuration acks",
+            Kind.BAD_CONFIG,
+        ),
+        ("java.lang.OutOfMemoryError: Java heap space", Kind.DRIVER_LOST),
+        ("py4j.protocol.Py4JNetworkError: Answer from Java side is empty", Kind.DRIVER_LOST),
+        ("[DELTA_CONCURRENT_APPEND] something new", Kind.UNKNOWN),
+    ],
+)
+def test_classify_text(text, kind):
+    assert classify_text(text) is kind
+
+
+def test_failure_line_round_trips_through_the_log_tail():
+    failed = classify_spark_error("x1", DATA_LOSS)
+    line = failure_line(failed)
+    assert line.startswith("KAFKALAKE_FAILURE kind=offsets_expired [offsets_expired] topic 'x1'")
+    assert "\n" not in line
+    assert parse_failure_line(f"some log\n{line}\nmore log") == failed
+
+
+def test_the_last_failure_line_wins():
+    first = failure_line(failure(Kind.BROKER_UNREACHABLE, "first"))
+    last = failure_line(failure(Kind.BAD_CONFIG, "last"))
+    assert parse_failure_line(f"{first}\n{last}").kind is Kind.BAD_CONFIG
+
+
+def test_an_unknown_kind_in_a_line_is_unknown_and_retryable():
+    parsed = parse_failure_line("KAFKALAKE_FAILURE kind=from_the_future something")
+    assert parsed is not None and parsed.kind is Kind.UNKNOWN and parsed.retryable
+
+
+def test_no_failure_line():
+    assert parse_failure_line("INFO all good\nKAFKALAKE_FAILURE without a kind") is None
+
+
+def test_every_kind_raises_its_typed_error():
+    for kind in Kind:
+        error = failure(kind, "x").error()
+        assert isinstance(error, NonRetryableError) == (kind in failures.NON_RETRYABLE), kind
+        assert error.kind is kind or kind is Kind.UNKNOWN
+
+
+def test_exit_codes_are_distinct_and_leave_python_and_signals_alone():
+    codes = list(failures.EXIT_CODES.values())
+    assert len(set(codes)) == len(codes)
+    assert all(1 < code < 126 for code in codes)
+    assert exit_code(Kind.OFFSETS_EXPIRED) == 65
+    assert exit_code(Kind.UNKNOWN) == 1
+
+
+# ---------------------------------------------------------------------------------------------
+# the Airflow side: spark-submit's error text
+
+
+def test_the_jobs_own_line_is_trusted_first():
+    line = failure_line(classify_spark_error("x1", DATA_LOSS))
+    failed = classify_job_failure("ingest_topic.py", "x1", submit_error(65, "WARN shutdown", line))
+    assert failed.kind is Kind.OFFSETS_EXPIRED
+    assert failed.message == parse_failure_line(line).message
+
+
+def test_the_exit_code_alone_classifies_when_the_line_was_cut_off():
+    failed = classify_job_failure("ingest_topic.py", "x1", submit_error(78))
+    assert failed.kind is Kind.BAD_CONFIG
+    assert "ingest_topic.py for topic 'x1' exited 78" in failed.message
+    assert isinstance(failed.error(), BadConfigError)
+
+
+@pytest.mark.parametrize("code", [-9, 137, -15, 143])
+def test_a_killed_driver_is_transient(code):
+    failed = classify_job_failure("ingest_topic.py", "x1", submit_error(code, "INFO batch 3"))
+    assert failed.kind is Kind.DRIVER_LOST
+    assert failed.retryable
+    assert "was killed" in failed.message
+    assert isinstance(failed.error(), DriverLostError)
+
+
+def test_without_the_jobs_line_a_spark_data_loss_in_the_tail_still_stops_retries():
+    failed = classify_job_failure("ingest_topic.py", "x1", submit_error(1, *DATA_LOSS.splitlines()))
+    assert failed.kind is Kind.OFFSETS_EXPIRED
+
+
+def test_without_the_jobs_line_other_non_retryable_patterns_are_only_retried():
+    # A pattern seen in a log tail is a hint, not the job's verdict: keep retrying.
+    tail = "org.apache.kafka.common.errors.UnknownTopicOrPartitionException: gone"
+    failed = classify_job_failure("register_table.py", "x1", submit_error(1, tail))
+    assert failed.kind is Kind.UNKNOWN
+    assert failed.retryable
+
+
+def test_the_command_line_is_not_searched_for_patterns():
+    text = "Cannot execute: spark-submit --conf x=TimeoutException job.py. Error code is: 1."
+    assert classify_job_failure("job.py", "x1", text).kind is Kind.UNKNOWN
+
+
+def test_broker_timeouts_in_the_tail_are_broker_unreachable():
+    failed = classify_job_failure("ingest_topic.py", "x1", submit_error(1, *BROKER_DOWN_DRIVER.splitlines()))
+    assert failed.kind is Kind.BROKER_UNREACHABLE
+
+
+# ---------------------------------------------------------------------------------------------
+# the pre-flight's message
+
+
+def test_offsets_expired_message_lists_partitions_ranges_and_counts():
+    message = offsets_expired_message("orders", {2: (30, 31), 0: (10, 25)})
+    assert message.startswith("[offsets_expired] topic 'orders': 16 records expired in Kafka")
+    assert "partition 0: offsets 10..24 (15 records), partition 2: offsets 30..30 (1 records)" in message
+    assert "NOT retrying" in message
+    assert "fail_on_data_loss: false" in message
