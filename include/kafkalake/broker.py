@@ -20,7 +20,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -47,6 +47,18 @@ logger.apache.level = WARN
 
 class BrokerError(RuntimeError):
     pass
+
+
+def new_cluster_id(random_bytes: Callable[[], bytes] = lambda: uuid.uuid4().bytes) -> str:
+    """A KRaft cluster id: 16 random bytes in unpadded base64url, as Kafka's ``Uuid`` prints them.
+
+    Like Kafka's own ``Uuid.randomUuid()``, redraw ids that start with '-': the storage tool would
+    take ``-t -abc…`` for an option (one id in 64).
+    """
+    while True:
+        candidate = base64.urlsafe_b64encode(random_bytes()).rstrip(b"=").decode()
+        if not candidate.startswith("-"):
+            return candidate
 
 
 def _free_port() -> int:
@@ -138,7 +150,7 @@ class LocalKafka:
             raise BrokerError("java is not on PATH: install a JDK 17 and set JAVA_HOME")
         classpath = os.pathsep.join(str(p) for p in jar_files("kafka"))
         if not (self.directory / "data" / "meta.properties").exists():
-            cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+            cluster_id = new_cluster_id()
             subprocess.run(
                 [
                     java,
