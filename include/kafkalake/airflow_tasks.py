@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -19,8 +18,9 @@ from airflow.sdk.exceptions import AirflowException, AirflowNotFoundException
 from kafkalake import failures, kafka_client, offsets
 from kafkalake.catalog import TopicConfig
 from kafkalake.jars import jar_files
-from kafkalake.paths import ENV_CATALOG, ENV_LAKE_ROOT, jobs_dir
+from kafkalake.paths import jobs_dir
 from kafkalake.spark_config import topic_conf
+from kafkalake.spark_jobs import job_environment
 
 log = logging.getLogger(__name__)
 
@@ -106,21 +106,11 @@ class TopicSparkSubmitOperator(SparkSubmitOperator):  # type: ignore[misc]  # pr
                 self._conn_id.upper(),
             )
 
-    def _job_environment(self) -> dict[str, str]:
-        venv_bin = str(Path(sys.executable).parent)
-        return {
-            ENV_CATALOG: self.catalog_file,
-            ENV_LAKE_ROOT: self.lake_root,
-            # spark-submit and the driver's Python come from the environment Airflow runs in.
-            "PATH": venv_bin + os.pathsep + os.environ.get("PATH", ""),
-            "PYSPARK_PYTHON": sys.executable,
-            "PYSPARK_DRIVER_PYTHON": sys.executable,
-        }
-
     def execute(self, context: Any) -> None:
         self._use_local_spark_if_undefined()
         self.jars = ",".join(str(p) for p in jar_files("spark"))
-        self.env_vars = {**self._job_environment(), **(self.env_vars or {})}
+        job_env = job_environment(Path(self.catalog_file), Path(self.lake_root), os.environ.get("PATH", ""))
+        self.env_vars = {**job_env, **(self.env_vars or {})}
         try:
             super().execute(context)
         except AirflowException as err:

@@ -43,17 +43,24 @@ def command(
     return [*cmd, str(jobs_dir() / f"{job}.py"), "--topic", topic_name, *extra_args]
 
 
+def job_environment(catalog: Path, lake: Path, path: str) -> dict[str, str]:
+    """What a job's process needs on top of its parent's environment.
+
+    The catalog and lake it serves, and spark-submit and the driver's Python from the environment
+    this process runs in (``path``: the PATH to extend).
+    """
+    return {
+        ENV_CATALOG: str(catalog),
+        ENV_LAKE_ROOT: str(lake),
+        "PATH": str(Path(sys.executable).parent) + os.pathsep + path,
+        "PYSPARK_PYTHON": sys.executable,
+        "PYSPARK_DRIVER_PYTHON": sys.executable,
+    }
+
+
 def environment(catalog: Path, lake: Path, base: Mapping[str, str] | None = None) -> dict[str, str]:
     env = dict(os.environ if base is None else base)
-    env.update(
-        {
-            ENV_CATALOG: str(catalog),
-            ENV_LAKE_ROOT: str(lake),
-            "PYSPARK_PYTHON": sys.executable,
-            "PYSPARK_DRIVER_PYTHON": sys.executable,
-        }
-    )
-    return env
+    return {**env, **job_environment(catalog, lake, env.get("PATH", ""))}
 
 
 @contextlib.contextmanager
