@@ -21,8 +21,17 @@ import sys
 
 from kafkalake.bronze import start_ingest
 from kafkalake.catalog import CatalogError, TopicConfig, load_catalog
-from kafkalake.failures import Failure, Kind, classify_spark_error, exit_code, failure, failure_line
+from kafkalake.failures import (
+    Failure,
+    KafkalakeError,
+    Kind,
+    classify_spark_error,
+    exit_code,
+    failure,
+    failure_line,
+)
 from kafkalake.kafka_client import ENV_CLIENT_CONFIG_FILE, KafkaConfigError, read_config_file
+from kafkalake.landing import BatchWriter
 from kafkalake.paths import catalog_path, lake_root
 
 log = logging.getLogger("kafkalake.ingest")
@@ -52,19 +61,24 @@ def ingest(topic: TopicConfig, client_config: dict[str, str]) -> int:
     spark = SparkSession.builder.appName(f"kafkalake-ingest-{topic.name}").getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
     log.info("ingesting topic %s into %s (checkpoint %s)", topic.name, topic.path, topic.checkpoint_path)
+    writer = BatchWriter(spark, topic)
     try:
-        query = start_ingest(spark, topic, client_config)
+        query = start_ingest(spark, topic, client_config, writer)
         query.awaitTermination()
     except CapturedException as err:
-        # The query's own failure, as Spark raised it: classified here, where its error class and
-        # message are at hand, rather than from a log tail.
-        failed = classify_spark_error(topic.name, error_text(err))
+        if isinstance(writer.failure, KafkalakeError):
+            # A batch stopped the run on purpose (a rejected schema, a failed expectation): its own
+            # message says what to do; Spark's wrapped copy of it would only bury that.
+            failed = failure(writer.failure.kind, str(writer.failure))
+        else:
+            # The query's own failure, as Spark raised it: classified here, where its error class
+            # and message are at hand, rather than from a log tail.
+            failed = classify_spark_error(topic.name, error_text(err))
         log.error("the ingest of topic %s failed: %s", topic.name, err)
+        log.info("landed before the failure: %s", writer.stats.summary())
         spark.stop()
         return report(failed)
-    progress = query.recentProgress
-    rows = sum(p.get("numInputRows", 0) for p in progress if isinstance(p, dict))
-    log.info("done: %d rows in %d micro-batches", rows, len([p for p in progress if p]))
+    log.info("done: %s", writer.stats.summary())
     spark.stop()
     return 0
 

@@ -1,8 +1,9 @@
-"""The bronze stream: one Kafka topic into one append-only Delta table, exactly once.
+"""The topic's stream: one Kafka read, under one checkpoint, into bronze and the parsed tables.
 
 Exactly once comes from two pieces working together: the checkpoint records which offsets each
-micro-batch covers before the batch is written, and Delta's streaming sink records each batch id
-with the commit, so a batch replayed after a crash is recognised and not written twice.
+micro-batch covers before the batch is written, and every table write records the batch id with its
+commit (:mod:`kafkalake.landing`), so a batch replayed after a crash is recognised and not written
+twice.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.streaming import StreamingQuery
     from pyspark.sql.types import StructType
+
+    from kafkalake.landing import BatchWriter
 
 #: Bronze columns, in order. Key and value stay binary: bronze keeps the bytes exactly.
 BRONZE_COLUMNS = (
@@ -132,16 +135,19 @@ def to_bronze(kafka_rows: DataFrame) -> DataFrame:
     )
 
 
-def start_ingest(spark: SparkSession, topic: TopicConfig, client_config: Mapping[str, str]) -> StreamingQuery:
+def start_ingest(
+    spark: SparkSession, topic: TopicConfig, client_config: Mapping[str, str], writer: BatchWriter
+) -> StreamingQuery:
     """Start the availableNow stream: everything new since the checkpoint, then stop."""
     ensure_table(spark, topic)
     source = spark.readStream.format("kafka").options(**source_options(topic, client_config)).load()
-    return (
+    query = (
         to_bronze(source)
-        .writeStream.format("delta")
-        .queryName(f"kafkalake_bronze_{topic.table}")
-        .outputMode("append")
+        .writeStream.queryName(f"kafkalake_{topic.table}")
         .option("checkpointLocation", topic.checkpoint_path)
+        .foreachBatch(writer)
         .trigger(availableNow=True)
-        .start(topic.path)
+        .start()
     )
+    writer.started(str(query.id))
+    return query

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -18,11 +18,18 @@ from typing import Any
 import yaml
 
 from kafkalake.durations import parse_duration
+from kafkalake.parsed_config import (
+    SQL_IDENTIFIER,
+    ParsedConfig,
+    ParsedConfigError,
+    merge_parsed,
+    parse_parsed,
+)
 from kafkalake.schedule import run_interval
 
 # Kafka's own rule for topic names.
 _TOPIC_NAME = re.compile(r"[A-Za-z0-9._-]{1,249}")
-_IDENTIFIER = re.compile(r"[a-z_][a-z0-9_]*")
+_IDENTIFIER = SQL_IDENTIFIER
 STARTING_OFFSETS = ("earliest", "latest")
 # Airflow's own limits; an entry past them would break the DAG file for every topic.
 MAX_DAG_ID_LENGTH = 250
@@ -41,6 +48,7 @@ _TOPIC_FIELDS = {
     "owner",
     "tags",
     "spark_conf",
+    "parsed",
 }
 _DEFAULTS_FIELDS = _TOPIC_FIELDS - {"name", "table", "path"}
 
@@ -62,7 +70,15 @@ class CatalogError(ValueError):
 
 @dataclass(frozen=True)
 class TopicConfig:
-    """One Kafka topic and the Delta table it lands in."""
+    """One Kafka topic, its bronze table (raw bytes) and, when `parsed.enabled`, its parsed tables.
+
+    The parsed table, its dead-letter table and its latest table (with `parsed.latest_by_key`) sit
+    side by side: ``<parsed_path>``, ``<parsed_path>_dead_letter`` and ``<parsed_path>_latest``. When
+    the catalog gives the bronze table no `path`, ``parsed_path`` is
+    ``<lake root>/<parsed.database>/<parsed.table>``; when it does, the parsed tables go in a
+    ``<parsed.database>/`` folder beside the bronze table: ``/data/orders`` →
+    ``/data/silver/orders``, ``s3a://b/raw/pay`` → ``s3a://b/raw/silver/pay``.
+    """
 
     name: str
     freshness_sla: timedelta
@@ -77,6 +93,14 @@ class TopicConfig:
     owner: str = "data-platform"
     tags: tuple[str, ...] = ()
     spark_conf: tuple[tuple[str, str], ...] = ()
+    #: Its `table` defaults to this topic's table name.
+    parsed: ParsedConfig = field(default_factory=ParsedConfig)
+    #: The parsed table's location, set by the loader; when empty, the rule for an explicit `path`.
+    parsed_location: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.parsed.table and self.table:
+            object.__setattr__(self, "parsed", replace(self.parsed, table=self.table))
 
     @property
     def dag_id(self) -> str:
@@ -98,6 +122,35 @@ class TopicConfig:
         """
         return f"{self.path.rstrip('/')}/_kafkalake/checkpoint"
 
+    @property
+    def schema_dir(self) -> str:
+        """The parsed table's schema history, kept beside the bronze checkpoint."""
+        return f"{self.path.rstrip('/')}/_kafkalake/schemas"
+
+    @property
+    def parsed_path(self) -> str:
+        return self.parsed_location or beside(self.path, self.parsed.database, self.parsed.table)
+
+    @property
+    def dead_letter_path(self) -> str:
+        return f"{self.parsed_path}_dead_letter"
+
+    @property
+    def latest_path(self) -> str:
+        return f"{self.parsed_path}_latest"
+
+    @property
+    def parsed_table(self) -> str:
+        return f"{self.parsed.database}.{self.parsed.table}"
+
+    @property
+    def dead_letter_table(self) -> str:
+        return f"{self.parsed_table}_dead_letter"
+
+    @property
+    def latest_table(self) -> str:
+        return f"{self.parsed_table}_latest"
+
 
 @dataclass(frozen=True)
 class Catalog:
@@ -112,6 +165,14 @@ class Catalog:
                 return topic
         known = ", ".join(t.name for t in self.topics) or "none"
         raise CatalogError(self.file, f"no topic named {name!r} (known: {known})")
+
+
+def beside(path: str, database: str, table: str) -> str:
+    """``<folder of path>/<database>/<table>``: where an explicitly placed table's parsed tables go."""
+    scheme, sep, rest = path.rstrip("/").partition("://")
+    # At a bucket's root there is no folder above: the result is inside the table, a clash.
+    folder = scheme + sep + rest.rsplit("/", 1)[0] if sep else os.path.dirname(path.rstrip("/") or "/")
+    return os.path.join(folder, database, table)
 
 
 def dag_id_for(topic_name: str) -> str:
@@ -154,13 +215,20 @@ def load_catalog(file: Path, lake_root: Path, *, strict: bool = True) -> Catalog
             field="defaults",
         )
 
+    if isinstance(defaults.get("parsed"), Mapping) and "table" in defaults["parsed"]:
+        raise CatalogError(file, "a table name is per topic, not a default", field="defaults.parsed.table")
+
     topics: list[TopicConfig] = []
     errors: list[CatalogError] = []
     for index, entry in enumerate(raw["topics"]):
         try:
             if not isinstance(entry, Mapping):
                 raise CatalogError(file, f"topic #{index + 1} must be a mapping of fields, not {entry!r}")
-            topics.append(_topic(file, index, {**defaults, **entry}, lake_root))
+            merged = {**defaults, **entry}
+            # Unlike spark_conf, `parsed` merges key by key: defaults set the house style.
+            if "parsed" in merged:
+                merged["parsed"] = merge_parsed(defaults.get("parsed"), entry.get("parsed"))
+            topics.append(_topic(file, index, merged, lake_root))
         except CatalogError as err:
             if strict:
                 raise
@@ -172,31 +240,99 @@ def load_catalog(file: Path, lake_root: Path, *, strict: bool = True) -> Catalog
 def _drop_clashes(
     file: Path, topics: list[TopicConfig], strict: bool, errors: list[CatalogError]
 ) -> list[TopicConfig]:
-    """Two topics may not share a name, a DAG id, a table name or a table location."""
+    """Two topics may not share a name, a DAG id, a table name or a table location, counting all
+    their tables (bronze, parsed, dead letter, latest), and neither may a topic's own tables.
+
+    A table inside another's location is a clash too: VACUUM on the outer one deletes its files.
+    """
     kept: list[TopicConfig] = []
-    claimed: dict[tuple[str, str], str] = {}
+    claimed = _Claims()
     for topic in topics:
-        keys = [
-            ("name", topic.name),
-            ("dag_id", topic.dag_id),
-            ("table", topic.qualified_table),
-            ("path", topic.path),
-        ]
-        clash = next((key for key in keys if key in claimed), None)
-        if clash is None:
-            claimed.update(dict.fromkeys(keys, topic.name))
+        claims = _claims_of(topic)
+        own = _Claims()
+        err: CatalogError | None = None
+        for kind, value, field_name in claims:
+            if found := own.find(kind, value):
+                message = f"two of its own tables {_how(value, found[0])}"
+                if field_name.startswith("parsed."):
+                    message += ": set parsed.database or parsed.table"
+                err = CatalogError(file, message, topic.name, field_name)
+                break
+            own.add(kind, value, topic.name)
+        for kind, value, field_name in claims if err is None else ():
+            if found := claimed.find(kind, value):
+                other = found[1]
+                message = "listed twice" if other == topic.name else f"clashes with topic {other!r}: "
+                if other != topic.name:
+                    message += f"both give {value!r}" if found[0] == value else _how(value, found[0])
+                err = CatalogError(file, message, topic.name, field_name)
+                break
+        if err is None:
+            for kind, value, _ in claims:
+                claimed.add(kind, value, topic.name)
             kept.append(topic)
-            continue
-        other = claimed[clash]
-        message = (
-            "listed twice" if other == topic.name else f"clashes with topic {other!r}: both give {clash[1]!r}"
-        )
-        # A DAG id comes from the name, so that is the field to change.
-        err = CatalogError(file, message, topic.name, "name" if clash[0] == "dag_id" else clash[0])
-        if strict:
+        elif strict:
             raise err
-        errors.append(err)
+        else:
+            errors.append(err)
     return kept
+
+
+def _claims_of(topic: TopicConfig) -> list[tuple[str, str, str]]:
+    """(kind, value, field to change) for all a topic takes; the bronze table's come first."""
+    # A DAG id comes from the name, so that is the field to change.
+    claims = [
+        ("name", topic.name, "name"),
+        ("dag_id", topic.dag_id, "name"),
+        ("table", topic.qualified_table, "table"),
+        ("path", topic.path, "path"),
+    ]
+    if topic.parsed.enabled:
+        tables = [(topic.parsed_table, topic.parsed_path), (topic.dead_letter_table, topic.dead_letter_path)]
+        if topic.parsed.latest_by_key:
+            tables.append((topic.latest_table, topic.latest_path))
+        for table, path in tables:
+            claims += [("table", table, "parsed.table"), ("path", path, "parsed.table")]
+    return claims
+
+
+def _how(value: str, found: str) -> str:
+    if found == value:
+        return f"would both be {value!r}"
+    if found.startswith(value + "/"):
+        return f"{value!r} would hold the table at {found!r}"
+    return f"{value!r} would lie inside the table at {found!r}"
+
+
+class _Claims:
+    """Values taken so far; a location also conflicts with one inside or above it."""
+
+    def __init__(self) -> None:
+        self._exact: dict[tuple[str, str], tuple[str, str]] = {}
+        self._above: dict[str, tuple[str, str]] = {}  # a folder holding a claimed location
+
+    def add(self, kind: str, value: str, owner: str) -> None:
+        self._exact[kind, value] = (value, owner)
+        if kind == "path":
+            for folder in _folders_above(value):
+                self._above.setdefault(folder, (value, owner))
+
+    def find(self, kind: str, value: str) -> tuple[str, str] | None:
+        """(the value it conflicts with, its owner), or None."""
+        if hit := self._exact.get((kind, value)):
+            return hit
+        if kind != "path":
+            return None
+        if hit := self._above.get(value):
+            return hit
+        return next(filter(None, (self._exact.get(("path", f)) for f in _folders_above(value))), None)
+
+
+def _folders_above(location: str) -> list[str]:
+    """``s3a://b/x/t`` → ``s3a://b``, ``s3a://b/x``; ``/data/t`` → ``/data``."""
+    scheme, sep, rest = location.rpartition("://")
+    parts = rest.split("/")
+    return [scheme + sep + "/".join(parts[:i]) for i in range(1, len(parts)) if "/".join(parts[:i])]
 
 
 def _topic(file: Path, index: int, entry: Mapping[str, Any], lake_root: Path) -> TopicConfig:
@@ -243,14 +379,22 @@ def _topic(file: Path, index: int, entry: Mapping[str, Any], lake_root: Path) ->
     if not isinstance(table, str) or not _IDENTIFIER.fullmatch(table):
         raise fail("table", f"must be a lower-case SQL identifier, not {table!r}")
 
+    try:
+        parsed = parse_parsed(entry.get("parsed"))
+    except ParsedConfigError as err:
+        raise fail(err.field, str(err)) from None
+    parsed = replace(parsed, table=parsed.table or table)
+
     path = entry.get("path")
     if path is None:
         location = str(lake_root / database / table)
+        parsed_location = str(lake_root / parsed.database / parsed.table)
     elif isinstance(path, str) and path:
         # Relative paths are relative to the lake root; URIs (s3a://, abfss://) pass through.
         location = path if "://" in path or path.startswith("/") else str(lake_root / path)
         # One spelling per location, so '/data/t' and '/data/t/' are seen as the same table.
         location = location.rstrip("/") if "://" in location else os.path.normpath(location)
+        parsed_location = beside(location, parsed.database, parsed.table)
     else:
         raise fail("path", "must be a non-empty string: a directory or a URI such as s3a://bucket/x")
 
@@ -290,4 +434,6 @@ def _topic(file: Path, index: int, entry: Mapping[str, Any], lake_root: Path) ->
         owner=entry.get("owner", TopicConfig.owner),
         tags=tuple(tags),
         spark_conf=tuple(sorted((k, str(v)) for k, v in spark_conf.items())),
+        parsed=parsed,
+        parsed_location=parsed_location,
     )

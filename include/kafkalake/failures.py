@@ -31,17 +31,23 @@ class Kind(StrEnum):
     OFFSETS_EXPIRED = "offsets_expired"
     TOPIC_MISSING = "topic_missing"
     BAD_CONFIG = "bad_config"
+    SCHEMA_REJECTED = "schema_rejected"
+    EXPECTATION_FAILED = "expectation_failed"
     BROKER_UNREACHABLE = "broker_unreachable"
     DRIVER_LOST = "driver_lost"
     UNKNOWN = "unknown"
 
 
-NON_RETRYABLE = frozenset({Kind.OFFSETS_EXPIRED, Kind.TOPIC_MISSING, Kind.BAD_CONFIG})
+NON_RETRYABLE = frozenset(
+    {Kind.OFFSETS_EXPIRED, Kind.TOPIC_MISSING, Kind.BAD_CONFIG, Kind.SCHEMA_REJECTED, Kind.EXPECTATION_FAILED}
+)
 
 #: Exit codes of the jobs, after sysexits.h: data error, no input, temporary failure, config error.
 EXIT_CODES: Mapping[Kind, int] = {
     Kind.OFFSETS_EXPIRED: 65,
     Kind.TOPIC_MISSING: 66,
+    Kind.SCHEMA_REJECTED: 67,
+    Kind.EXPECTATION_FAILED: 68,
     Kind.BROKER_UNREACHABLE: 75,
     Kind.BAD_CONFIG: 78,
 }
@@ -64,6 +70,20 @@ RUNBOOK_BAD_CONFIG = (
     "Fix the named setting in the catalog or in the Airflow connection, then clear the task. "
     "Retrying without a change fails the same way."
 )
+RUNBOOK_SCHEMA_REJECTED = (
+    "The topic's evolution mode is failOnNewColumns and its events gained the fields named above. "
+    "Bronze already holds these records; the parsed tables wait. To accept the new fields, run "
+    "`python -m kafkalake.schema_cli accept --topic <topic>` (it makes the proposed schema, shown "
+    "by `python -m kafkalake.schema_cli show --topic <topic>`, the current version), then clear the "
+    "task: the run lands everything from where it stopped, nothing twice. To refuse them, fix the "
+    "producer; the records stay in bronze."
+)
+RUNBOOK_EXPECTATION_FAILED = (
+    "Records broke an expectation whose action is `fail` (named above, with example offsets). "
+    "Bronze already holds them; the parsed tables wait. Fix the producer or the rule, or change the "
+    "expectation's action to `drop` (the records go to the dead-letter table) or `warn`, then clear "
+    "the task: the run resumes from the failed batch, nothing twice."
+)
 _RUNBOOK_TRANSIENT = "Transient: the task retries with backoff; if every retry fails, {what}"
 RUNBOOK_BROKER = _RUNBOOK_TRANSIENT.format(
     what="check the brokers are up and reachable from the Airflow worker (bootstrap.servers, "
@@ -79,6 +99,8 @@ _RUNBOOKS = {
     Kind.OFFSETS_EXPIRED: RUNBOOK_OFFSETS_EXPIRED,
     Kind.TOPIC_MISSING: RUNBOOK_TOPIC_MISSING,
     Kind.BAD_CONFIG: RUNBOOK_BAD_CONFIG,
+    Kind.SCHEMA_REJECTED: RUNBOOK_SCHEMA_REJECTED,
+    Kind.EXPECTATION_FAILED: RUNBOOK_EXPECTATION_FAILED,
     Kind.BROKER_UNREACHABLE: RUNBOOK_BROKER,
     Kind.DRIVER_LOST: RUNBOOK_DRIVER_LOST,
     Kind.UNKNOWN: RUNBOOK_UNKNOWN,
@@ -111,6 +133,14 @@ class BadConfigError(NonRetryableError):
     kind = Kind.BAD_CONFIG
 
 
+class SchemaRejectedError(NonRetryableError):
+    kind = Kind.SCHEMA_REJECTED
+
+
+class ExpectationFailedError(NonRetryableError):
+    kind = Kind.EXPECTATION_FAILED
+
+
 class TransientError(KafkalakeError):
     """Likely to work later: the task retries with backoff."""
 
@@ -127,6 +157,8 @@ _ERRORS: Mapping[Kind, type[KafkalakeError]] = {
     Kind.OFFSETS_EXPIRED: OffsetsExpiredError,
     Kind.TOPIC_MISSING: TopicMissingError,
     Kind.BAD_CONFIG: BadConfigError,
+    Kind.SCHEMA_REJECTED: SchemaRejectedError,
+    Kind.EXPECTATION_FAILED: ExpectationFailedError,
     Kind.BROKER_UNREACHABLE: BrokerUnreachableError,
     Kind.DRIVER_LOST: DriverLostError,
     Kind.UNKNOWN: TransientError,

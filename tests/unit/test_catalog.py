@@ -14,6 +14,7 @@ from kafkalake.catalog import (
     load_catalog,
     sanitize_identifier,
 )
+from kafkalake.parsed_config import Expectation, ParsedConfig
 from kafkalake.paths import REPO_ROOT
 
 CATALOGS = Path(__file__).resolve().parents[1] / "fixtures" / "catalogs"
@@ -338,3 +339,245 @@ def test_database_with_a_trailing_newline_is_refused(tmp_path, lake_root):
     with pytest.raises(CatalogError) as excinfo:
         load_catalog(file, lake_root)
     assert excinfo.value.field == "database"
+
+
+# ---------------------------------------------------------------------------------------------
+# Parsed tables: `parsed:` on a topic or in defaults, their names and locations, their clashes
+
+
+def test_parsed_tables_are_on_by_default_and_named_after_the_bronze_table(good, lake_root):
+    orders = good.topic("orders-v2")
+    assert orders.parsed == ParsedConfig(table="orders_v2")
+    assert orders.parsed_table == "silver.orders_v2"
+    assert orders.dead_letter_table == "silver.orders_v2_dead_letter"
+    assert orders.latest_table == "silver.orders_v2_latest"
+    assert orders.parsed_path == str(lake_root / "silver" / "orders_v2")
+    assert orders.dead_letter_path == str(lake_root / "silver" / "orders_v2_dead_letter")
+    assert orders.latest_path == str(lake_root / "silver" / "orders_v2_latest")
+    assert orders.schema_dir == orders.path + "/_kafkalake/schemas"
+
+
+def test_parsed_tables_of_an_explicitly_placed_table_go_in_a_folder_beside_it(good, lake_root):
+    assert good.topic("payments").parsed_path == "s3a://lake-bucket/raw/silver/payments"
+    assert good.topic("payments").latest_path == "s3a://lake-bucket/raw/silver/payments_latest"
+    assert good.topic("clickstream").parsed_path == str(lake_root / "web" / "silver" / "clickstream")
+
+
+def test_a_topic_built_by_hand_still_has_parsed_names_and_paths():
+    topic = TopicConfig(name="orders", freshness_sla=timedelta(hours=1), table="orders", path="/data/orders/")
+    assert topic.parsed.table == "orders"
+    assert topic.parsed_table == "silver.orders"
+    assert topic.parsed_path == "/data/silver/orders"
+    assert topic.schema_dir == "/data/orders/_kafkalake/schemas"
+
+
+def test_full_parsed_entry(tmp_path, lake_root):
+    file = write_catalog(
+        tmp_path,
+        """topics:
+  - name: orders
+    freshness_sla: 6h
+    parsed:
+      evolution: rescue
+      schema: {order_id: bigint, amount: "decimal(10,2)", items: "array<struct<sku:string,qty:int>>"}
+      type_hints: {amount: "decimal(10,2)", customer.id: string}
+      max_value_bytes: 262144
+      sample_rows: 5000
+      database: curated
+      table: orders_typed
+      expectations:
+        - {name: positive_amount, rule: "amount >= 0", action: drop}
+      latest_by_key: {changelog: true}
+""",
+    )
+    orders = load_catalog(file, lake_root).topic("orders")
+    parsed = orders.parsed
+    assert parsed.evolution == "rescue"
+    assert parsed.schema is not None and [name for name, _ in parsed.schema] == [
+        "order_id",
+        "amount",
+        "items",
+    ]
+    assert parsed.type_hints == (("amount", "decimal(10,2)"), ("customer.id", "string"))
+    assert (parsed.max_value_bytes, parsed.sample_rows) == (262144, 5000)
+    assert parsed.expectations == (Expectation("positive_amount", "amount >= 0", "drop"),)
+    assert (parsed.latest_by_key, parsed.changelog) == (True, True)
+    assert orders.parsed_table == "curated.orders_typed"
+    assert orders.latest_table == "curated.orders_typed_latest"
+    assert orders.parsed_path == str(lake_root / "curated" / "orders_typed")
+
+
+@pytest.mark.parametrize("spelling", ["parsed: false", "parsed: {enabled: false}"])
+def test_parsed_false_is_bronze_only(tmp_path, lake_root, spelling):
+    file = write_catalog(tmp_path, f"topics:\n  - {{name: orders, freshness_sla: 1h, {spelling}}}\n")
+    assert load_catalog(file, lake_root).topic("orders").parsed.enabled is False
+
+
+def test_parsed_in_defaults_merges_key_by_key(tmp_path, lake_root):
+    file = write_catalog(
+        tmp_path,
+        """defaults:
+  parsed: {database: typed, sample_rows: 500}
+topics:
+  - {name: orders, freshness_sla: 1h, parsed: {sample_rows: 200, latest_by_key: true}}
+  - {name: events, freshness_sla: 1h}
+  - {name: raw, freshness_sla: 1h, parsed: false}
+""",
+    )
+    catalog = load_catalog(file, lake_root)
+    orders, events, raw = (catalog.topic(n) for n in ("orders", "events", "raw"))
+    assert (orders.parsed.database, orders.parsed.sample_rows, orders.parsed.latest_by_key) == (
+        "typed",
+        200,
+        True,
+    )
+    assert (events.parsed.database, events.parsed.sample_rows) == ("typed", 500)
+    assert raw.parsed.enabled is False
+
+
+def test_parsed_off_in_defaults_and_on_in_a_topic(tmp_path, lake_root):
+    file = write_catalog(
+        tmp_path,
+        """defaults: {parsed: false}
+topics:
+  - {name: orders, freshness_sla: 1h, parsed: {latest_by_key: true}}
+  - {name: events, freshness_sla: 1h}
+""",
+    )
+    catalog = load_catalog(file, lake_root)
+    assert catalog.topic("orders").parsed.enabled is True
+    assert catalog.topic("events").parsed.enabled is False
+
+
+def test_a_parsed_table_name_in_defaults_is_refused(tmp_path, lake_root):
+    file = write_catalog(tmp_path, "defaults: {parsed: {table: t}}\ntopics: []\n")
+    with pytest.raises(CatalogError) as excinfo:
+        load_catalog(file, lake_root, strict=False)
+    assert_names_where(excinfo.value, file, None, "defaults.parsed.table")
+
+
+PARSED_ERRORS = [
+    # the topic's parsed: value, field, part of the message
+    ("{evolutoin: rescue}", "parsed.evolutoin", "allowed: enabled, evolution"),
+    ("{evolution: addnewcolumns}", "parsed.evolution", "did you mean 'addNewColumns'?"),
+    ("{schema: {a: bigintt}}", "parsed.schema.a", "unknown type 'bigintt'"),
+    ("{schema: {}}", "parsed.schema", "at least one field"),
+    ("{schema: {_kafka_key: binary}}", "parsed.schema._kafka_key", "reserved"),
+    ('{type_hints: {a.b: "array<int"}}', "parsed.type_hints.a.b", "unbalanced '<'"),
+    ("{max_value_bytes: true}", "parsed.max_value_bytes", "whole number"),
+    ("{sample_rows: 10}", "parsed.sample_rows", "from 100"),
+    ("{database: Silver}", "parsed.database", "lower-case"),
+    ("{table: orders-v2}", "parsed.table", "lower-case"),
+    (
+        "{expectations: [{name: a, rule: x, action: keep}]}",
+        "parsed.expectations[0].action",
+        "warn, drop, fail",
+    ),
+    ("{changelog: true, latest_by_key: false}", "parsed.changelog", "latest"),
+    ("{enabled: false, sample_rows: 500}", "parsed.sample_rows", "does nothing"),
+    ("yes please", "parsed", "true, false or a mapping"),
+]
+
+
+@pytest.mark.parametrize(("value", "field", "says"), PARSED_ERRORS)
+def test_parsed_errors_name_file_topic_and_field(tmp_path, lake_root, value, field, says):
+    file = write_catalog(
+        tmp_path,
+        f"topics:\n  - {{name: events, freshness_sla: 1h, parsed: {value}}}\n"
+        "  - {name: orders, freshness_sla: 1h}\n",
+    )
+    with pytest.raises(CatalogError) as excinfo:
+        load_catalog(file, lake_root)
+    assert_names_where(excinfo.value, file, "events", field)
+    assert says in str(excinfo.value)
+    catalog = load_catalog(file, lake_root, strict=False)
+    assert [t.name for t in catalog.topics] == ["orders"]
+    assert [(e.topic, e.field) for e in catalog.errors] == [("events", field)]
+
+
+CLASHES = [
+    # topics, the topic refused, its field, part of the message
+    # A topic's own tables: bronze and parsed in one database under one name.
+    (
+        "{name: orders, freshness_sla: 1h, parsed: {database: bronze}}",
+        "orders",
+        "parsed.table",
+        "'bronze.orders'",
+    ),
+    ("{name: orders, freshness_sla: 1h, database: silver}", "orders", "parsed.table", "set parsed.database"),
+    # ... or a parsed table named like the topic's own dead-letter table.
+    (
+        "{name: orders, freshness_sla: 1h, table: x_dead_letter, parsed: {database: bronze, table: x}}",
+        "orders",
+        "parsed.table",
+        "'bronze.x_dead_letter'",
+    ),
+    # An explicit path at a bucket's root would hold its own parsed tables.
+    ("{name: orders, freshness_sla: 1h, path: 's3a://bucket'}", "orders", "parsed.table", "would lie inside"),
+    # Across topics: a bronze table named like another topic's parsed or latest table.
+    (
+        "{name: orders, freshness_sla: 1h}\n"
+        "  - {name: events, freshness_sla: 1h, database: silver, table: orders, parsed: false}",
+        "events",
+        "table",
+        "'silver.orders'",
+    ),
+    (
+        "{name: orders, freshness_sla: 1h, parsed: {latest_by_key: true}}\n"
+        "  - {name: events, freshness_sla: 1h, database: silver, table: orders_latest, parsed: false}",
+        "events",
+        "table",
+        "'silver.orders_latest'",
+    ),
+    # Two topics' parsed tables.
+    (
+        "{name: orders, freshness_sla: 1h}\n  - {name: events, freshness_sla: 1h, parsed: {table: orders}}",
+        "events",
+        "parsed.table",
+        "clashes with topic 'orders'",
+    ),
+    # A table inside another's location.
+    (
+        "{name: orders, freshness_sla: 1h, path: /data/t}\n"
+        "  - {name: events, freshness_sla: 1h, path: /data/t/x}",
+        "events",
+        "path",
+        "inside the table at '/data/t'",
+    ),
+    (
+        "{name: orders, freshness_sla: 1h, path: /data/t/x}\n"
+        "  - {name: events, freshness_sla: 1h, path: /data/t}",
+        "events",
+        "path",
+        "would hold the table at '/data/t/x'",
+    ),
+]
+
+
+@pytest.mark.parametrize(("topics", "topic", "field", "says"), CLASHES)
+def test_clashes_among_all_tables(tmp_path, lake_root, topics, topic, field, says):
+    file = write_catalog(tmp_path, f"topics:\n  - {topics}\n")
+    with pytest.raises(CatalogError) as excinfo:
+        load_catalog(file, lake_root)
+    assert_names_where(excinfo.value, file, topic, field)
+    assert says in str(excinfo.value)
+
+
+def test_tables_that_are_off_do_not_clash(tmp_path, lake_root):
+    file = write_catalog(
+        tmp_path,
+        """topics:
+  - {name: orders, freshness_sla: 1h, database: silver, parsed: false}
+  - {name: events, freshness_sla: 1h, database: silver, table: other_latest, parsed: {table: other}}
+""",
+    )
+    assert [t.name for t in load_catalog(file, lake_root).topics] == ["events", "orders"]
+
+
+def test_shipped_catalog_parsed_settings(lake_root):
+    catalog = load_catalog(REPO_ROOT / "include" / "topics.yaml", lake_root)
+    orders, clicks = catalog.topic("orders"), catalog.topic("clickstream")
+    assert orders.parsed.latest_by_key
+    assert [(e.name, e.action) for e in orders.parsed.expectations] == [("positive_amount", "drop")]
+    assert orders.latest_table == "silver.orders_latest"
+    assert clicks.parsed == ParsedConfig(table="clickstream")

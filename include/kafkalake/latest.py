@@ -1,0 +1,67 @@
+"""The latest-row-per-key table: one row per Kafka key, like a database table fed by a changelog.
+
+Each micro-batch is reduced to its latest record per key (highest offset), then MERGEd: a newer
+record replaces the key's row, a tombstone (null value, on a changelog topic) deletes it. A row is
+replaced only by a record that comes later in Kafka, so replaying a batch changes nothing; on top
+of that the MERGE carries the batch's (txnAppId, txnVersion), which Delta records and skips when
+seen again. Records without a key cannot be upserted and are left to the parsed table.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from kafkalake import parsing
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+_TOMBSTONE_FLAG = "_kafka_is_tombstone"
+_NEWER = "struct(s._kafka.partition, s._kafka.offset) > struct(t._kafka.partition, t._kafka.offset)"
+_TXN_APP_ID = "spark.databricks.delta.write.txnAppId"
+_TXN_VERSION = "spark.databricks.delta.write.txnVersion"
+
+
+def latest_per_key(frame: DataFrame) -> DataFrame:
+    """The batch's last record per key, with a tombstone flag; keyless and dead-letter rows dropped."""
+    from pyspark.sql import functions as F
+
+    reason = F.col(parsing.REASON)
+    rows = frame.where((reason.isNull() | (reason == parsing.TOMBSTONE)) & F.col("_kafka.key").isNotNull())
+    columns = [c for c in frame.columns if not c.startswith("_kafka_")]
+    record = F.struct(*columns, F.coalesce(reason == parsing.TOMBSTONE, F.lit(False)).alias(_TOMBSTONE_FLAG))
+    order = F.struct(F.col("_kafka.partition"), F.col("_kafka.offset"))
+    return (
+        rows.groupBy(F.col("_kafka.key").alias("_kafka_group_key"))
+        .agg(F.max_by(record, order).alias("latest"))
+        .select("latest.*")
+    )
+
+
+def merge_latest(spark: SparkSession, frame: DataFrame, path: str, app_id: str, batch_id: int) -> None:
+    from delta.tables import DeltaTable
+
+    source = latest_per_key(frame)
+    columns = [c for c in source.columns if c != _TOMBSTONE_FLAG]
+    wanted = source.select(*columns).schema
+    exists = DeltaTable.isDeltaTable(spark, path)
+    if not exists or DeltaTable.forPath(spark, path).toDF().schema != wanted:
+        # Create the table, or give it the columns the parsed schema gained, with an empty append.
+        empty = spark.createDataFrame([], wanted)
+        empty.write.format("delta").mode("append").option("mergeSchema", "true").save(path)
+    assignments = {f"`{c}`": f"s.`{c}`" for c in columns}
+    spark.conf.set(_TXN_APP_ID, app_id)
+    spark.conf.set(_TXN_VERSION, str(batch_id))
+    try:
+        (
+            DeltaTable.forPath(spark, path)
+            .alias("t")
+            .merge(source.alias("s"), "t._kafka.key = s._kafka.key")
+            .whenMatchedDelete(condition=f"s.{_TOMBSTONE_FLAG} AND {_NEWER}")
+            .whenMatchedUpdate(condition=f"NOT s.{_TOMBSTONE_FLAG} AND {_NEWER}", set=assignments)
+            .whenNotMatchedInsert(condition=f"NOT s.{_TOMBSTONE_FLAG}", values=assignments)
+            .execute()
+        )
+    finally:
+        spark.conf.unset(_TXN_APP_ID)
+        spark.conf.unset(_TXN_VERSION)

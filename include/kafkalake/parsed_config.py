@@ -1,0 +1,383 @@
+"""A topic's `parsed:` settings: typed columns from its JSON values, a dead-letter and a latest table.
+
+Pure validation, run at DAG parse time: no pyspark, no JVM. Errors are `ParsedConfigError`s naming a
+dotted field (`parsed.evolution`, `parsed.expectations[0].action`); the catalog adds file and topic.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+#: Auto Loader's names for what happens when the data brings a column the table lacks.
+EVOLUTION_MODES = ("addNewColumns", "rescue", "failOnNewColumns", "none")
+#: DLT's meanings: keep the row and count it, drop it, or fail the batch.
+EXPECTATION_ACTIONS = ("warn", "drop", "fail")
+#: A lower-case SQL identifier: database and table names.
+SQL_IDENTIFIER = re.compile(r"[a-z_][a-z0-9_]*")
+MAX_INT32 = 2_147_483_647
+MIN_SAMPLE_ROWS = 100
+
+_EXPECTATION_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_EXPECTATION_KEYS = ("name", "rule", "action")
+_KEYS = (
+    "enabled",
+    "evolution",
+    "schema",
+    "type_hints",
+    "max_value_bytes",
+    "sample_rows",
+    "database",
+    "table",
+    "expectations",
+    "latest_by_key",
+    "changelog",
+)
+
+
+class ParsedConfigError(ValueError):
+    """A bad `parsed:` setting; `field` is its dotted name, e.g. ``parsed.expectations[0].rule``."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+@dataclass(frozen=True)
+class Expectation:
+    name: str
+    #: A Spark SQL boolean expression over the parsed columns.
+    rule: str
+    action: str
+
+
+@dataclass(frozen=True)
+class ParsedConfig:
+    enabled: bool = True
+    evolution: str = "addNewColumns"
+    #: A pinned schema: (top-level field, Spark SQL type) in file order; None infers it.
+    schema: tuple[tuple[str, str], ...] | None = None
+    #: (dotted field path, Spark SQL type), sorted: types inference must not guess.
+    type_hints: tuple[tuple[str, str], ...] = ()
+    #: Larger values go to the dead-letter table.
+    max_value_bytes: int = 1_048_576
+    #: Rows sampled by schema inference.
+    sample_rows: int = 10_000
+    database: str = "silver"
+    #: Empty means the topic's table name; TopicConfig fills it in.
+    table: str = ""
+    expectations: tuple[Expectation, ...] = ()
+    #: Keep a ``<table>_latest`` table: one row per Kafka key.
+    latest_by_key: bool = False
+    #: A null value (tombstone) deletes its key from the latest table.
+    changelog: bool = False
+
+
+def merge_parsed(default: Any, own: Any) -> Any:
+    """The `parsed:` value a topic gets from `defaults: parsed:` and its own, merged key by key.
+
+    A topic's ``parsed: false`` is the whole answer; a topic's ``true`` or mapping turns parsed tables
+    on even where the defaults turn them off. Values that are neither bool nor mapping pass through
+    for `parse_parsed` to report.
+    """
+    if own is None:
+        return default
+    if default is None or own is False or not isinstance(own, Mapping | bool):
+        return own
+    base = {"enabled": False} if default is False else {} if default is True else default
+    if not isinstance(base, Mapping):
+        return default  # for parse_parsed to report
+    merged = {k: v for k, v in base.items() if k != "enabled" or base.get("enabled") is not False}
+    merged.update(own if isinstance(own, Mapping) else {})
+    return merged
+
+
+def parse_parsed(value: Any) -> ParsedConfig:
+    """Validate a topic's `parsed:` value (None, true, false or a mapping) into a ParsedConfig."""
+    if value is None or value is True:
+        return ParsedConfig()
+    if value is False:
+        return ParsedConfig(enabled=False)
+    if not isinstance(value, Mapping):
+        raise ParsedConfigError("parsed", f"must be true, false or a mapping, not {value!r}")
+    unknown = sorted(str(k) for k in value if k not in _KEYS)
+    if unknown:
+        raise ParsedConfigError(f"parsed.{unknown[0]}", f"unknown key; allowed: {', '.join(_KEYS)}")
+
+    enabled = value.get("enabled", True)
+    if not isinstance(enabled, bool):
+        raise ParsedConfigError("parsed.enabled", f"must be true or false, not {enabled!r}")
+    if not enabled:
+        others = [k for k in _KEYS if k in value and k != "enabled"]
+        if others:
+            raise ParsedConfigError(
+                f"parsed.{others[0]}", "does nothing while parsed tables are off (parsed.enabled: false)"
+            )
+        return ParsedConfig(enabled=False)
+
+    latest_by_key, changelog = _latest(value)
+    return ParsedConfig(
+        evolution=_evolution(value.get("evolution", ParsedConfig.evolution)),
+        schema=None if value.get("schema") is None else _schema(value["schema"]),
+        type_hints=tuple(sorted(_types("parsed.type_hints", value.get("type_hints", {}), dotted=True))),
+        max_value_bytes=_whole(
+            "parsed.max_value_bytes", value.get("max_value_bytes", ParsedConfig.max_value_bytes), 1
+        ),
+        sample_rows=_whole(
+            "parsed.sample_rows", value.get("sample_rows", ParsedConfig.sample_rows), MIN_SAMPLE_ROWS
+        ),
+        database=_identifier("parsed.database", value.get("database", ParsedConfig.database)),
+        table=_identifier("parsed.table", value["table"]) if "table" in value else "",
+        expectations=_expectations(value.get("expectations", [])),
+        latest_by_key=latest_by_key,
+        changelog=changelog,
+    )
+
+
+def _evolution(mode: Any) -> str:
+    if mode in EVOLUTION_MODES:
+        return str(mode)
+    hint = ""
+    if isinstance(mode, str):
+        by_lower = {m.lower(): m for m in EVOLUTION_MODES}
+        close = difflib.get_close_matches(mode.lower().replace("_", ""), by_lower, n=1)
+        if close:
+            hint = f"; did you mean {by_lower[close[0]]!r}?"
+    raise ParsedConfigError(
+        "parsed.evolution", f"must be one of {', '.join(EVOLUTION_MODES)}, not {mode!r}{hint}"
+    )
+
+
+def _schema(schema: Any) -> tuple[tuple[str, str], ...]:
+    fields = _types("parsed.schema", schema, dotted=False)
+    if not fields:
+        raise ParsedConfigError(
+            "parsed.schema", "a pinned schema needs at least one field (omit it to infer)"
+        )
+    seen: set[str] = set()
+    for name, _ in fields:
+        lower = name.lower()
+        if lower.startswith("_kafka") or lower == "_rescued_data":
+            raise ParsedConfigError(
+                f"parsed.schema.{name}", "reserved for the table's own columns (_kafka*, _rescued_data)"
+            )
+        if lower in seen:
+            # Spark resolves column names case-insensitively.
+            raise ParsedConfigError(f"parsed.schema.{name}", "given twice (names differ only in case)")
+        seen.add(lower)
+    return tuple(fields)
+
+
+def _types(field: str, mapping: Any, *, dotted: bool) -> list[tuple[str, str]]:
+    if not isinstance(mapping, Mapping):
+        raise ParsedConfigError(field, f"must map field names to Spark SQL types, not {mapping!r}")
+    pairs: list[tuple[str, str]] = []
+    for name, spark_type in mapping.items():
+        if not isinstance(name, str) or not name or (dotted and "" in name.split(".")):
+            what = "a dotted field path such as customer.id" if dotted else "a non-empty field name"
+            raise ParsedConfigError(field, f"{name!r} is not {what}")
+        if not isinstance(spark_type, str):
+            raise ParsedConfigError(f"{field}.{name}", f"must be a Spark SQL type string, not {spark_type!r}")
+        try:
+            validate_spark_type(spark_type)
+        except ValueError as err:
+            raise ParsedConfigError(f"{field}.{name}", f"{spark_type!r}: {err}") from None
+        pairs.append((name, spark_type))
+    return pairs
+
+
+def _whole(field: str, number: Any, least: int) -> int:
+    if isinstance(number, bool) or not isinstance(number, int) or not least <= number <= MAX_INT32:
+        raise ParsedConfigError(field, f"must be a whole number from {least} to {MAX_INT32}, not {number!r}")
+    return number
+
+
+def _identifier(field: str, name: Any) -> str:
+    if not isinstance(name, str) or not SQL_IDENTIFIER.fullmatch(name):
+        raise ParsedConfigError(field, f"must be a lower-case SQL identifier, not {name!r}")
+    return name
+
+
+def _expectations(entries: Any) -> tuple[Expectation, ...]:
+    if not isinstance(entries, list):
+        raise ParsedConfigError("parsed.expectations", "must be a list of {name, rule, action} mappings")
+    result: list[Expectation] = []
+    for index, entry in enumerate(entries):
+        where = f"parsed.expectations[{index}]"
+        if not isinstance(entry, Mapping) or set(entry) != set(_EXPECTATION_KEYS):
+            raise ParsedConfigError(
+                where, f"must be a mapping with exactly name, rule, action; not {entry!r}"
+            )
+        name, rule, action = (entry[k] for k in _EXPECTATION_KEYS)
+        if not isinstance(name, str) or not _EXPECTATION_NAME.fullmatch(name):
+            raise ParsedConfigError(
+                f"{where}.name", f"must be an identifier (letters, digits, _), not {name!r}"
+            )
+        if any(e.name == name for e in result):
+            raise ParsedConfigError(f"{where}.name", f"{name!r} is used by an earlier expectation")
+        if not isinstance(rule, str) or not rule.strip():
+            raise ParsedConfigError(f"{where}.rule", "must be a non-empty Spark SQL boolean expression")
+        if action not in EXPECTATION_ACTIONS:
+            raise ParsedConfigError(
+                f"{where}.action", f"must be one of {', '.join(EXPECTATION_ACTIONS)}, not {action!r}"
+            )
+        result.append(Expectation(name=name, rule=rule.strip(), action=action))
+    return tuple(result)
+
+
+def _latest(value: Mapping[str, Any]) -> tuple[bool, bool]:
+    """`latest_by_key: true | false | {changelog: bool}` and `changelog: bool`, which implies it."""
+    latest = value.get("latest_by_key")
+    changelog = value.get("changelog")
+    if changelog is not None and not isinstance(changelog, bool):
+        raise ParsedConfigError("parsed.changelog", f"must be true or false, not {changelog!r}")
+    if isinstance(latest, Mapping):
+        if set(latest) - {"changelog"} or not isinstance(latest.get("changelog", False), bool):
+            raise ParsedConfigError(
+                "parsed.latest_by_key",
+                f"must be true, false or {{changelog: true|false}}, not {dict(latest)!r}",
+            )
+        nested = latest.get("changelog", False)
+        if changelog is not None and changelog != nested:
+            raise ParsedConfigError("parsed.changelog", "contradicts parsed.latest_by_key.changelog")
+        return True, nested
+    if latest is not None and not isinstance(latest, bool):
+        raise ParsedConfigError(
+            "parsed.latest_by_key", f"must be true, false or {{changelog: true}}, not {latest!r}"
+        )
+    if latest is False and changelog:
+        raise ParsedConfigError(
+            "parsed.changelog",
+            "needs the latest table: a tombstone deletes its key there (latest_by_key: false)",
+        )
+    changelog = bool(changelog)
+    return bool(latest) or changelog, changelog
+
+
+# ---------------------------------------------------------------------------------------------
+# Spark SQL type strings, checked without Spark
+
+_SIMPLE_TYPES = frozenset(
+    "boolean tinyint byte smallint short int integer bigint long float real double"
+    " string binary date timestamp timestamp_ntz variant".split()
+)
+_NESTED_TYPES = {"array": "array<string>", "map": "map<string,int>", "struct": "struct<a:int,b:string>"}
+_PUNCTUATION = frozenset("<>(),:")
+_TOKEN = re.compile(r"\s*(?:(`(?:[^`]|``)*`)|([A-Za-z0-9_]+)|([<>(),:])|(\S))")
+MAX_DECIMAL_PRECISION = 38
+
+
+def validate_spark_type(text: str) -> None:
+    """Raise ValueError saying what is wrong unless `text` is a Spark SQL type (as in a DDL schema).
+
+    Accepts, case-insensitively, the simple types, ``decimal[(p[,s])]``, ``array<T>``, ``map<K,V>``
+    and ``struct<name:T, name2 T, `odd name`:T>``.
+    """
+    tokens = _tokenize(text)
+    if not tokens:
+        raise ValueError("empty type")
+    position = _parse_type(tokens, 0)
+    if position < len(tokens):
+        extra = tokens[position]
+        raise ValueError("unbalanced '>'" if extra == ">" else f"unexpected {extra!r} after a complete type")
+
+
+def _tokenize(text: str) -> list[str]:
+    tokens: list[str] = []
+    for match in _TOKEN.finditer(text):
+        quoted, word, punct, other = match.groups()
+        if other is not None:
+            if other == "`":
+                raise ValueError("unterminated '`'")
+            raise ValueError(f"unexpected character {other!r}")
+        tokens.append(quoted or word or punct)
+    return tokens
+
+
+def _expect(tokens: list[str], position: int, wanted: str, opened: str) -> int:
+    if position >= len(tokens):
+        raise ValueError(f"unbalanced {opened!r}")
+    if tokens[position] != wanted:
+        raise ValueError(f"expected {wanted!r}, found {tokens[position]!r}")
+    return position + 1
+
+
+def _parse_type(tokens: list[str], position: int) -> int:
+    """Parse one type starting at `position`; return the position after it."""
+    if position >= len(tokens):
+        raise ValueError("a type is missing")
+    word = tokens[position]
+    name = word.lower()
+    position += 1
+    following = tokens[position] if position < len(tokens) else None
+    if name in _SIMPLE_TYPES:
+        return position
+    if name == "decimal":
+        return _parse_decimal(tokens, position) if following == "(" else position
+    if name in _NESTED_TYPES:
+        if following != "<":
+            raise ValueError(f"{name} needs its parts in '<…>', e.g. {_NESTED_TYPES[name]}")
+        position += 1
+        if name == "struct":
+            return _parse_struct(tokens, position)
+        position = _parse_type(tokens, position)
+        if name == "map":
+            position = _parse_type(tokens, _expect(tokens, position, ",", "<"))
+        return _expect(tokens, position, ">", "<")
+    if word in _PUNCTUATION:
+        raise ValueError(f"expected a type, found {word!r}")
+    raise ValueError(f"unknown type {word!r}")
+
+
+def _parse_decimal(tokens: list[str], position: int) -> int:
+    position += 1  # past '('
+    numbers: list[int] = []
+    while True:
+        if position >= len(tokens):
+            raise ValueError("unbalanced '('")
+        if not tokens[position].isdigit():
+            raise ValueError(
+                f"decimal takes whole numbers: decimal(precision[, scale]), found {tokens[position]!r}"
+            )
+        numbers.append(int(tokens[position]))
+        position += 1
+        if position < len(tokens) and tokens[position] == "," and len(numbers) == 1:
+            position += 1
+            continue
+        position = _expect(tokens, position, ")", "(")
+        break
+    precision, scale = numbers[0], numbers[1] if len(numbers) > 1 else 0
+    if not 1 <= precision <= MAX_DECIMAL_PRECISION:
+        raise ValueError(f"decimal precision must be from 1 to {MAX_DECIMAL_PRECISION}, not {precision}")
+    if scale > precision:
+        raise ValueError(f"decimal scale ({scale}) cannot exceed its precision ({precision})")
+    return position
+
+
+def _parse_struct(tokens: list[str], position: int) -> int:
+    if position < len(tokens) and tokens[position] == ">":
+        return position + 1  # struct<>
+    names: set[str] = set()
+    while True:
+        if position >= len(tokens):
+            raise ValueError("unbalanced '<'")
+        name = tokens[position]
+        if name in _PUNCTUATION:
+            raise ValueError(f"expected a struct field name, found {name!r}")
+        bare = name[1:-1].replace("``", "`") if name.startswith("`") else name
+        if not bare:
+            raise ValueError("a struct field name is empty")
+        if bare.lower() in names:
+            raise ValueError(f"struct field {bare!r} is given twice")
+        names.add(bare.lower())
+        position += 1
+        if position < len(tokens) and tokens[position] == ":":
+            position += 1
+        position = _parse_type(tokens, position)
+        if position < len(tokens) and tokens[position] == ",":
+            position += 1
+            continue
+        return _expect(tokens, position, ">", "<")

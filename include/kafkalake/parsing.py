@@ -1,0 +1,246 @@
+"""From bronze rows (Kafka's bytes) to typed rows, rescued data, or a dead-letter reason.
+
+Every record ends in exactly one place, so nothing is lost silently:
+
+* a parsed row, whose typed columns come from the persisted schema; a value that does not fit its
+  column's type, or a field the schema does not know, is kept as JSON in ``_rescued_data``
+  (evolution modes ``addNewColumns``, ``rescue``, ``failOnNewColumns``);
+* a dead-letter row with its reason: an empty value, a value over the size limit, invalid UTF-8,
+  malformed JSON, JSON that is not an object, and (mode ``none``, which has no rescue column) a
+  type mismatch; a record that breaks a ``drop`` expectation goes there too;
+* a tombstone (a null value on a changelog topic), which deletes its key in the latest-row table.
+
+Type mismatches are found by comparing each field's raw JSON text with its parsed value: Spark's
+``from_json`` turns a value it cannot convert into a null and carries on, so "raw text present,
+parsed value null" is exactly the silent loss to catch. Structs are checked field by field and
+arrays element by element, at any depth.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from kafkalake.parsed_config import Expectation, ParsedConfig
+from kafkalake.schemas import RESCUED_COLUMN, Schema, without_reserved
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame, SparkSession
+
+#: The Kafka metadata of a parsed row, in one struct column so no JSON field name can clash with it.
+KAFKA_COLUMN = "_kafka"
+#: Working columns of a parsed batch; never written to a table.
+REASON = "_kafka_reason"
+DETAIL = "_kafka_detail"
+VALUE = "_kafka_value"
+TEXT = "_kafka_text"
+
+TOMBSTONE = "tombstone"
+#: Reasons a record lands in the dead-letter table (expectations add ``expectation:<name>``).
+DEAD_LETTER_REASONS = (
+    "empty_value",
+    "oversize",
+    "invalid_utf8",
+    "malformed_json",
+    "not_an_object",
+    "type_mismatch",
+)
+
+
+def _lossy(raw: Column, parsed: Column, data_type: Any) -> Column:
+    """True where the raw JSON text holds something the parsed value lost (at any depth)."""
+    from pyspark.sql import functions as F
+
+    present = raw.isNotNull()
+    if isinstance(data_type, dict) and data_type["type"] == "struct":
+        fields = data_type["fields"]
+        raw_fields = F.from_json(raw, "map<string,string>")
+        names = [f["name"] for f in fields]
+        unknown = F.size(F.map_filter(raw_fields, lambda k, _v: ~k.isin(names))) > 0
+        lost = unknown
+        for field in fields:
+            lost = lost | _lossy(raw_fields[field["name"]], parsed[field["name"]], field["type"])
+        return present & (parsed.isNull() | lost)
+    if isinstance(data_type, dict) and data_type["type"] == "array":
+        element = data_type["elementType"]
+        raw_elements = F.from_json(raw, "array<string>")
+        if isinstance(element, dict) and element["type"] in ("struct", "array"):
+            inner = F.exists(
+                F.zip_with(raw_elements, parsed, lambda r, p: _lossy(r, p, element)), lambda x: x
+            )
+        else:
+            # A scalar element that does not convert makes Spark null the whole array.
+            inner = F.lit(False)
+        return present & (parsed.isNull() | F.coalesce(inner, F.lit(False)))
+    return present & parsed.isNull()
+
+
+def parse_batch(bronze: DataFrame, schema: Schema, config: ParsedConfig) -> DataFrame:
+    """Bronze rows → parsed fields, ``_rescued_data`` and a dead-letter reason, one row each.
+
+    Columns: ``_kafka`` (metadata struct), the schema's fields, ``_rescued_data`` (not in mode
+    ``none``), and working columns :data:`REASON`, :data:`DETAIL`, :data:`VALUE` (raw bytes).
+    """
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import StructType
+
+    schema = without_reserved(schema)
+    spark_schema = StructType.fromJson(schema)
+    size = F.octet_length("value")
+    text = F.col("value").cast("string")
+    # Only values that can be parsed are parsed: no JSON parser ever runs on an oversize value.
+    parseable = (
+        F.col("value").isNotNull()
+        & (size > 0)
+        & (size <= config.max_value_bytes)
+        & F.expr("is_valid_utf8(value)")
+    )
+    frame = bronze.select(
+        F.struct(
+            "topic",
+            "partition",
+            "offset",
+            F.col("kafka_timestamp").alias("timestamp"),
+            F.col("kafka_timestamp_type").alias("timestamp_type"),
+            "key",
+            "headers",
+            "ingested_at",
+        ).alias(KAFKA_COLUMN),
+        F.col("value").alias(VALUE),
+        F.when(parseable, text).alias(TEXT),
+    )
+    frame = frame.withColumn("_kafka_fields", F.from_json(TEXT, "map<string,string>"))
+    frame = frame.withColumn("_kafka_parsed", F.from_json(TEXT, spark_schema))
+    raw_fields = F.col("_kafka_fields")
+    parsed = F.col("_kafka_parsed")
+    names = [f["name"] for f in schema["fields"]]
+    # Fields to rescue: unknown to the schema, or present in the JSON but lost by the parse.
+    lost_names = [
+        F.when(_lossy(raw_fields[f["name"]], parsed[f["name"]], f["type"]), F.lit(f["name"]))
+        for f in schema["fields"]
+    ]
+    unknown_names = F.map_keys(F.map_filter(raw_fields, lambda k, _v: ~k.isin(names)))
+    mismatched = F.filter(F.array(*lost_names), lambda n: n.isNotNull()) if lost_names else F.array()
+    rescue_names = F.array_union(unknown_names, mismatched.cast("array<string>"))
+    rescued = F.when(
+        F.size(rescue_names) > 0,
+        F.to_json(
+            F.map_filter(
+                F.from_json(TEXT, "map<string,variant>"), lambda k, _v: F.array_contains(rescue_names, k)
+            )
+        ),
+    )
+    rescue_mode = config.evolution != "none"
+    empty_value = F.lit(TOMBSTONE) if config.changelog else F.lit("empty_value")
+    reason = (
+        F.when(F.col(VALUE).isNull(), empty_value)
+        .when(F.octet_length(VALUE) == 0, F.lit("empty_value"))
+        .when(F.octet_length(VALUE) > config.max_value_bytes, F.lit("oversize"))
+        .when(~F.expr(f"is_valid_utf8({VALUE})"), F.lit("invalid_utf8"))
+        .when(
+            raw_fields.isNull(),
+            F.when(F.expr(f"try_parse_json({TEXT})").isNull(), F.lit("malformed_json")).otherwise(
+                F.lit("not_an_object")
+            ),
+        )
+    )
+    detail = F.when(
+        F.octet_length(VALUE) > config.max_value_bytes,
+        F.format_string(
+            f"value is %d bytes, over max_value_bytes {config.max_value_bytes}", F.octet_length(VALUE)
+        ),
+    )
+    if not rescue_mode:
+        reason = reason.when(F.size(mismatched) > 0, F.lit("type_mismatch"))
+        detail = detail.when(
+            F.size(mismatched) > 0,
+            F.concat(F.lit("fields not of their schema type: "), F.array_join(mismatched, ", ")),
+        )
+    columns = [F.col(KAFKA_COLUMN), *(parsed[n].alias(n) for n in names)]
+    if rescue_mode:
+        columns.append(F.when(reason.isNull(), rescued).alias(RESCUED_COLUMN))
+    return frame.select(*columns, reason.alias(REASON), detail.alias(DETAIL), F.col(VALUE))
+
+
+def with_expectations(frame: DataFrame, expectations: Sequence[Expectation]) -> DataFrame:
+    """Mark each expectation's violations (``_kafka_broke_<name>``) and route ``drop`` ones.
+
+    A rule that is false *or null* for a record is broken: ``amount >= 0`` with no amount is not
+    a pass. Only parsed records are checked; dead letters are already out.
+    """
+    from pyspark.sql import functions as F
+
+    reason = F.col(REASON)
+    detail = F.col(DETAIL)
+    for expectation in expectations:
+        broken = reason.isNull() & ~F.coalesce(F.expr(expectation.rule).cast("boolean"), F.lit(False))
+        frame = frame.withColumn(broken_column(expectation), broken)
+    for expectation in expectations:
+        if expectation.action == "drop":
+            hit = reason.isNull() & F.col(broken_column(expectation))
+            reason = F.when(hit, F.lit(f"expectation:{expectation.name}")).otherwise(reason)
+            detail = F.when(hit, F.lit(expectation.rule)).otherwise(detail)
+    return frame.withColumn(REASON, reason).withColumn(DETAIL, detail)
+
+
+def broken_column(expectation: Expectation) -> str:
+    return f"_kafka_broke_{expectation.name}"
+
+
+def parsed_rows(frame: DataFrame) -> DataFrame:
+    """The rows of the parsed table: no dead letters, no tombstones, no working columns."""
+    from pyspark.sql import functions as F
+
+    keep = [c for c in frame.columns if not c.startswith("_kafka_")]
+    return frame.where(F.col(REASON).isNull()).select(*keep)
+
+
+def dead_letter_rows(frame: DataFrame) -> DataFrame:
+    from pyspark.sql import functions as F
+
+    kafka = F.col(KAFKA_COLUMN)
+    return frame.where(F.col(REASON).isNotNull() & (F.col(REASON) != TOMBSTONE)).select(
+        kafka["topic"].alias("topic"),
+        kafka["partition"].alias("partition"),
+        kafka["offset"].alias("offset"),
+        kafka["timestamp"].alias("kafka_timestamp"),
+        kafka["key"].alias("key"),
+        F.col(VALUE).alias("value"),
+        kafka["headers"].alias("headers"),
+        F.col(REASON).alias("reason"),
+        F.col(DETAIL).alias("detail"),
+        kafka["ingested_at"].alias("ingested_at"),
+    )
+
+
+def valid_json_texts(frame: DataFrame, limit: int, only_rescued: bool = False) -> DataFrame:
+    """Values fit for schema inference: one string column, at most ``limit`` rows."""
+    from pyspark.sql import functions as F
+
+    rows = frame.where(F.col(REASON).isNull())
+    if only_rescued:
+        rows = rows.where(F.col(RESCUED_COLUMN).isNotNull())
+    return rows.select(F.col(VALUE).cast("string").alias("json")).limit(limit)
+
+
+def infer_schema(spark: SparkSession, json_texts: DataFrame) -> Schema:
+    """Spark's JSON schema inference (``spark.read.json``) over a column of JSON strings.
+
+    Open-source ``schema_of_json`` accepts only a literal; reading a Dataset[String] infers over
+    rows. Integers come out as bigint, decimals as double, mixed types as string.
+    """
+    jvm = spark._jvm
+    assert jvm is not None
+    strings = getattr(json_texts._jdf, "as")(jvm.org.apache.spark.sql.Encoders.STRING())
+    inferred: Schema = json.loads(spark._jsparkSession.read().json(strings).schema().json())
+    # A record Spark could not parse would add a _corrupt_record column: those are dead letters here.
+    return {**inferred, "fields": [f for f in inferred["fields"] if f["name"] != "_corrupt_record"]}
+
+
+def ddl_type_json(spark: SparkSession, type_string: str) -> Any:
+    """A Spark SQL type string (``decimal(10,2)``, ``array<string>``) in Spark's JSON form."""
+    from pyspark.sql.types import _parse_datatype_string
+
+    del spark  # the active session's JVM parses it
+    return _parse_datatype_string(type_string).jsonValue()

@@ -1,0 +1,280 @@
+"""A topic's JSON schema: merging what inference found into what is persisted, and its history.
+
+Schemas are Spark's own JSON form of a ``StructType`` (``{"type": "struct", "fields": [...]}``), so
+this module needs no JVM and every function here is pure but for :class:`SchemaHistory`, which keeps
+each version as a file beside the bronze table (``<table>/_kafkalake/schemas/000001.json``, ...):
+never rewritten, never vacuumed (VACUUM skips ``_``-prefixed directories).
+
+Evolution only adds. A field inferred with another type than the one persisted is a *conflict*:
+the persisted type stays, and values that do not fit are kept in ``_rescued_data`` by the parser,
+never turned into a silent null.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+Schema = dict[str, Any]
+
+#: Columns of the parsed table itself; a JSON field with one of these names is always rescued.
+RESCUED_COLUMN = "_rescued_data"
+RESERVED_PREFIX = "_kafka"
+_VERSION_FILE = re.compile(r"(\d{6})\.json")
+
+
+def empty_schema() -> Schema:
+    return {"type": "struct", "fields": []}
+
+
+def is_reserved(name: str) -> bool:
+    return name == RESCUED_COLUMN or name.startswith(RESERVED_PREFIX)
+
+
+def without_reserved(schema: Schema) -> Schema:
+    """Drop top-level fields whose names the parsed table keeps for its own columns."""
+    return {**schema, "fields": [f for f in schema["fields"] if not is_reserved(f["name"])]}
+
+
+def type_string(data_type: Any) -> str:
+    """A readable Spark SQL spelling of a JSON-form data type: ``array<struct<a:bigint>>``."""
+    if isinstance(data_type, str):
+        return data_type
+    kind = data_type["type"]
+    if kind == "struct":
+        inner = ",".join(f"{f['name']}:{type_string(f['type'])}" for f in data_type["fields"])
+        return f"struct<{inner}>"
+    if kind == "array":
+        return f"array<{type_string(data_type['elementType'])}>"
+    if kind == "map":
+        return f"map<{type_string(data_type['keyType'])},{type_string(data_type['valueType'])}>"
+    return str(kind)
+
+
+@dataclass(frozen=True)
+class Change:
+    """One difference between two schema versions, at a dotted field path."""
+
+    kind: str  # "added" | "conflict" | "removed"
+    path: str
+    old: str | None = None
+    new: str | None = None
+
+    def __str__(self) -> str:
+        if self.kind == "added":
+            return f"+ {self.path}: {self.new}"
+        if self.kind == "removed":
+            return f"- {self.path}: {self.old}"
+        return f"! {self.path}: kept {self.old}, data also has {self.new} (those values are rescued)"
+
+
+@dataclass(frozen=True)
+class Merge:
+    schema: Schema
+    changes: tuple[Change, ...]
+
+    @property
+    def added(self) -> tuple[Change, ...]:
+        return tuple(c for c in self.changes if c.kind == "added")
+
+    @property
+    def conflicts(self) -> tuple[Change, ...]:
+        return tuple(c for c in self.changes if c.kind == "conflict")
+
+
+def merge(current: Schema, inferred: Schema, prefix: str = "") -> Merge:
+    """``current`` plus the fields only ``inferred`` has; types of existing fields never change.
+
+    New fields are appended in inferred order and are nullable, so older rows read null.
+    """
+    fields = [dict(f) for f in current["fields"]]
+    by_name = {f["name"].lower(): i for i, f in enumerate(fields)}
+    changes: list[Change] = []
+    for new in inferred["fields"]:
+        path = f"{prefix}{new['name']}"
+        if not prefix and is_reserved(new["name"]):
+            continue
+        index = by_name.get(new["name"].lower())
+        if index is None:
+            fields.append({**new, "nullable": True})
+            by_name[new["name"].lower()] = len(fields) - 1
+            changes.append(Change("added", path, new=type_string(new["type"])))
+            continue
+        old = fields[index]
+        merged_type, sub = _merge_type(old["type"], new["type"], path)
+        fields[index] = {**old, "type": merged_type}
+        changes.extend(sub)
+    return Merge({**current, "fields": fields}, tuple(changes))
+
+
+def _merge_type(old: Any, new: Any, path: str) -> tuple[Any, list[Change]]:
+    if old == new:
+        return old, []
+    if isinstance(old, dict) and isinstance(new, dict) and old["type"] == new["type"] == "struct":
+        merged = merge(old, new, prefix=f"{path}.")
+        return merged.schema, list(merged.changes)
+    if isinstance(old, dict) and isinstance(new, dict) and old["type"] == new["type"] == "array":
+        element, sub = _merge_type(old["elementType"], new["elementType"], f"{path}[]")
+        return {**old, "elementType": element}, sub
+    if new == "null":
+        # Inference saw only nulls there: nothing to learn.
+        return old, []
+    if old == "null":
+        return new, [Change("added", path, new=type_string(new))]
+    return old, [Change("conflict", path, old=type_string(old), new=type_string(new))]
+
+
+def diff(old: Schema | None, new: Schema) -> list[Change]:
+    """What changed from ``old`` to ``new``, field by field (``old`` None: everything is new)."""
+    return list(_diff_fields(old["fields"] if old else [], new["fields"], ""))
+
+
+def _diff_fields(old: list[Any], new: list[Any], prefix: str) -> Iterator[Change]:
+    old_by_name = {f["name"]: f for f in old}
+    new_names = {f["name"] for f in new}
+    for field in new:
+        path = f"{prefix}{field['name']}"
+        before = old_by_name.get(field["name"])
+        if before is None:
+            yield Change("added", path, new=type_string(field["type"]))
+        elif before["type"] != field["type"]:
+            if _is_struct(before["type"]) and _is_struct(field["type"]):
+                yield from _diff_fields(before["type"]["fields"], field["type"]["fields"], f"{path}.")
+            else:
+                yield Change(
+                    "conflict", path, old=type_string(before["type"]), new=type_string(field["type"])
+                )
+    for field in old:
+        if field["name"] not in new_names:
+            yield Change("removed", f"{prefix}{field['name']}", old=type_string(field["type"]))
+
+
+def _is_struct(data_type: Any) -> bool:
+    return isinstance(data_type, dict) and data_type.get("type") == "struct"
+
+
+def with_type_hints(schema: Schema, hints: Iterable[tuple[str, Any]]) -> Schema:
+    """Force the type at each dotted path (adding the field when missing): the catalog wins."""
+    result: Schema = json.loads(json.dumps(schema))
+    for path, data_type in hints:
+        *parents, leaf = path.split(".")
+        node = result
+        for name in parents:
+            parent = next((f for f in node["fields"] if f["name"] == name), None)
+            if parent is None:
+                parent = {"name": name, "type": empty_schema(), "nullable": True, "metadata": {}}
+                node["fields"].append(parent)
+            elif not _is_struct(parent["type"]):
+                parent["type"] = empty_schema()
+            node = parent["type"]
+        field = next((f for f in node["fields"] if f["name"] == leaf), None)
+        if field is None:
+            node["fields"].append({"name": leaf, "type": data_type, "nullable": True, "metadata": {}})
+        else:
+            field["type"] = data_type
+    return result
+
+
+def top_level_names(schema: Schema) -> list[str]:
+    return [f["name"] for f in schema["fields"]]
+
+
+@dataclass(frozen=True)
+class SchemaVersion:
+    version: int
+    created_at: str
+    source: str
+    schema: Schema
+    changes: tuple[str, ...]
+
+    def to_json(self) -> str:
+        body = {
+            "version": self.version,
+            "created_at": self.created_at,
+            "source": self.source,
+            "changes": list(self.changes),
+            "schema": self.schema,
+        }
+        return json.dumps(body, indent=2) + "\n"
+
+    @classmethod
+    def from_json(cls, text: str) -> SchemaVersion:
+        body = json.loads(text)
+        return cls(
+            body["version"], body["created_at"], body["source"], body["schema"], tuple(body["changes"])
+        )
+
+
+class SchemaHistory:
+    """Every version of a topic's schema, one file each; the highest number is the current one.
+
+    A new version is written only when the schema differs from the current one, and a version file
+    is created exclusively, so two writers cannot both claim a number.
+    """
+
+    def __init__(self, directory: str | Path) -> None:
+        self.directory = Path(str(directory).removeprefix("file:"))
+
+    def versions(self) -> list[int]:
+        if not self.directory.is_dir():
+            return []
+        return sorted(
+            int(m.group(1)) for p in self.directory.iterdir() if (m := _VERSION_FILE.fullmatch(p.name))
+        )
+
+    def read(self, version: int) -> SchemaVersion:
+        return SchemaVersion.from_json((self.directory / f"{version:06d}.json").read_text())
+
+    def current(self) -> SchemaVersion | None:
+        versions = self.versions()
+        return self.read(versions[-1]) if versions else None
+
+    def write(self, schema: Schema, source: str, now: datetime | None = None) -> SchemaVersion | None:
+        """Persist ``schema`` as the next version, unless it equals the current one (then None)."""
+        current = self.current()
+        if current is not None and current.schema == schema:
+            return None
+        version = SchemaVersion(
+            version=current.version + 1 if current else 1,
+            created_at=(now or datetime.now(UTC)).isoformat(timespec="seconds"),
+            source=source,
+            schema=schema,
+            changes=tuple(str(c) for c in diff(current.schema if current else None, schema)),
+        )
+        self.directory.mkdir(parents=True, exist_ok=True)
+        target = self.directory / f"{version.version:06d}.json"
+        # O_EXCL: a concurrent writer that picked the same number fails instead of overwriting.
+        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        with os.fdopen(fd, "w") as handle:
+            handle.write(version.to_json())
+        return version
+
+    # A schema proposed by a run that refused it (failOnNewColumns): accepting it is one command.
+    @property
+    def _pending_file(self) -> Path:
+        return self.directory / "pending.json"
+
+    def propose(self, schema: Schema, reason: str) -> None:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self._pending_file.write_text(json.dumps({"reason": reason, "schema": schema}, indent=2) + "\n")
+
+    def pending(self) -> Mapping[str, Any] | None:
+        if not self._pending_file.is_file():
+            return None
+        body: Mapping[str, Any] = json.loads(self._pending_file.read_text())
+        return body
+
+    def accept_pending(self) -> SchemaVersion | None:
+        """Make the proposed schema the current one; the proposal is removed either way."""
+        body = self.pending()
+        if body is None:
+            raise FileNotFoundError(f"no schema change waits for acceptance in {self.directory}")
+        version = self.write(body["schema"], source=f"accepted: {body['reason']}")
+        self._pending_file.unlink()
+        return version

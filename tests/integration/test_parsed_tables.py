@@ -1,0 +1,202 @@
+"""Parsed, dead-letter and latest-row tables from one Kafka read: the real broker, Spark and Delta.
+
+The stream runs in the session's SparkSession (the same code the ingest job runs); tables are read
+back with delta-rs, an independent reader.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import replace
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kafkalake import producer
+from kafkalake.bronze import start_ingest
+from kafkalake.catalog import TopicConfig
+from kafkalake.failures import SchemaRejectedError
+from kafkalake.landing import BatchWriter
+from kafkalake.parsed_config import Expectation, ParsedConfig
+from kafkalake.producer import Record
+from kafkalake.schemas import SchemaHistory
+
+from .helpers import assert_exactly_once, read_rows
+
+pytestmark = pytest.mark.integration
+
+
+def make_topic(lake: Path, name: str, parsed: ParsedConfig, max_offsets: int | None = None) -> TopicConfig:
+    table = name.replace("-", "_")
+    return TopicConfig(
+        name=name,
+        freshness_sla=timedelta(hours=1),
+        table=table,
+        path=str(lake / "bronze" / table),
+        max_offsets_per_trigger=max_offsets,
+        parsed=parsed,
+        parsed_location=str(lake / "silver" / table),
+    )
+
+
+def run(spark: Any, topic: TopicConfig, bootstrap: str) -> BatchWriter:
+    """One availableNow run of the topic's stream, as the ingest job does it."""
+    writer = BatchWriter(spark, topic)
+    query = start_ingest(spark, topic, {"bootstrap.servers": bootstrap}, writer)
+    try:
+        query.awaitTermination()
+    except Exception:
+        if writer.failure is not None:
+            raise writer.failure from None
+        raise
+    return writer
+
+
+def spots(rows: list[dict[str, Any]]) -> list[tuple[int, int]]:
+    return sorted((r["_kafka"]["partition"], r["_kafka"]["offset"]) for r in rows)
+
+
+def test_every_record_is_parsed_or_dead_lettered_with_its_reason(spark, kafka, tmp_path):
+    name = "it-dead-letters"
+    topic = make_topic(
+        tmp_path,
+        name,
+        ParsedConfig(
+            evolution="rescue",
+            type_hints=(("amount", "bigint"),),
+            max_value_bytes=4096,
+            expectations=(
+                Expectation("known_currency", "currency IN ('EUR', 'USD')", "drop"),
+                Expectation("small_amount", "amount < 900", "warn"),
+            ),
+        ),
+    )
+    producer.create_topic(kafka.bootstrap_servers, name, partitions=2)
+    good = [
+        Record(f"k{i}".encode(), json.dumps({"id": i, "amount": i, "currency": "EUR"}).encode())
+        for i in range(1000)
+    ]
+    bad = {
+        "malformed_json": b'{"id": 1, "amount": ',
+        "invalid_utf8": b'{"id": "\xff\xfe"}',
+        "empty_value": b"",
+        "oversize": json.dumps({"id": 1, "pad": "x" * 5000}).encode(),
+        "expectation:known_currency": json.dumps({"id": 1, "amount": 1, "currency": "XXX"}).encode(),
+    }
+    wrong_type = json.dumps({"id": 5000, "amount": "a lot", "currency": "USD"}).encode()
+    records = [*good, *(Record(b"bad", v) for v in bad.values()), Record(b"w", wrong_type)]
+    placed = producer.produce(kafka.bootstrap_servers, name, records)
+
+    writer = run(spark, topic, kafka.bootstrap_servers)
+
+    parsed = read_rows(Path(topic.parsed_path))
+    dead = read_rows(Path(topic.dead_letter_path))
+    assert len(parsed) + len(dead) == len(records)
+    assert_exactly_once(read_rows(Path(topic.path)), name, kafka.bootstrap_servers)
+    # Each bad record is in the dead-letter table once, at its offset, with its reason and bytes.
+    by_reason = {r["reason"]: r for r in dead}
+    assert set(by_reason) == set(bad)
+    for (reason, value), spot in zip(bad.items(), placed[1000:1005], strict=True):
+        row = by_reason[reason]
+        assert (row["partition"], row["offset"]) == spot
+        assert row["value"] == value
+    assert "over max_value_bytes 4096" in by_reason["oversize"]["detail"]
+    # The wrong type is not a silent null: the row is parsed and the value is kept as JSON.
+    (rescued,) = [r for r in parsed if r["_rescued_data"] is not None]
+    assert rescued["amount"] is None and json.loads(rescued["_rescued_data"]) == {"amount": "a lot"}
+    assert sorted(r["id"] for r in parsed) == [*range(1000), 5000]
+    # A warn expectation keeps its rows and counts them; the stats match the tables.
+    # 100 amounts of 900 and more, and the wrong-typed one: a rule that is null for a row is broken.
+    assert writer.stats.expectation_violations["small_amount"] == 101
+    assert writer.stats.dead_letters == {reason: 1 for reason in bad}
+    assert writer.stats.parsed_rows == len(parsed)
+
+
+def produce_events(bootstrap: str, name: str, start: int, count: int, extra: dict[str, Any]) -> None:
+    records = [
+        Record(str(i).encode(), json.dumps({"id": i, "kind": "order", **extra}).encode())
+        for i in range(start, start + count)
+    ]
+    producer.produce(bootstrap, name, records)
+
+
+@pytest.mark.parametrize("mode", ["addNewColumns", "rescue", "failOnNewColumns"])
+def test_a_new_field_mid_stream_under_each_evolution_mode(spark, kafka, tmp_path, mode):
+    name = f"it-evolve-{mode.lower()}"
+    topic = make_topic(tmp_path, name, ParsedConfig(evolution=mode), max_offsets=150)
+    producer.create_topic(kafka.bootstrap_servers, name, partitions=2)
+    produce_events(kafka.bootstrap_servers, name, 0, 200, {})
+    run(spark, topic, kafka.bootstrap_servers)
+    produce_events(kafka.bootstrap_servers, name, 200, 200, {"coupon": "SAVE10"})
+    history = SchemaHistory(topic.schema_dir)
+
+    if mode == "failOnNewColumns":
+        with pytest.raises(SchemaRejectedError, match="coupon"):
+            run(spark, topic, kafka.bootstrap_servers)
+        assert history.versions() == [1] and history.pending() is not None
+        # The documented accept step, then the next run lands the rest: no gap, no duplicate.
+        history.accept_pending()
+        run(spark, topic, kafka.bootstrap_servers)
+    else:
+        run(spark, topic, kafka.bootstrap_servers)
+
+    rows = read_rows(Path(topic.parsed_path))
+    assert sorted(r["id"] for r in rows) == list(range(400))
+    assert_exactly_once(read_rows(Path(topic.path)), name, kafka.bootstrap_servers)
+    new = [r for r in rows if r["id"] >= 200]
+    if mode == "rescue":
+        assert "coupon" not in rows[0]
+        assert {json.loads(r["_rescued_data"])["coupon"] for r in new} == {"SAVE10"}
+        assert history.versions() == [1]
+    else:
+        assert {r["coupon"] for r in new} == {"SAVE10"}
+        assert {r["coupon"] for r in rows if r["id"] < 200} == {None}
+        assert all(r["_rescued_data"] is None for r in rows)
+        assert history.versions() == [1, 2]
+        assert history.read(2).changes == ("+ coupon: string",)
+
+
+def test_latest_row_per_key_matches_a_fold_over_the_events(spark, kafka, tmp_path):
+    name = "it-upsert"
+    topic = make_topic(tmp_path, name, ParsedConfig(latest_by_key=True, changelog=True), max_offsets=2500)
+    producer.create_topic(kafka.bootstrap_servers, name, partitions=4)
+    rng = random.Random(11)
+    records = []
+    for i in range(10_000):
+        key = f"user-{rng.randrange(1000)}".encode()
+        tombstone = rng.random() < 0.1
+        value = None if tombstone else json.dumps({"seq": i, "score": rng.randrange(100)}).encode()
+        records.append(Record(key, value))
+    # Keys keep their partition (Kafka's default partitioner), so offsets order each key's events.
+    producer.produce(kafka.bootstrap_servers, name, records[:6000])
+    run(spark, topic, kafka.bootstrap_servers)
+    producer.produce(kafka.bootstrap_servers, name, records[6000:])
+    writer = run(spark, topic, kafka.bootstrap_servers)
+
+    expected: dict[bytes, int] = {}
+    for record in records:
+        assert record.key is not None
+        if record.value is None:
+            expected.pop(record.key, None)
+        else:
+            expected[record.key] = json.loads(record.value)["seq"]
+    latest = read_rows(Path(topic.latest_path))
+    assert len(latest) == len({r["_kafka"]["key"] for r in latest})
+    assert {r["_kafka"]["key"]: r["seq"] for r in latest} == expected
+    assert writer.stats.batches == 2
+    tombstones = sum(r.value is None for r in records)
+    assert len(read_rows(Path(topic.parsed_path))) == len(records) - tombstones
+    assert read_rows(Path(topic.dead_letter_path)) == []
+
+
+def test_bronze_only_topic_writes_no_parsed_tables(spark, kafka, tmp_path):
+    name = "it-bronze-only"
+    topic = make_topic(tmp_path, name, replace(ParsedConfig(), enabled=False))
+    producer.create_topic(kafka.bootstrap_servers, name, partitions=1)
+    produce_events(kafka.bootstrap_servers, name, 0, 10, {})
+    run(spark, topic, kafka.bootstrap_servers)
+    assert len(read_rows(Path(topic.path))) == 10
+    assert not Path(topic.parsed_path).exists()
+    assert SchemaHistory(topic.schema_dir).versions() == []
