@@ -2,8 +2,8 @@
 
 Two kinds of failure, two answers:
 
-* **transient** (broker unreachable, timeouts, a lost Spark driver): the same run will likely work
-  a little later, so the task retries with exponential backoff;
+* **transient** (broker unreachable, timeouts, a lost Spark driver, a checkpoint another run holds):
+  the same run will likely work a little later, so the task retries with exponential backoff;
 * **non-retryable** (offsets expired in Kafka before they were read, bad configuration, a topic
   that does not exist): retrying cannot help and only delays the page, so the task fails at once
   with a message that says what happened and what to do.
@@ -33,6 +33,7 @@ class Kind(StrEnum):
     BAD_CONFIG = "bad_config"
     BROKER_UNREACHABLE = "broker_unreachable"
     DRIVER_LOST = "driver_lost"
+    CHECKPOINT_LOCKED = "checkpoint_locked"
     UNKNOWN = "unknown"
 
 
@@ -44,6 +45,7 @@ EXIT_CODES: Mapping[Kind, int] = {
     Kind.TOPIC_MISSING: 66,
     Kind.BROKER_UNREACHABLE: 75,
     Kind.BAD_CONFIG: 78,
+    Kind.CHECKPOINT_LOCKED: 73,  # EX_CANTCREAT: the run could not take its checkpoint's lock
 }
 _KIND_OF_EXIT = {code: kind for kind, code in EXIT_CODES.items()}
 
@@ -73,6 +75,11 @@ RUNBOOK_DRIVER_LOST = _RUNBOOK_TRANSIENT.format(
     what="check the worker's memory (spark.driver.memory in the topic's spark_conf) and the "
     "Spark cluster, then clear the task. The checkpoint makes a rerun safe: no row is written twice"
 )
+RUNBOOK_CHECKPOINT_LOCKED = _RUNBOOK_TRANSIENT.format(
+    what="find the process named above (another run of this topic, or a hand-started job): let it "
+    "finish, or stop it if it is stuck, then clear the task. Never delete the lock file or the "
+    "checkpoint to get past this"
+)
 RUNBOOK_UNKNOWN = _RUNBOOK_TRANSIENT.format(what="read the job's log above for the cause")
 
 _RUNBOOKS = {
@@ -81,6 +88,7 @@ _RUNBOOKS = {
     Kind.BAD_CONFIG: RUNBOOK_BAD_CONFIG,
     Kind.BROKER_UNREACHABLE: RUNBOOK_BROKER,
     Kind.DRIVER_LOST: RUNBOOK_DRIVER_LOST,
+    Kind.CHECKPOINT_LOCKED: RUNBOOK_CHECKPOINT_LOCKED,
     Kind.UNKNOWN: RUNBOOK_UNKNOWN,
 }
 
@@ -123,12 +131,19 @@ class DriverLostError(TransientError):
     kind = Kind.DRIVER_LOST
 
 
+class CheckpointLockedError(TransientError):
+    """Another process holds the checkpoint's run lock (:mod:`kafkalake.run_lock`)."""
+
+    kind = Kind.CHECKPOINT_LOCKED
+
+
 _ERRORS: Mapping[Kind, type[KafkalakeError]] = {
     Kind.OFFSETS_EXPIRED: OffsetsExpiredError,
     Kind.TOPIC_MISSING: TopicMissingError,
     Kind.BAD_CONFIG: BadConfigError,
     Kind.BROKER_UNREACHABLE: BrokerUnreachableError,
     Kind.DRIVER_LOST: DriverLostError,
+    Kind.CHECKPOINT_LOCKED: CheckpointLockedError,
     Kind.UNKNOWN: TransientError,
 }
 
@@ -147,6 +162,11 @@ class Failure:
     def error(self) -> KafkalakeError:
         """The typed exception to raise, so the DAGs' retry policy can act on the kind."""
         return _ERRORS[self.kind](self.message)
+
+
+def failure_of(error: KafkalakeError) -> Failure:
+    """The failure a typed error stands for, e.g. for a job to report it with :func:`failure_line`."""
+    return Failure(error.kind, str(error))
 
 
 def failure(kind: Kind, detail: str) -> Failure:
