@@ -19,6 +19,7 @@ from airflow.sdk.definitions.retry_policy import ExceptionRetryPolicy, RetryActi
 from airflow.sdk.exceptions import AirflowNotFoundException
 
 from kafkalake.airflow_tasks import IngestOperator, TopicSparkSubmitOperator, check_new_offsets
+from kafkalake.assets import topic_assets
 from kafkalake.catalog import Catalog, CatalogError, TopicConfig, load_catalog
 from kafkalake.durations import format_duration
 from kafkalake.failures import NonRetryableError, TransientError
@@ -111,6 +112,9 @@ def dag_for(topic: TopicConfig, catalog: Catalog, lake: Any) -> DAG:
             # Backoff never pushes a retry past the next scheduled run.
             "max_retry_delay": min(interval, timedelta(minutes=30)),
             "retry_policy": retry_policy(),
+            # Absolute: a topic's priority decides alone, whatever the task's place in its DAG.
+            "priority_weight": topic.priority,
+            "weight_rule": "absolute",
         },
     )
     with dag:
@@ -126,7 +130,9 @@ def dag_for(topic: TopicConfig, catalog: Catalog, lake: Any) -> DAG:
             execution_timeout=timedelta(minutes=5),
         )
         spark_args = {"topic": topic, "catalog_file": catalog.file, "lake_root": lake}
-        ingest = IngestOperator(task_id="ingest", kafka_conn_id=topic.kafka_conn_id, **spark_args)
+        ingest = IngestOperator(
+            task_id="ingest", kafka_conn_id=topic.kafka_conn_id, outlets=topic_assets(topic), **spark_args
+        )
         register = TopicSparkSubmitOperator(task_id="register_table", job="register_table.py", **spark_args)
         preflight >> ingest >> register
     return dag
