@@ -448,6 +448,14 @@ def test_doc_md_names_topic_table_and_checkpoint(policy_bag, policy_lake, expect
 
 
 @pytest.mark.parametrize("expected", POLICY_TOPICS, ids=POLICY_IDS)
+def test_doc_md_points_to_the_runbook_sections(policy_bag, expected):
+    doc = policy_bag.dags[expected.dag_id].doc_md
+    assert "`RUNBOOK.md`" in doc
+    for kind in ("offsets_expired", "checkpoint_locked", "Pool starvation", "Stuck run"):
+        assert f"`{kind}`" in doc
+
+
+@pytest.mark.parametrize("expected", POLICY_TOPICS, ids=POLICY_IDS)
 def test_every_task_retries_with_exponential_backoff_and_has_the_catalog_owner(policy_bag, expected):
     dag = policy_bag.dags[expected.dag_id]
     assert sorted(dag.task_ids) == sorted(TASK_ORDER)

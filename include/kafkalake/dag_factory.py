@@ -18,6 +18,7 @@ from airflow.sdk import DAG
 from airflow.sdk.definitions.retry_policy import ExceptionRetryPolicy, RetryAction, RetryRule
 from airflow.sdk.exceptions import AirflowNotFoundException
 
+from kafkalake import runbook
 from kafkalake.airflow_tasks import IngestOperator, TopicSparkSubmitOperator, check_new_offsets
 from kafkalake.assets import topic_assets
 from kafkalake.catalog import Catalog, CatalogError, TopicConfig, load_catalog
@@ -25,6 +26,7 @@ from kafkalake.durations import format_duration
 from kafkalake.failures import NonRetryableError, TransientError
 from kafkalake.kafka_client import KafkaConfigError
 from kafkalake.paths import catalog_path, lake_root
+from kafkalake.pools import SPARK_POOL
 
 log = logging.getLogger(__name__)
 
@@ -81,7 +83,12 @@ from `{starting}` and duplicate rows. Transient failures (broker unreachable, ti
 Spark driver) retry with backoff; the others fail at once, and the task log says what to do. If a
 task fails with `[offsets_expired]` (offsets expired in Kafka before they were read), those records
 are gone from Kafka: to accept the loss, run once with `fail_on_data_loss: false` on the topic,
-then set it back; see the README's section "Failures and what to do".
+then set it back.
+
+Spark tasks wait for a slot of the pool `{pool}` (this topic's priority: {priority}); each
+successful `ingest` updates the asset `{table}`.
+
+{runbook}
 """
 
 
@@ -102,6 +109,9 @@ def dag_for(topic: TopicConfig, catalog: Catalog, lake: Any) -> DAG:
             interval=format_duration(interval),
             sla=format_duration(topic.freshness_sla),
             starting=topic.starting_offsets,
+            pool=SPARK_POOL,
+            priority=topic.priority,
+            runbook=runbook.doc_md(),
         ),
         tags=sorted({"kafkalake", "kafka", "delta", *topic.tags}),
         default_args={

@@ -174,7 +174,9 @@ def failure(kind: Kind, detail: str) -> Failure:
     verdict = (
         "retrying with backoff" if kind not in NON_RETRYABLE else "NOT retrying: a retry cannot fix this"
     )
-    return Failure(kind, f"[{kind}] {detail} ({verdict}). What to do: {_RUNBOOKS[kind]}")
+    what = _RUNBOOKS[kind].rstrip(".")
+    runbook = f"See RUNBOOK.md, section {kind}."
+    return Failure(kind, f"[{kind}] {detail} ({verdict}). What to do: {what}. {runbook}")
 
 
 # ---------------------------------------------------------------------------------------------
