@@ -37,6 +37,9 @@ topics:
     max_offsets_per_trigger: 500
   - name: it-expired
     freshness_sla: 3m
+  - name: it-assets
+    freshness_sla: 1h
+    priority: 5
 """
 
 

@@ -26,19 +26,22 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 import sqlalchemy
 from airflow.dag_processing.dagbag import DagBag
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
-from airflow.sdk import BaseHook, Connection
+from airflow.sdk import Asset, BaseHook, Connection
 from airflow.sdk.definitions.retry_policy import ExceptionRetryPolicy, RetryAction
 from airflow.sdk.definitions.timetables.interval import DeltaDataIntervalTimetable
 from airflow.sdk.definitions.timetables.simple import NullTimetable
 from airflow.sdk.definitions.timetables.trigger import DeltaTriggerTimetable
 from airflow.sdk.exceptions import AirflowException, AirflowNotFoundException
+from airflow.serialization.serialized_objects import DagSerialization
 from kafkalake import kafka_client
+from kafkalake.assets import topic_assets
 from kafkalake.catalog import CatalogError, load_catalog
 from kafkalake.dag_factory import retry_policy
 from kafkalake.durations import parse_duration
@@ -51,6 +54,7 @@ from kafkalake.failures import (
     TransientError,
 )
 from kafkalake.kafka_client import KafkaConfigError
+from kafkalake.pools import SPARK_POOL
 from kafkalake.schedule import run_interval
 
 REPO = Path(__file__).resolve().parents[1]
@@ -82,10 +86,19 @@ class Expected:
     interval: timedelta
     owner: str
     extra_tags: tuple[str, ...] = ()
+    priority: int = 1
 
 
 POLICY_TOPICS = [
-    Expected("payments", "ingest_payments", "bronze.payments", "15m", timedelta(minutes=5), "lake-team"),
+    Expected(
+        "payments",
+        "ingest_payments",
+        "bronze.payments",
+        "15m",
+        timedelta(minutes=5),
+        "lake-team",
+        priority=10,
+    ),
     Expected(
         "clickstream", "ingest_clickstream", "bronze.clickstream", "1h", timedelta(minutes=20), "web-team"
     ),
@@ -435,6 +448,14 @@ def test_doc_md_names_topic_table_and_checkpoint(policy_bag, policy_lake, expect
 
 
 @pytest.mark.parametrize("expected", POLICY_TOPICS, ids=POLICY_IDS)
+def test_doc_md_points_to_the_runbook_sections(policy_bag, expected):
+    doc = policy_bag.dags[expected.dag_id].doc_md
+    assert "`RUNBOOK.md`" in doc
+    for kind in ("offsets_expired", "checkpoint_locked", "Pool starvation", "Stuck run"):
+        assert f"`{kind}`" in doc
+
+
+@pytest.mark.parametrize("expected", POLICY_TOPICS, ids=POLICY_IDS)
 def test_every_task_retries_with_exponential_backoff_and_has_the_catalog_owner(policy_bag, expected):
     dag = policy_bag.dags[expected.dag_id]
     assert sorted(dag.task_ids) == sorted(TASK_ORDER)
@@ -698,3 +719,84 @@ def test_spark_job_failure_becomes_a_typed_error_the_policy_acts_on(monkeypatch,
         ingest_task.execute(context={})
     assert isinstance(raised.value.__cause__, AirflowException)
     assert ingest_task.retry_policy.evaluate(raised.value, 1, 4).action is RetryAction.FAIL
+
+
+# ---------------------------------------------------------------------------------------------
+# 7. concurrency: one pool for every Spark job, the topic's priority decides who goes first
+
+
+@pytest.mark.parametrize("expected", POLICY_TOPICS, ids=POLICY_IDS)
+def test_spark_tasks_take_a_slot_of_the_spark_pool_and_the_preflight_does_not(policy_bag, expected):
+    dag = policy_bag.dags[expected.dag_id]
+    spark_tasks = {t.task_id for t in dag.tasks if isinstance(t, SparkSubmitOperator)}
+    assert {"ingest", "register_table"} <= spark_tasks
+    assert SPARK_POOL == "kafkalake_spark"
+    for task in dag.tasks:
+        if task.task_id in spark_tasks:
+            assert (task.pool, task.pool_slots) == ("kafkalake_spark", 1), task.task_id
+        else:
+            assert task.pool == "default_pool", task.task_id
+    assert dag.get_task("check_new_offsets").pool == "default_pool"
+
+
+@pytest.mark.parametrize("expected", POLICY_TOPICS, ids=POLICY_IDS)
+def test_every_task_weighs_the_topics_priority_absolutely(policy_bag, expected):
+    dag = policy_bag.dags[expected.dag_id]
+    for task in dag.tasks:
+        assert task.priority_weight == expected.priority, task.task_id
+        assert task.weight_rule == "absolute", task.task_id
+
+
+def test_a_high_priority_ingest_outranks_a_low_one_as_the_scheduler_weighs_them(policy_bag):
+    """The scheduler reads the serialized DAG and asks its weight rule for each task's weight."""
+
+    def scheduler_weight(dag_id: str, task_id: str) -> int:
+        serialized = DagSerialization.from_dict(DagSerialization.to_dict(policy_bag.dags[dag_id]))
+        task = serialized.get_task(task_id)
+        return task.weight_rule.get_weight(SimpleNamespace(task=task))
+
+    # Absolute: the preflight's weight is not the sum of the tasks downstream of it.
+    assert scheduler_weight("ingest_payments", "check_new_offsets") == 10
+    assert scheduler_weight("ingest_payments", "ingest") == 10
+    assert scheduler_weight("ingest_clickstream", "ingest") == 1
+    assert scheduler_weight("ingest_payments", "register_table") > scheduler_weight(
+        "ingest_clickstream", "ingest"
+    )
+
+
+def test_airflow_flags_every_dag_when_the_spark_pool_does_not_exist(monkeypatch, tmp_path):
+    """Without the pool Airflow never queues the Spark tasks; its only signal is this DAG warning."""
+    set_catalog(monkeypatch, FOUR_TOPICS, tmp_path / "lake", strict=True)
+    _forget_dag_modules()
+    missing = DagBag(dag_folder=str(DAGS_DIR), safe_mode=True, known_pools={"default_pool"})
+    assert {w.dag_id for w in missing.dag_warnings} == set(FOUR_DAG_IDS.values())
+    for warning in missing.dag_warnings:
+        assert warning.message == f"Dag '{warning.dag_id}' references non-existent pools: ['kafkalake_spark']"
+
+    _forget_dag_modules()
+    present = DagBag(dag_folder=str(DAGS_DIR), safe_mode=True, known_pools={"default_pool", SPARK_POOL})
+    assert present.dag_warnings == set()
+
+
+# ---------------------------------------------------------------------------------------------
+# 8. assets: each table is an outlet of the task that writes it
+
+
+@pytest.mark.parametrize("expected", POLICY_TOPICS, ids=POLICY_IDS)
+def test_ingest_updates_the_asset_of_its_table_and_no_other_task_does(policy_bag, policy_lake, expected):
+    dag = policy_bag.dags[expected.dag_id]
+    path = load_catalog(POLICY, policy_lake).topic(expected.topic).path
+    assert dag.get_task("ingest").outlets == [Asset(name=expected.table, uri=f"file://{path}")]
+    assert [t.task_id for t in dag.tasks if t.outlets] == ["ingest"]
+
+
+def test_table_assets_need_no_warning_no_io_and_keep_object_store_uris(recwarn, tmp_path):
+    catalog = load_catalog(Path(__file__).parent / "fixtures" / "catalogs" / "good.yaml", tmp_path)
+    guard = ParseGuard()
+    with guard.watch():  # built at parse time: an object-store scheme asks Airflow for a normaliser
+        (payments,) = topic_assets(catalog.topic("payments"))
+        (clicks,) = topic_assets(catalog.topic("clickstream"))
+    assert (payments.name, payments.uri) == ("raw.payments", "s3a://lake-bucket/raw/payments")
+    assert (clicks.name, clicks.uri) == ("raw.clickstream", f"file://{tmp_path}/web/clicks")
+    assert [str(w.message) for w in recwarn] == []
+    assert (guard.queries, guard.lookups, guard.network) == ([], [], [])

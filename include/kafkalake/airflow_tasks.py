@@ -19,6 +19,7 @@ from kafkalake import failures, kafka_client, offsets
 from kafkalake.catalog import TopicConfig
 from kafkalake.jars import jar_files
 from kafkalake.paths import jobs_dir
+from kafkalake.pools import SPARK_POOL
 from kafkalake.spark_config import topic_conf
 from kafkalake.spark_jobs import job_environment
 
@@ -69,14 +70,16 @@ def check_new_offsets(
 class TopicSparkSubmitOperator(SparkSubmitOperator):  # type: ignore[misc]  # provider is untyped
     """spark-submit of one of the project's jobs for one topic.
 
-    Two guarantees on top of the provider's operator: when the Spark connection is missing it runs
-    on ``local[*]`` (the provider would silently submit to YARN), and jars are local files
-    resolved at set-up (no ``--packages``, no network at run time).
+    Three guarantees on top of the provider's operator: when the Spark connection is missing it runs
+    on ``local[*]`` (the provider would silently submit to YARN), jars are local files resolved at
+    set-up (no ``--packages``, no network at run time), and every Spark task takes a slot of the
+    pool :data:`~kafkalake.pools.SPARK_POOL`, which caps the Spark jobs running at once.
     """
 
     def __init__(
         self, *, topic: TopicConfig, job: str, catalog_file: Path, lake_root: Path, **kwargs: Any
     ) -> None:
+        kwargs.setdefault("pool", SPARK_POOL)
         super().__init__(
             application=str(jobs_dir() / job),
             application_args=["--topic", topic.name],

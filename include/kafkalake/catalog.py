@@ -31,6 +31,8 @@ from kafkalake.schedule import run_interval
 _TOPIC_NAME = re.compile(r"[A-Za-z0-9._-]{1,249}")
 _IDENTIFIER = SQL_IDENTIFIER
 STARTING_OFFSETS = ("earliest", "latest")
+#: Airflow keeps a task's priority_weight in a 32-bit column and silently clamps larger values.
+MAX_PRIORITY = 2_147_483_647
 # Airflow's own limits; an entry past them would break the DAG file for every topic.
 MAX_DAG_ID_LENGTH = 250
 MAX_TAG_LENGTH = 100
@@ -49,6 +51,7 @@ _TOPIC_FIELDS = {
     "tags",
     "spark_conf",
     "parsed",
+    "priority",
 }
 _DEFAULTS_FIELDS = _TOPIC_FIELDS - {"name", "table", "path"}
 
@@ -101,6 +104,9 @@ class TopicConfig:
     def __post_init__(self) -> None:
         if not self.parsed.table and self.table:
             object.__setattr__(self, "parsed", replace(self.parsed, table=self.table))
+
+    #: The tasks' priority_weight: among tasks waiting for a Spark pool slot, higher goes first.
+    priority: int = 1
 
     @property
     def dag_id(self) -> str:
@@ -421,6 +427,10 @@ def _topic(file: Path, index: int, entry: Mapping[str, Any], lake_root: Path) ->
     ):
         raise fail("spark_conf", "must map Spark settings (keys starting with 'spark.') to values")
 
+    priority = entry.get("priority", TopicConfig.priority)
+    if isinstance(priority, bool) or not isinstance(priority, int) or not 1 <= priority <= MAX_PRIORITY:
+        raise fail("priority", f"must be a whole number from 1 to {MAX_PRIORITY}, not {priority!r}")
+
     return TopicConfig(
         name=name,
         freshness_sla=sla,
@@ -436,4 +446,5 @@ def _topic(file: Path, index: int, entry: Mapping[str, Any], lake_root: Path) ->
         spark_conf=tuple(sorted((k, str(v)) for k, v in spark_conf.items())),
         parsed=parsed,
         parsed_location=parsed_location,
+        priority=priority,
     )

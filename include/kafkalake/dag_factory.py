@@ -18,12 +18,15 @@ from airflow.sdk import DAG
 from airflow.sdk.definitions.retry_policy import ExceptionRetryPolicy, RetryAction, RetryRule
 from airflow.sdk.exceptions import AirflowNotFoundException
 
+from kafkalake import runbook
 from kafkalake.airflow_tasks import IngestOperator, TopicSparkSubmitOperator, check_new_offsets
+from kafkalake.assets import topic_assets
 from kafkalake.catalog import Catalog, CatalogError, TopicConfig, load_catalog
 from kafkalake.durations import format_duration
 from kafkalake.failures import NonRetryableError, TransientError
 from kafkalake.kafka_client import KafkaConfigError
 from kafkalake.paths import catalog_path, lake_root
+from kafkalake.pools import SPARK_POOL
 
 log = logging.getLogger(__name__)
 
@@ -80,7 +83,12 @@ from `{starting}` and duplicate rows. Transient failures (broker unreachable, ti
 Spark driver) retry with backoff; the others fail at once, and the task log says what to do. If a
 task fails with `[offsets_expired]` (offsets expired in Kafka before they were read), those records
 are gone from Kafka: to accept the loss, run once with `fail_on_data_loss: false` on the topic,
-then set it back; see the README's section "Failures and what to do".
+then set it back.
+
+Spark tasks wait for a slot of the pool `{pool}` (this topic's priority: {priority}); each
+successful `ingest` updates the asset `{table}`.
+
+{runbook}
 """
 
 
@@ -101,6 +109,9 @@ def dag_for(topic: TopicConfig, catalog: Catalog, lake: Any) -> DAG:
             interval=format_duration(interval),
             sla=format_duration(topic.freshness_sla),
             starting=topic.starting_offsets,
+            pool=SPARK_POOL,
+            priority=topic.priority,
+            runbook=runbook.doc_md(),
         ),
         tags=sorted({"kafkalake", "kafka", "delta", *topic.tags}),
         default_args={
@@ -111,6 +122,9 @@ def dag_for(topic: TopicConfig, catalog: Catalog, lake: Any) -> DAG:
             # Backoff never pushes a retry past the next scheduled run.
             "max_retry_delay": min(interval, timedelta(minutes=30)),
             "retry_policy": retry_policy(),
+            # Absolute: a topic's priority decides alone, whatever the task's place in its DAG.
+            "priority_weight": topic.priority,
+            "weight_rule": "absolute",
         },
     )
     with dag:
@@ -126,7 +140,9 @@ def dag_for(topic: TopicConfig, catalog: Catalog, lake: Any) -> DAG:
             execution_timeout=timedelta(minutes=5),
         )
         spark_args = {"topic": topic, "catalog_file": catalog.file, "lake_root": lake}
-        ingest = IngestOperator(task_id="ingest", kafka_conn_id=topic.kafka_conn_id, **spark_args)
+        ingest = IngestOperator(
+            task_id="ingest", kafka_conn_id=topic.kafka_conn_id, outlets=topic_assets(topic), **spark_args
+        )
         register = TopicSparkSubmitOperator(task_id="register_table", job="register_table.py", **spark_args)
         preflight >> ingest >> register
     return dag

@@ -2,8 +2,8 @@
 
 Two kinds of failure, two answers:
 
-* **transient** (broker unreachable, timeouts, a lost Spark driver): the same run will likely work
-  a little later, so the task retries with exponential backoff;
+* **transient** (broker unreachable, timeouts, a lost Spark driver, a checkpoint another run holds):
+  the same run will likely work a little later, so the task retries with exponential backoff;
 * **non-retryable** (offsets expired in Kafka before they were read, bad configuration, a topic
   that does not exist): retrying cannot help and only delays the page, so the task fails at once
   with a message that says what happened and what to do.
@@ -35,6 +35,7 @@ class Kind(StrEnum):
     EXPECTATION_FAILED = "expectation_failed"
     BROKER_UNREACHABLE = "broker_unreachable"
     DRIVER_LOST = "driver_lost"
+    CHECKPOINT_LOCKED = "checkpoint_locked"
     UNKNOWN = "unknown"
 
 
@@ -50,6 +51,7 @@ EXIT_CODES: Mapping[Kind, int] = {
     Kind.EXPECTATION_FAILED: 68,
     Kind.BROKER_UNREACHABLE: 75,
     Kind.BAD_CONFIG: 78,
+    Kind.CHECKPOINT_LOCKED: 73,  # EX_CANTCREAT: the run could not take its checkpoint's lock
 }
 _KIND_OF_EXIT = {code: kind for kind, code in EXIT_CODES.items()}
 
@@ -93,6 +95,11 @@ RUNBOOK_DRIVER_LOST = _RUNBOOK_TRANSIENT.format(
     what="check the worker's memory (spark.driver.memory in the topic's spark_conf) and the "
     "Spark cluster, then clear the task. The checkpoint makes a rerun safe: no row is written twice"
 )
+RUNBOOK_CHECKPOINT_LOCKED = _RUNBOOK_TRANSIENT.format(
+    what="find the process named above (another run of this topic, or a hand-started job): let it "
+    "finish, or stop it if it is stuck, then clear the task. Never delete the lock file or the "
+    "checkpoint to get past this"
+)
 RUNBOOK_UNKNOWN = _RUNBOOK_TRANSIENT.format(what="read the job's log above for the cause")
 
 _RUNBOOKS = {
@@ -103,6 +110,7 @@ _RUNBOOKS = {
     Kind.EXPECTATION_FAILED: RUNBOOK_EXPECTATION_FAILED,
     Kind.BROKER_UNREACHABLE: RUNBOOK_BROKER,
     Kind.DRIVER_LOST: RUNBOOK_DRIVER_LOST,
+    Kind.CHECKPOINT_LOCKED: RUNBOOK_CHECKPOINT_LOCKED,
     Kind.UNKNOWN: RUNBOOK_UNKNOWN,
 }
 
@@ -153,6 +161,12 @@ class DriverLostError(TransientError):
     kind = Kind.DRIVER_LOST
 
 
+class CheckpointLockedError(TransientError):
+    """Another process holds the checkpoint's run lock (:mod:`kafkalake.run_lock`)."""
+
+    kind = Kind.CHECKPOINT_LOCKED
+
+
 _ERRORS: Mapping[Kind, type[KafkalakeError]] = {
     Kind.OFFSETS_EXPIRED: OffsetsExpiredError,
     Kind.TOPIC_MISSING: TopicMissingError,
@@ -161,6 +175,7 @@ _ERRORS: Mapping[Kind, type[KafkalakeError]] = {
     Kind.EXPECTATION_FAILED: ExpectationFailedError,
     Kind.BROKER_UNREACHABLE: BrokerUnreachableError,
     Kind.DRIVER_LOST: DriverLostError,
+    Kind.CHECKPOINT_LOCKED: CheckpointLockedError,
     Kind.UNKNOWN: TransientError,
 }
 
@@ -181,12 +196,19 @@ class Failure:
         return _ERRORS[self.kind](self.message)
 
 
+def failure_of(error: KafkalakeError) -> Failure:
+    """The failure a typed error stands for, e.g. for a job to report it with :func:`failure_line`."""
+    return Failure(error.kind, str(error))
+
+
 def failure(kind: Kind, detail: str) -> Failure:
     """A failure whose message says what happened, whether it retries, and what to do."""
     verdict = (
         "retrying with backoff" if kind not in NON_RETRYABLE else "NOT retrying: a retry cannot fix this"
     )
-    return Failure(kind, f"[{kind}] {detail} ({verdict}). What to do: {_RUNBOOKS[kind]}")
+    what = _RUNBOOKS[kind].rstrip(".")
+    runbook = f"See RUNBOOK.md, section {kind}."
+    return Failure(kind, f"[{kind}] {detail} ({verdict}). What to do: {what}. {runbook}")
 
 
 # ---------------------------------------------------------------------------------------------

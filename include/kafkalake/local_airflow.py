@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kafkalake.paths import ENV_CATALOG, ENV_LAKE_ROOT, REPO_ROOT
+from kafkalake.pools import DEFAULT_SPARK_SLOTS, SPARK_POOL, pools_set_args
 
 
 class DagRunError(RuntimeError):
@@ -85,9 +86,30 @@ def _airflow(env: Mapping[str, str], *args: str, check: bool = True) -> subproce
 
 
 def init_db(env: Mapping[str, str]) -> None:
-    """Create or upgrade the metadata DB (idempotent)."""
+    """Create or upgrade the metadata DB and create the Spark pool (idempotent)."""
     Path(env["AIRFLOW_HOME"]).mkdir(parents=True, exist_ok=True)
     _airflow(env, "db", "migrate")
+    ensure_spark_pool(env)
+
+
+def ensure_spark_pool(env: Mapping[str, str]) -> int:
+    """Create the Spark pool at its default size unless it exists; return its size.
+
+    An existing pool keeps the size it was given (``airflow pools set kafkalake_spark N …``).
+    Without the pool, a scheduler would leave every Spark task ``scheduled`` for good.
+    """
+    slots = pool_slots(Path(env["AIRFLOW_HOME"]), SPARK_POOL)
+    if slots is None:
+        _airflow(env, *pools_set_args(DEFAULT_SPARK_SLOTS))
+        slots = DEFAULT_SPARK_SLOTS
+    return slots
+
+
+def pool_slots(airflow_home: Path, pool: str) -> int | None:
+    """The size of a pool in the metadata DB; None when there is no such pool."""
+    with sqlite3.connect(airflow_home / "airflow.db") as db:
+        row = db.execute("SELECT slots FROM slot_pool WHERE pool = ?", (pool,)).fetchone()
+    return int(row[0]) if row else None
 
 
 def sync_dags(env: Mapping[str, str]) -> None:
@@ -106,6 +128,28 @@ def latest_run(airflow_home: Path, dag_id: str) -> tuple[str, str, dict[str, str
             "SELECT task_id, state FROM task_instance WHERE dag_id = ? AND run_id = ?", (dag_id, row[0])
         ).fetchall()
     return row[0], row[1], {task: state for task, state in tasks}
+
+
+@dataclass(frozen=True)
+class AssetEvent:
+    """One update of an asset, as Airflow recorded it."""
+
+    asset_name: str
+    asset_uri: str
+    source_dag_id: str | None
+    source_task_id: str | None
+    source_run_id: str | None
+
+
+def asset_events(airflow_home: Path, asset_name: str) -> list[AssetEvent]:
+    """Every event of the asset with this name, oldest first, from the metadata DB."""
+    with sqlite3.connect(airflow_home / "airflow.db") as db:
+        rows = db.execute(
+            "SELECT a.name, a.uri, e.source_dag_id, e.source_task_id, e.source_run_id"
+            " FROM asset_event e JOIN asset a ON a.id = e.asset_id WHERE a.name = ? ORDER BY e.id",
+            (asset_name,),
+        ).fetchall()
+    return [AssetEvent(*row) for row in rows]
 
 
 def task_seconds(airflow_home: Path, run: DagRunResult, task_id: str) -> float:

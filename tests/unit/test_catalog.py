@@ -581,3 +581,47 @@ def test_shipped_catalog_parsed_settings(lake_root):
     assert [(e.name, e.action) for e in orders.parsed.expectations] == [("positive_amount", "drop")]
     assert orders.latest_table == "silver.orders_latest"
     assert clicks.parsed == ParsedConfig(table="clickstream")
+
+
+# priority: the tasks' priority_weight in the shared Spark pool
+
+
+def test_priority_defaults_to_1_and_comes_from_defaults_or_the_topic(tmp_path, lake_root):
+    assert (
+        load_catalog(write_catalog(tmp_path, "topics: [{name: a, freshness_sla: 1h}]"), lake_root)
+        .topic("a")
+        .priority
+        == 1
+    )
+    file = write_catalog(
+        tmp_path,
+        "defaults: {priority: 3}\ntopics:\n  - {name: a, freshness_sla: 1h}\n"
+        "  - {name: b, freshness_sla: 1h, priority: 20}\n",
+    )
+    catalog = load_catalog(file, lake_root)
+    assert [(t.name, t.priority) for t in catalog.topics] == [("a", 3), ("b", 20)]
+
+
+def test_bad_priority_strict_raises_naming_file_topic_and_field(lake_root):
+    path = CATALOGS / "bad_priority.yaml"
+    with pytest.raises(CatalogError) as excinfo:
+        load_catalog(path, lake_root)
+    assert_names_where(excinfo.value, path, "zero", "priority")
+    assert "whole number from 1 to 2147483647" in str(excinfo.value)
+
+
+def test_bad_priority_lenient_collects_each(lake_root):
+    path = CATALOGS / "bad_priority.yaml"
+    catalog = load_catalog(path, lake_root, strict=False)
+    assert [(t.name, t.priority) for t in catalog.topics] == [("orders", 2_147_483_647)]
+    assert [e.topic for e in catalog.errors] == ["zero", "negative", "boolean", "text", "huge"]
+    for err, shown in zip(catalog.errors, ["0", "-3", "True", "'high'", "2147483648"], strict=True):
+        assert_names_where(err, path, err.topic, "priority")
+        assert str(err).endswith(f"not {shown}")
+
+
+def test_bad_priority_in_defaults_names_every_topic(tmp_path, lake_root):
+    file = write_catalog(tmp_path, "defaults: {priority: 1.5}\ntopics: [{name: a, freshness_sla: 1h}]")
+    with pytest.raises(CatalogError) as excinfo:
+        load_catalog(file, lake_root)
+    assert_names_where(excinfo.value, file, "a", "priority")

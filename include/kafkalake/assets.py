@@ -1,0 +1,50 @@
+"""A topic's Delta tables as Airflow assets, so that other DAGs can be scheduled on their data.
+
+Each table is an :class:`~airflow.sdk.Asset` and an outlet of the task that writes it: when
+``ingest`` succeeds, Airflow records an asset event, and DAGs scheduled on the asset run. A skipped
+ingest (nothing new in Kafka) records none.
+
+* **name**: the qualified table name, ``bronze.orders``: what a downstream DAG refers to
+  (``schedule=[Asset.ref(name="bronze.orders")]``), without knowing where the table lives;
+* **uri**: where it lives. A local path becomes ``file:///…`` (Airflow 3.3 normalises the ``file``
+  scheme itself, with no warning); an object-store location (``s3a://``, ``abfss://``) is kept as
+  the catalog gives it (no provider registers a normaliser for ``s3a``, so Airflow keeps it as is).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from airflow.sdk import Asset
+
+from kafkalake.catalog import TopicConfig
+
+
+@dataclass(frozen=True)
+class Table:
+    """A Delta table a topic's DAG writes."""
+
+    #: Qualified name, ``<database>.<table>``.
+    name: str
+    #: Absolute path or URI, as in :attr:`TopicConfig.path`.
+    location: str
+
+
+def topic_tables(topic: TopicConfig) -> tuple[Table, ...]:
+    """Every table the topic's DAG writes (today the bronze table; parsed and dead-letter tables go here)."""
+    return (Table(topic.qualified_table, topic.path),)
+
+
+def asset_uri(location: str) -> str:
+    """``/data/lake/bronze/orders`` → ``file:///data/lake/bronze/orders``; URIs pass through."""
+    return location if "://" in location else Path(location).as_uri()
+
+
+def table_asset(table: Table) -> Asset:
+    return Asset(name=table.name, uri=asset_uri(table.location))
+
+
+def topic_assets(topic: TopicConfig) -> list[Asset]:
+    """The assets of every table of the topic, in :func:`topic_tables` order."""
+    return [table_asset(table) for table in topic_tables(topic)]
