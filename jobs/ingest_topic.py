@@ -19,9 +19,10 @@ import logging
 import os
 import sys
 
-from kafkalake.bronze import start_ingest
+from kafkalake.bronze import ensure_table, start_ingest
 from kafkalake.catalog import CatalogError, TopicConfig, load_catalog
 from kafkalake.failures import (
+    CheckpointLockedError,
     Failure,
     KafkalakeError,
     Kind,
@@ -29,10 +30,12 @@ from kafkalake.failures import (
     exit_code,
     failure,
     failure_line,
+    failure_of,
 )
 from kafkalake.kafka_client import ENV_CLIENT_CONFIG_FILE, KafkaConfigError, read_config_file
 from kafkalake.landing import BatchWriter
 from kafkalake.paths import catalog_path, lake_root
+from kafkalake.run_lock import checkpoint_lock
 
 log = logging.getLogger("kafkalake.ingest")
 
@@ -63,8 +66,16 @@ def ingest(topic: TopicConfig, client_config: dict[str, str]) -> int:
     log.info("ingesting topic %s into %s (checkpoint %s)", topic.name, topic.path, topic.checkpoint_path)
     writer = BatchWriter(spark, topic)
     try:
-        query = start_ingest(spark, topic, client_config, writer)
-        query.awaitTermination()
+        # The table first: the run lock's file lives in the table's folder, and Delta creates a
+        # table only in a folder that is empty or already a table.
+        ensure_table(spark, topic)
+        # Two runs of one topic never share the checkpoint, whatever started them.
+        with checkpoint_lock(topic.checkpoint_path):
+            query = start_ingest(spark, topic, client_config, writer)
+            query.awaitTermination()
+    except CheckpointLockedError as err:
+        spark.stop()
+        return report(failure_of(err))
     except CapturedException as err:
         if isinstance(writer.failure, KafkalakeError):
             # A batch stopped the run on purpose (a rejected schema, a failed expectation): its own

@@ -5,12 +5,11 @@ spark-submit --jars ... jobs/register_table.py --topic orders
 
 from __future__ import annotations
 
-import argparse
 import logging
 import sys
 
-from kafkalake.catalog import load_catalog
-from kafkalake.paths import catalog_path, lake_root
+from kafkalake.job_args import topic_from_args
+from kafkalake.paths import lake_root
 from kafkalake.registration import metastore_lock, register
 from kafkalake.spark_config import metastore_dir
 
@@ -18,11 +17,7 @@ log = logging.getLogger("kafkalake.register")
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--topic", required=True, help="topic name, as in the catalog")
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    topic = load_catalog(catalog_path(), lake_root()).topic(args.topic)
+    topic = topic_from_args(__doc__, argv)
 
     from pyspark.sql import SparkSession
 
@@ -31,7 +26,8 @@ def main(argv: list[str] | None = None) -> int:
             SparkSession.builder.appName(f"kafkalake-register-{topic.name}").enableHiveSupport().getOrCreate()
         )
         spark.sparkContext.setLogLevel("WARN")
-        log.info(register(spark, topic))
+        for line in register(spark, topic):
+            log.info(line)
         spark.stop()
     return 0
 

@@ -10,11 +10,15 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING
 
-from kafkalake.catalog import load_catalog
+from kafkalake.catalog import TopicConfig, load_catalog
 from kafkalake.paths import catalog_path, lake_root
 from kafkalake.registration import metastore_lock
 from kafkalake.spark_config import metastore_dir
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -47,8 +51,28 @@ def main(argv: list[str] | None = None) -> int:
             "partition", "offset", readable("key"), readable("value"), "kafka_timestamp"
         )
         sample.show(args.rows, truncate=60)
+        if topic.parsed.enabled and spark.catalog.tableExists(topic.parsed_table):
+            show_parsed(spark, topic, args.rows)
         spark.stop()
     return 0
+
+
+def show_parsed(spark: SparkSession, topic: TopicConfig, rows: int) -> None:
+    from pyspark.sql import functions as F
+
+    parsed = spark.table(topic.parsed_table)
+    print(f"table={topic.parsed_table}")
+    print(f"rows={parsed.count()}")
+    columns = [c for c in parsed.columns if c != "_kafka"]
+    parsed.orderBy("_kafka.partition", "_kafka.offset").select(*columns).show(rows, truncate=40)
+    if spark.catalog.tableExists(topic.dead_letter_table):
+        dead = spark.table(topic.dead_letter_table)
+        print(f"table={topic.dead_letter_table}")
+        print(f"rows={dead.count()}")
+        dead.groupBy("reason").agg(F.count(F.lit(1)).alias("records")).orderBy("reason").show(truncate=False)
+    if topic.parsed.latest_by_key and spark.catalog.tableExists(topic.latest_table):
+        print(f"table={topic.latest_table}")
+        print(f"rows={spark.table(topic.latest_table).count()} (one per Kafka key)")
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import inspect
+import itertools
 import json
 import os
 import socket
@@ -124,7 +125,7 @@ POLICY_TOPICS = [
     Expected("odd-seven", "ingest_odd_seven", "bronze.odd_seven", "7m", timedelta(minutes=2), "lake-team"),
 ]
 POLICY_IDS = [e.topic for e in POLICY_TOPICS]
-TASK_ORDER = ["check_new_offsets", "ingest", "register_table"]
+TASK_ORDER = ["check_new_offsets", "ingest", "refresh_schema", "register_table"]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -489,19 +490,22 @@ def test_preflight_knows_whether_the_topic_accepts_data_loss(policy_bag, policy_
 @pytest.mark.parametrize("expected", POLICY_TOPICS, ids=POLICY_IDS)
 def test_tasks_run_in_order(policy_bag, expected):
     dag = policy_bag.dags[expected.dag_id]
-    check, ingest, register = (dag.get_task(task_id) for task_id in TASK_ORDER)
-    assert check.upstream_task_ids == set()
-    assert check.downstream_task_ids == {"ingest"}
-    assert ingest.upstream_task_ids == {"check_new_offsets"}
-    assert ingest.downstream_task_ids == {"register_table"}
-    assert register.upstream_task_ids == {"ingest"}
-    assert register.downstream_task_ids == set()
+    for before, after in itertools.pairwise(TASK_ORDER):
+        assert dag.get_task(before).downstream_task_ids == {after}
+        assert dag.get_task(after).upstream_task_ids == {before}
+    assert dag.get_task(TASK_ORDER[0]).upstream_task_ids == set()
+    assert dag.get_task(TASK_ORDER[-1]).downstream_task_ids == set()
     assert [t.task_id for t in dag.topological_sort()] == TASK_ORDER
 
 
 @pytest.mark.parametrize("expected", POLICY_TOPICS, ids=POLICY_IDS)
 @pytest.mark.parametrize(
-    ("task_id", "job"), [("ingest", "ingest_topic.py"), ("register_table", "register_table.py")]
+    ("task_id", "job"),
+    [
+        ("ingest", "ingest_topic.py"),
+        ("refresh_schema", "refresh_schema.py"),
+        ("register_table", "register_table.py"),
+    ],
 )
 def test_spark_tasks_use_spark_default_local_jars_and_an_existing_application(
     policy_bag, expected, task_id, job
@@ -785,8 +789,12 @@ def test_airflow_flags_every_dag_when_the_spark_pool_does_not_exist(monkeypatch,
 @pytest.mark.parametrize("expected", POLICY_TOPICS, ids=POLICY_IDS)
 def test_ingest_updates_the_asset_of_its_table_and_no_other_task_does(policy_bag, policy_lake, expected):
     dag = policy_bag.dags[expected.dag_id]
-    path = load_catalog(POLICY, policy_lake).topic(expected.topic).path
-    assert dag.get_task("ingest").outlets == [Asset(name=expected.table, uri=f"file://{path}")]
+    topic = load_catalog(POLICY, policy_lake).topic(expected.topic)
+    assert dag.get_task("ingest").outlets == [
+        Asset(name=expected.table, uri=f"file://{topic.path}"),
+        Asset(name=topic.parsed_table, uri=f"file://{topic.parsed_path}"),
+        Asset(name=topic.dead_letter_table, uri=f"file://{topic.dead_letter_path}"),
+    ]
     assert [t.task_id for t in dag.tasks if t.outlets] == ["ingest"]
 
 
@@ -794,8 +802,8 @@ def test_table_assets_need_no_warning_no_io_and_keep_object_store_uris(recwarn, 
     catalog = load_catalog(Path(__file__).parent / "fixtures" / "catalogs" / "good.yaml", tmp_path)
     guard = ParseGuard()
     with guard.watch():  # built at parse time: an object-store scheme asks Airflow for a normaliser
-        (payments,) = topic_assets(catalog.topic("payments"))
-        (clicks,) = topic_assets(catalog.topic("clickstream"))
+        payments, *_ = topic_assets(catalog.topic("payments"))
+        clicks, *_ = topic_assets(catalog.topic("clickstream"))
     assert (payments.name, payments.uri) == ("raw.payments", "s3a://lake-bucket/raw/payments")
     assert (clicks.name, clicks.uri) == ("raw.clickstream", f"file://{tmp_path}/web/clicks")
     assert [str(w.message) for w in recwarn] == []

@@ -13,27 +13,12 @@ ingest (nothing new in Kafka) records none.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
 from airflow.sdk import Asset
 
 from kafkalake.catalog import TopicConfig
-
-
-@dataclass(frozen=True)
-class Table:
-    """A Delta table a topic's DAG writes."""
-
-    #: Qualified name, ``<database>.<table>``.
-    name: str
-    #: Absolute path or URI, as in :attr:`TopicConfig.path`.
-    location: str
-
-
-def topic_tables(topic: TopicConfig) -> tuple[Table, ...]:
-    """Every table the topic's DAG writes (today the bronze table; parsed and dead-letter tables go here)."""
-    return (Table(topic.qualified_table, topic.path),)
+from kafkalake.tables import Table, topic_tables
 
 
 def asset_uri(location: str) -> str:

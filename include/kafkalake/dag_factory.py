@@ -1,7 +1,8 @@
 """One Airflow DAG per catalog topic.
 
 Parse-time work is reading the catalog file and environment variables: no database, no
-connection, no network. Tasks: ``check_new_offsets`` >> ``ingest`` >> ``register_table``.
+connection, no network. Tasks: ``check_new_offsets`` >> ``ingest`` >> ``refresh_schema`` >>
+``register_table``.
 """
 
 from __future__ import annotations
@@ -75,7 +76,9 @@ Runs every **{interval}** (freshness SLA {sla} / 3, rounded down to the minute).
    rest when nothing is new (no Spark job, no new table version).
 2. `ingest` runs `jobs/ingest_topic.py` with `spark-submit` (`trigger(availableNow=True)`): it
    reads from the checkpoint at `{checkpoint}` to the end offsets seen at start, then stops.
-3. `register_table` makes the table queryable as `{table}`.
+3. `refresh_schema` (JSON topics) infers the schema of recent values and keeps its versions
+   beside the table; `ingest` parses with it into the parsed and dead-letter tables.
+4. `register_table` makes the tables queryable by name (`{table}`, and the parsed tables).
 
 **On-call.** Every task is safe to clear and re-run: a retried or killed ingest resumes from its
 checkpoint and writes no row twice. Never delete or move the checkpoint: that would re-read Kafka
@@ -144,7 +147,13 @@ def dag_for(topic: TopicConfig, catalog: Catalog, lake: Any) -> DAG:
             task_id="ingest", kafka_conn_id=topic.kafka_conn_id, outlets=topic_assets(topic), **spark_args
         )
         register = TopicSparkSubmitOperator(task_id="register_table", job="register_table.py", **spark_args)
-        preflight >> ingest >> register
+        if topic.parsed.enabled:
+            refresh = TopicSparkSubmitOperator(
+                task_id="refresh_schema", job="refresh_schema.py", **spark_args
+            )
+            preflight >> ingest >> refresh >> register
+        else:
+            preflight >> ingest >> register
     return dag
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kafkalake.catalog import TopicConfig
+from kafkalake.tables import Table, topic_tables
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -38,19 +39,35 @@ def _normalise(location: str) -> str:
     return location.removeprefix("file:").rstrip("/")
 
 
-def register(spark: SparkSession, topic: TopicConfig) -> str:
+def register(spark: SparkSession, topic: TopicConfig) -> list[str]:
+    """Register every table of the topic that exists; one line per table saying what was done.
+
+    A parsed table appears with the topic's first JSON record: until then it is reported, not created.
+    """
+    from delta.tables import DeltaTable
+
+    done = []
+    for table in topic_tables(topic):
+        if table.kind != "bronze" and not DeltaTable.isDeltaTable(spark, table.location):
+            done.append(f"{table.name}: no data yet, registered once its first rows land")
+            continue
+        done.append(register_table(spark, table))
+    return done
+
+
+def register_table(spark: SparkSession, table: Table) -> str:
     """Create the database and table if missing; refuse when the name points elsewhere."""
-    spark.sql(f"CREATE DATABASE IF NOT EXISTS `{topic.database}`")
-    if spark.catalog.tableExists(topic.qualified_table):
-        row = spark.sql(f"DESCRIBE DETAIL {topic.qualified_table}").select("location").first()
+    spark.sql(f"CREATE DATABASE IF NOT EXISTS `{table.database}`")
+    if spark.catalog.tableExists(table.name):
+        row = spark.sql(f"DESCRIBE DETAIL {table.name}").select("location").first()
         existing = _normalise(row["location"]) if row else ""
-        if existing != _normalise(topic.path):
+        if existing != _normalise(table.location):
             raise RegistrationError(
-                f"{topic.qualified_table} is already registered at {existing}, not at {topic.path}: "
+                f"{table.name} is already registered at {existing}, not at {table.location}: "
                 "another topic or an older catalog claims this name. Drop the old table (DROP TABLE "
-                "removes only the catalog entry of an external table) or pick another 'table'."
+                "removes only the catalog entry of an external table) or pick another table name."
             )
-        return f"{topic.qualified_table} already registered at {existing}"
-    location = topic.path.replace("'", "\\'")
-    spark.sql(f"CREATE TABLE IF NOT EXISTS {topic.qualified_table} USING DELTA LOCATION '{location}'")
-    return f"registered {topic.qualified_table} at {topic.path}"
+        return f"{table.name} already registered at {existing}"
+    location = table.location.replace("'", "\\'")
+    spark.sql(f"CREATE TABLE IF NOT EXISTS {table.name} USING DELTA LOCATION '{location}'")
+    return f"registered {table.name} at {table.location}"

@@ -42,10 +42,14 @@ def without_reserved(schema: Schema) -> Schema:
     return {**schema, "fields": [f for f in schema["fields"] if not is_reserved(f["name"])]}
 
 
+#: Spark's JSON names of types whose SQL spelling differs.
+_SQL_NAMES = {"long": "bigint", "integer": "int", "short": "smallint", "byte": "tinyint"}
+
+
 def type_string(data_type: Any) -> str:
     """A readable Spark SQL spelling of a JSON-form data type: ``array<struct<a:bigint>>``."""
     if isinstance(data_type, str):
-        return data_type
+        return _SQL_NAMES.get(data_type, data_type)
     kind = data_type["type"]
     if kind == "struct":
         inner = ",".join(f"{f['name']}:{type_string(f['type'])}" for f in data_type["fields"])

@@ -108,3 +108,10 @@ def test_sigkill_mid_batch_then_rerun_lands_every_offset_once(topic, catalog_fil
     assert sorted(int(r["key"]) for r in rows) == list(range(EVENTS))
     state = read_checkpoint(checkpoint, TOPIC)
     assert state is not None and not state.unfinished_batch
+    # The parsed tables are written from the same batches: each offset once there too.
+    parsed = read_rows(Path(topic.parsed_path))
+    assert sorted((r["_kafka"]["partition"], r["_kafka"]["offset"]) for r in parsed) == sorted(
+        (r["partition"], r["offset"]) for r in rows
+    )
+    assert sorted(r["n"] for r in parsed) == list(range(EVENTS))
+    assert read_rows(Path(topic.dead_letter_path)) == []

@@ -21,6 +21,7 @@ from kafkalake.failures import SchemaRejectedError
 from kafkalake.landing import BatchWriter
 from kafkalake.parsed_config import Expectation, ParsedConfig
 from kafkalake.producer import Record
+from kafkalake.schema_refresh import refresh
 from kafkalake.schemas import SchemaHistory
 
 from .helpers import assert_exactly_once, read_rows
@@ -200,3 +201,29 @@ def test_bronze_only_topic_writes_no_parsed_tables(spark, kafka, tmp_path):
     assert len(read_rows(Path(topic.path))) == 10
     assert not Path(topic.parsed_path).exists()
     assert SchemaHistory(topic.schema_dir).versions() == []
+
+
+def test_schema_refresh_writes_a_version_only_when_the_schema_changed(spark, kafka, tmp_path):
+    name = "it-refresh"
+    # Bronze landed before the topic was parsed: the refresh finds the first schema itself.
+    raw = make_topic(tmp_path, name, replace(ParsedConfig(), enabled=False))
+    topic = replace(raw, parsed=ParsedConfig(table=raw.table))
+    producer.create_topic(kafka.bootstrap_servers, name, partitions=1)
+    produce_events(kafka.bootstrap_servers, name, 0, 100, {})
+    run(spark, raw, kafka.bootstrap_servers)
+    history = SchemaHistory(topic.schema_dir)
+
+    first = refresh(spark, topic)
+    assert first.sampled == 100 and first.written is not None
+    assert first.written.changes == ("+ id: bigint", "+ kind: string")
+    assert refresh(spark, topic).written is None
+    assert history.versions() == [1]
+
+    produce_events(kafka.bootstrap_servers, name, 100, 50, {"coupon": "SAVE10"})
+    run(spark, raw, kafka.bootstrap_servers)
+    rescue_only = refresh(spark, replace(topic, parsed=replace(topic.parsed, evolution="rescue")))
+    assert rescue_only.written is None and [str(c) for c in rescue_only.drift] == ["+ coupon: string"]
+    second = refresh(spark, topic)
+    assert second.written is not None and second.written.changes == ("+ coupon: string",)
+    assert history.versions() == [1, 2]
+    assert [f["name"] for f in history.read(2).schema["fields"]] == ["id", "kind", "coupon"]

@@ -1,0 +1,77 @@
+"""The schema refresh task: infer the JSON schema of what bronze received lately and persist it.
+
+Inference reads a bounded sample: bronze rows that landed within the topic's freshness SLA (Delta
+skips older files by their ``ingested_at`` statistics), at most ``parsed.sample_rows`` of them. The
+result is merged into the current version (fields are only ever added; a type conflict keeps the
+persisted type) and written as a new version only when it differs, under evolution mode
+``addNewColumns``. Under the other modes the schema is the user's to change: the refresh reports the
+drift and writes nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING
+
+from kafkalake import parsing
+from kafkalake.catalog import TopicConfig
+from kafkalake.schemas import Change, SchemaHistory, SchemaVersion, empty_schema, merge, with_type_hints
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Refresh:
+    sampled: int
+    written: SchemaVersion | None
+    #: What the sample shows that the current version lacks (or conflicts with).
+    drift: tuple[Change, ...]
+
+    def summary(self, topic: str) -> str:
+        head = f"topic {topic}: {self.sampled} values sampled"
+        if self.written:
+            return f"{head}; schema version {self.written.version}: {'; '.join(self.written.changes)}"
+        if self.drift:
+            return f"{head}; drift not applied (evolution mode): {'; '.join(str(c) for c in self.drift)}"
+        return f"{head}; schema unchanged"
+
+
+def refresh(spark: SparkSession, topic: TopicConfig, now: datetime | None = None) -> Refresh:
+    from pyspark.sql import functions as F
+
+    config = topic.parsed
+    since = (now or datetime.now(UTC)) - topic.freshness_sla
+    recent = spark.read.format("delta").load(topic.path).where(F.col("ingested_at") >= F.lit(since))
+    probe = parsing.parse_batch(recent, empty_schema(), config)
+    texts = parsing.valid_json_texts(probe, config.sample_rows).cache()
+    try:
+        sampled = texts.count()
+        if not sampled:
+            return Refresh(0, None, ())
+        inferred = parsing.infer_schema(spark, texts)
+    finally:
+        texts.unpersist()
+    hints = [(path, parsing.ddl_type_json(spark, t)) for path, t in config.type_hints]
+    history = SchemaHistory(topic.schema_dir)
+    current = history.current()
+    if current is None:
+        base = empty_schema()
+        if config.schema is not None:
+            base = with_type_hints(
+                base, [(name, parsing.ddl_type_json(spark, t)) for name, t in config.schema]
+            )
+    else:
+        base = current.schema
+    merged = merge(base, inferred)
+    drift = tuple(c for c in merged.changes if c.kind in ("added", "conflict"))
+    if current is not None and config.evolution != "addNewColumns":
+        return Refresh(sampled, None, drift)
+    written = history.write(
+        with_type_hints(merged.schema, hints), source=f"refresh of {sampled} sampled values"
+    )
+    return Refresh(sampled, written, drift)

@@ -1,0 +1,33 @@
+"""spark-submit entry point: infer a topic's JSON schema from recent bronze rows and persist it.
+
+spark-submit --jars ... jobs/refresh_schema.py --topic orders
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+from kafkalake.job_args import topic_from_args
+from kafkalake.schema_refresh import refresh
+
+log = logging.getLogger("kafkalake.schema")
+
+
+def main(argv: list[str] | None = None) -> int:
+    topic = topic_from_args(__doc__, argv)
+    if not topic.parsed.enabled:
+        log.info("topic %s is bronze only (parsed: false): no schema to refresh", topic.name)
+        return 0
+
+    from pyspark.sql import SparkSession
+
+    spark = SparkSession.builder.appName(f"kafkalake-schema-{topic.name}").getOrCreate()
+    spark.sparkContext.setLogLevel("WARN")
+    log.info(refresh(spark, topic).summary(topic.name))
+    spark.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
