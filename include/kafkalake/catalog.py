@@ -41,6 +41,7 @@ _TOPIC_FIELDS = {
     "owner",
     "tags",
     "spark_conf",
+    "sla_webhook_conn_id",
 }
 _DEFAULTS_FIELDS = _TOPIC_FIELDS - {"name", "table", "path"}
 
@@ -77,6 +78,8 @@ class TopicConfig:
     owner: str = "data-platform"
     tags: tuple[str, ...] = ()
     spark_conf: tuple[tuple[str, str], ...] = ()
+    #: HTTP connection the SLA-miss alert is POSTed to (kafkalake.sla_alerts); None: log only.
+    sla_webhook_conn_id: str | None = None
 
     @property
     def dag_id(self) -> str:
@@ -277,6 +280,10 @@ def _topic(file: Path, index: int, entry: Mapping[str, Any], lake_root: Path) ->
     ):
         raise fail("spark_conf", "must map Spark settings (keys starting with 'spark.') to values")
 
+    webhook = entry.get("sla_webhook_conn_id")
+    if webhook is not None and (not isinstance(webhook, str) or not webhook):
+        raise fail("sla_webhook_conn_id", "must be the id of an HTTP connection, or left out")
+
     return TopicConfig(
         name=name,
         freshness_sla=sla,
@@ -290,4 +297,5 @@ def _topic(file: Path, index: int, entry: Mapping[str, Any], lake_root: Path) ->
         owner=entry.get("owner", TopicConfig.owner),
         tags=tuple(tags),
         spark_conf=tuple(sorted((k, str(v)) for k, v in spark_conf.items())),
+        sla_webhook_conn_id=webhook,
     )
