@@ -74,6 +74,47 @@ def environment(
     return env
 
 
+def standalone_environment(
+    env: Mapping[str, str], *, port: int, log_server_ports: tuple[int, int] = (8793, 8794)
+) -> dict[str, str]:
+    """``env`` for ``airflow standalone`` (api-server, scheduler, dag-processor, triggerer).
+
+    The UI and REST API listen on 127.0.0.1:``port``. The DAGs keep their Deadline Alerts: this is
+    a real scheduler, which watches them and runs the SLA-miss callback in the triggerer.
+
+    Args:
+        env: from :func:`environment`.
+        port: the api-server's port (UI, REST API, and the execution API the task workers call).
+        log_server_ports: where the worker's and the triggerer's log servers listen.
+    """
+    worker_logs, trigger_logs = log_server_ports
+    standalone = {k: v for k, v in env.items() if k != ENV_DEADLINE_ALERTS}
+    standalone.update(
+        {
+            "PYTHONUNBUFFERED": "1",
+            "AIRFLOW__API__HOST": "127.0.0.1",
+            "AIRFLOW__API__PORT": str(port),
+            "AIRFLOW__API__WORKERS": "1",
+            # Task workers call the api-server's execution API: on this port, not the default 8080.
+            "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://127.0.0.1:{port}/execution/",
+            "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(worker_logs),
+            "AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT": str(trigger_logs),
+            # A laptop, not a cluster: a few task slots rather than 32 idle worker processes.
+            "AIRFLOW__CORE__PARALLELISM": env.get("AIRFLOW__CORE__PARALLELISM", "4"),
+        }
+    )
+    return standalone
+
+
+def admin_password(airflow_home: Path) -> str | None:
+    """The admin password ``airflow standalone`` generated (simple auth manager), once it has."""
+    try:
+        passwords = json.loads((airflow_home / "simple_auth_manager_passwords.json.generated").read_text())
+    except FileNotFoundError:
+        return None
+    return str(passwords["admin"])
+
+
 def _airflow(env: Mapping[str, str], *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
     cmd = airflow_command(*args)
     done = subprocess.run(cmd, env=dict(env), capture_output=True, text=True, check=False)

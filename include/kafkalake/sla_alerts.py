@@ -44,7 +44,7 @@ def miss_message(
     run = (context or {}).get("dag_run") or {}
     due = (context or {}).get("deadline") or {}
     return (
-        f"SLA miss: DAG {run.get('dag_id', '?')} run {run.get('run_id', '?')} "
+        f"SLA miss: DAG {run.get('dag_id', '?')} run {_run_id(run)} "
         f"(queued at {run.get('queued_at', '?')}) has not finished by its deadline "
         f"{due.get('deadline_time', '?')} (queued + {deadline}): table {table} of Kafka topic "
         f"{topic} is now older than its freshness SLA of {sla}"
@@ -60,7 +60,7 @@ def payload(
         "text": message,
         "event": "kafkalake.sla_miss",
         "dag_id": run.get("dag_id"),
-        "run_id": run.get("run_id"),
+        "run_id": _run_id(run),
         "queued_at": _text(run.get("queued_at")),
         "deadline_time": _text(due.get("deadline_time")),
         "topic": topic,
@@ -68,6 +68,11 @@ def payload(
         "freshness_sla": sla,
         "deadline_after_queued": deadline,
     }
+
+
+def _run_id(run: Mapping[str, Any]) -> str:
+    # The scheduler hands over the REST API's view of the run, where the run id is "dag_run_id".
+    return str(run.get("dag_run_id") or run.get("run_id") or "?")
 
 
 def _text(value: Any) -> str | None:

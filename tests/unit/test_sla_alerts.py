@@ -14,11 +14,12 @@ from typing import Any
 import pytest
 from kafkalake.sla_alerts import callback_kwargs, miss_message, on_sla_miss, webhook_url
 
-# The shape of the context Airflow's scheduler hands the callback (Deadline.handle_miss).
+# The shape of the context Airflow's scheduler hands the callback (Deadline.handle_miss: the
+# REST API's DAGRunResponse, with ``dag_run_id``, and the deadline).
 CONTEXT = {
     "dag_run": {
         "dag_id": "ingest_orders",
-        "run_id": "scheduled__2026-11-22T10:00:00+00:00",
+        "dag_run_id": "scheduled__2026-11-22T10:00:00+00:00",
         "queued_at": "2026-11-22T10:00:01.5+00:00",
         "state": "running",
     },
