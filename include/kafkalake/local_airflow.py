@@ -97,6 +97,8 @@ def standalone_environment(
             "AIRFLOW__API__WORKERS": "1",
             # Task workers call the api-server's execution API: on this port, not the default 8080.
             "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://127.0.0.1:{port}/execution/",
+            # Its 5 s default fails tasks (httpx.ReadTimeout) when a busy machine slows the api-server.
+            "AIRFLOW__WORKERS__EXECUTION_API_TIMEOUT": "60",
             "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(worker_logs),
             "AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT": str(trigger_logs),
             # A laptop, not a cluster: a few task slots rather than 32 idle worker processes.

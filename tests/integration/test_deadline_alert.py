@@ -16,7 +16,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from kafkalake.catalog import dag_id_for
 
-from .airflow_server import LATE_TOPIC, WEBHOOK_PATH, AirflowServer, wait_for
+from .airflow_server import LATE_TOPIC, START_TIMEOUT, WEBHOOK_PATH, AirflowServer, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -39,6 +39,7 @@ def parse_time(text: str) -> datetime:
     return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 
 
+@pytest.mark.timeout(START_TIMEOUT + ALERT_TIMEOUT + 300)  # may be the one that starts the server
 def test_run_past_its_deadline_fires_the_sla_miss_alert(airflow_server: AirflowServer):
     dag_id = dag_id_for(LATE_TOPIC)
 
