@@ -6,9 +6,12 @@ VENV := .venv
 PY := $(VENV)/bin/python
 UV := $(VENV)/bin/uv
 STAMP := $(VENV)/.installed
+# The browser test drives Debian's Chromium (a browser download by Playwright is not possible here).
+CHROMIUM := /usr/bin/chromium
+AIRFLOW_PORT ?= 8080
 
 .DEFAULT_GOAL := help
-.PHONY: help setup demo test test-unit check bench kafka-start kafka-stop clean
+.PHONY: help setup demo airflow test test-unit check bench kafka-start kafka-stop clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -22,11 +25,19 @@ $(STAMP): requirements.txt requirements-dev.txt pyproject.toml
 	$(PY) -m pip check
 	touch $(STAMP)
 
-setup: $(STAMP)  ## install Python deps into .venv and resolve the JVM jars into .jars
+setup: $(STAMP) $(CHROMIUM)  ## install Python deps into .venv, the JVM jars into .jars, and Chromium
 	$(PY) -m kafkalake.jars
+
+$(CHROMIUM):
+	@if [ "$$(id -u)" = 0 ]; then SUDO=; elif sudo -n true 2>/dev/null; then SUDO=sudo; else \
+	  echo "the browser test needs Debian's Chromium: run 'sudo apt-get install -y chromium'"; exit 1; fi; \
+	$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium
 
 demo: setup  ## start Kafka, produce sample events, run the orders DAG, show the Delta table
 	$(PY) -m kafkalake.demo
+
+airflow: setup  ## the real Airflow UI on the DAGs (airflow standalone), http://127.0.0.1:8080 or AIRFLOW_PORT=
+	$(PY) -m kafkalake.airflow_ui --port $(AIRFLOW_PORT)
 
 test: setup  ## run the whole test suite (real broker, Spark and Delta)
 	$(PY) -m pytest
@@ -49,4 +60,4 @@ kafka-stop:  ## stop the local broker
 clean:  ## remove local state (lake, broker data, Airflow DB); keeps .venv and .jars
 	-$(PY) -m kafkalake.broker stop
 	-$(PY) -m kafkalake.broker stop --dir .bench/kafka
-	rm -rf .lake .kafka .airflow .bench
+	rm -rf .lake .kafka .airflow .airflow-ui .bench

@@ -34,7 +34,7 @@ import pytest
 import sqlalchemy
 from airflow.dag_processing.dagbag import DagBag
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
-from airflow.sdk import Asset, BaseHook, Connection
+from airflow.sdk import Asset, AsyncCallback, BaseHook, Connection, DeadlineReference
 from airflow.sdk.definitions.retry_policy import ExceptionRetryPolicy, RetryAction
 from airflow.sdk.definitions.timetables.interval import DeltaDataIntervalTimetable
 from airflow.sdk.definitions.timetables.simple import NullTimetable
@@ -44,7 +44,7 @@ from airflow.serialization.serialized_objects import DagSerialization
 from kafkalake import kafka_client
 from kafkalake.assets import topic_assets
 from kafkalake.catalog import CatalogError, load_catalog
-from kafkalake.dag_factory import retry_policy
+from kafkalake.dag_factory import RETRIES, retry_policy
 from kafkalake.durations import parse_duration
 from kafkalake.failures import (
     BadConfigError,
@@ -56,7 +56,8 @@ from kafkalake.failures import (
 )
 from kafkalake.kafka_client import KafkaConfigError
 from kafkalake.pools import SPARK_POOL
-from kafkalake.schedule import run_interval
+from kafkalake.schedule import run_interval, sla_plan
+from kafkalake.sla_alerts import ENV_DEADLINE_ALERTS, ENV_WEBHOOK_CONN_ID
 
 REPO = Path(__file__).resolve().parents[1]
 DAGS_DIR = REPO / "dags"
@@ -125,6 +126,14 @@ POLICY_TOPICS = [
     Expected("odd-seven", "ingest_odd_seven", "bronze.odd_seven", "7m", timedelta(minutes=2), "lake-team"),
 ]
 POLICY_IDS = [e.topic for e in POLICY_TOPICS]
+#: policy.yaml: topic -> (deadline after the run is queued = SLA - interval, SLA webhook connection).
+POLICY_DEADLINES = {
+    "payments": (timedelta(minutes=10), None),
+    "clickstream": (timedelta(minutes=40), "web_team_alerts"),
+    "orders-v2": (timedelta(hours=4), None),
+    "ledger.daily": (timedelta(hours=16), None),
+    "odd-seven": (timedelta(minutes=5), None),  # 7m - 2m
+}
 TASK_ORDER = ["check_new_offsets", "ingest", "refresh_schema", "register_table"]
 
 
@@ -434,6 +443,57 @@ def test_schedule_is_a_third_of_the_sla_or_less(policy_bag, expected):
     assert delta == expected.interval
     assert delta <= sla / 3
     assert delta >= timedelta(minutes=1)
+
+
+def only_deadline(dag: Any) -> Any:
+    alerts = dag.deadline if isinstance(dag.deadline, list) else [dag.deadline]
+    assert len(alerts) == 1, f"{dag.dag_id}: expected one Deadline Alert, got {dag.deadline!r}"
+    return alerts[0]
+
+
+@pytest.mark.parametrize("expected", POLICY_TOPICS, ids=POLICY_IDS)
+def test_schedule_deadline_and_retries_follow_the_sla_plan(policy_bag, expected):
+    dag = policy_bag.dags[expected.dag_id]
+    plan = sla_plan(parse_duration(expected.sla))
+    deadline, webhook = POLICY_DEADLINES[expected.topic]
+
+    assert schedule_delta(dag) == plan.run_interval == expected.interval
+    alert = only_deadline(dag)
+    assert alert.reference == DeadlineReference.DAGRUN_QUEUED_AT
+    assert alert.interval == plan.deadline == deadline
+    assert alert.interval + schedule_delta(dag) == parse_duration(expected.sla)
+    assert isinstance(alert.callback, AsyncCallback)  # runs in the triggerer
+    assert alert.callback.path == "kafkalake.sla_alerts.on_sla_miss"
+    kwargs = alert.callback.kwargs
+    assert kwargs["topic"] == expected.topic
+    assert kwargs["table"] == expected.table
+    assert parse_duration(kwargs["sla"]) == plan.sla
+    assert parse_duration(kwargs["deadline"]) == plan.deadline
+    assert kwargs.get("webhook_conn_id") == webhook
+    for task in dag.tasks:
+        assert task.retries == RETRIES, task.task_id
+        # Backoff never pushes a retry past the next run.
+        assert task.max_retry_delay <= plan.run_interval, task.task_id
+
+
+def test_sla_webhook_from_the_environment_reaches_every_topic_without_its_own(monkeypatch, tmp_path):
+    set_catalog(monkeypatch, POLICY, tmp_path, strict=True)
+    monkeypatch.setenv(ENV_WEBHOOK_CONN_ID, "ops_alerts")
+    bag = parse_dags()
+    for expected in POLICY_TOPICS:
+        own = POLICY_DEADLINES[expected.topic][1]
+        kwargs = only_deadline(bag.dags[expected.dag_id]).callback.kwargs
+        assert kwargs["webhook_conn_id"] == (own or "ops_alerts")
+
+
+def test_deadline_alerts_switched_off_only_by_the_dags_test_switch(monkeypatch, tmp_path):
+    set_catalog(monkeypatch, FOUR_TOPICS, tmp_path, strict=True)
+    monkeypatch.setenv(ENV_DEADLINE_ALERTS, "0")
+    bag = parse_dags()
+    assert len(bag.dags) == 4
+    assert all(not dag.deadline for dag in bag.dags.values())
+    monkeypatch.setenv(ENV_DEADLINE_ALERTS, "1")
+    assert all(only_deadline(dag) for dag in parse_dags().dags.values())
 
 
 @pytest.mark.parametrize("expected", POLICY_TOPICS, ids=POLICY_IDS)

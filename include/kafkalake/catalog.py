@@ -52,6 +52,7 @@ _TOPIC_FIELDS = {
     "spark_conf",
     "parsed",
     "priority",
+    "sla_webhook_conn_id",
 }
 _DEFAULTS_FIELDS = _TOPIC_FIELDS - {"name", "table", "path"}
 
@@ -107,6 +108,8 @@ class TopicConfig:
 
     #: The tasks' priority_weight: among tasks waiting for a Spark pool slot, higher goes first.
     priority: int = 1
+    #: HTTP connection the SLA-miss alert is POSTed to (kafkalake.sla_alerts); None: log only.
+    sla_webhook_conn_id: str | None = None
 
     @property
     def dag_id(self) -> str:
@@ -430,6 +433,9 @@ def _topic(file: Path, index: int, entry: Mapping[str, Any], lake_root: Path) ->
     priority = entry.get("priority", TopicConfig.priority)
     if isinstance(priority, bool) or not isinstance(priority, int) or not 1 <= priority <= MAX_PRIORITY:
         raise fail("priority", f"must be a whole number from 1 to {MAX_PRIORITY}, not {priority!r}")
+    webhook = entry.get("sla_webhook_conn_id")
+    if webhook is not None and (not isinstance(webhook, str) or not webhook):
+        raise fail("sla_webhook_conn_id", "must be the id of an HTTP connection, or left out")
 
     return TopicConfig(
         name=name,
@@ -447,4 +453,5 @@ def _topic(file: Path, index: int, entry: Mapping[str, Any], lake_root: Path) ->
         parsed=parsed,
         parsed_location=parsed_location,
         priority=priority,
+        sla_webhook_conn_id=webhook,
     )

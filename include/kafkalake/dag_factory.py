@@ -28,6 +28,8 @@ from kafkalake.failures import NonRetryableError, TransientError
 from kafkalake.kafka_client import KafkaConfigError
 from kafkalake.paths import catalog_path, lake_root
 from kafkalake.pools import SPARK_POOL
+from kafkalake.schedule import sla_plan
+from kafkalake.sla_alerts import deadline_alert
 
 log = logging.getLogger(__name__)
 
@@ -80,6 +82,9 @@ Runs every **{interval}** (freshness SLA {sla} / 3, rounded down to the minute).
    beside the table; `ingest` parses with it into the parsed and dead-letter tables.
 4. `register_table` makes the tables queryable by name (`{table}`, and the parsed tables).
 
+**Deadline.** A run not finished {deadline} after it was queued means the table is older than its
+SLA: Airflow then logs an `SLA miss` (and posts it to the topic's SLA webhook, if it has one).
+
 **On-call.** Every task is safe to clear and re-run: a retried or killed ingest resumes from its
 checkpoint and writes no row twice. Never delete or move the checkpoint: that would re-read Kafka
 from `{starting}` and duplicate rows. Transient failures (broker unreachable, timeouts, a lost
@@ -104,6 +109,8 @@ def dag_for(topic: TopicConfig, catalog: Catalog, lake: Any) -> DAG:
         start_date=START_DATE,
         catchup=False,
         max_active_runs=1,
+        # Fires when a run has not finished by SLA - interval after it was queued (schedule.SlaPlan).
+        deadline=deadline_alert(topic, os.environ),
         doc_md=DOC.format(
             name=topic.name,
             table=topic.qualified_table,
@@ -111,6 +118,7 @@ def dag_for(topic: TopicConfig, catalog: Catalog, lake: Any) -> DAG:
             checkpoint=topic.checkpoint_path,
             interval=format_duration(interval),
             sla=format_duration(topic.freshness_sla),
+            deadline=format_duration(sla_plan(topic.freshness_sla).deadline),
             starting=topic.starting_offsets,
             pool=SPARK_POOL,
             priority=topic.priority,

@@ -70,10 +70,9 @@ def test_broker_stopped_during_ingest_then_started_task_succeeds_on_retry_exactl
     output = tmp_path / "dags-test.log"
 
     cmd = local_airflow.airflow_command(*local_airflow.dags_test_args(topic.dag_id, NOT_REGISTERED))
+    env = local_airflow.dags_test_environment(airflow_env)
     with output.open("wb") as out:
-        run = subprocess.Popen(
-            cmd, env=airflow_env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
-        )
+        run = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     try:
         # The stream is running (micro-batches planned) when the broker goes away.
         wait_for(

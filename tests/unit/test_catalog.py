@@ -190,6 +190,7 @@ TOPIC_ERRORS = [
     ("bad_database.yaml", "events", "database", "'Bronze-Raw'", ["orders"]),
     ("bad_path.yaml", "events", "path", "non-empty", ["orders"]),
     ("bad_tags.yaml", "events", "tags", "list of strings", ["orders"]),
+    ("bad_sla_webhook.yaml", "events", "sla_webhook_conn_id", "HTTP connection", ["orders"]),
     ("duplicate_topic.yaml", "orders", "name", "listed twice", ["events", "orders"]),
     ("table_clash.yaml", "orders_v2", "name", "'ingest_orders_v2'", ["events", "orders-v2"]),
     ("table_name_clash.yaml", "orders-archive", "table", "'bronze.orders'", ["events", "orders"]),

@@ -1,0 +1,168 @@
+"""What happens when a topic's run misses its deadline: its table is out of its freshness SLA.
+
+Every generated DAG carries a Deadline Alert (:func:`deadline_alert`): measured from the run's queued
+time, the deadline is ``SLA - run interval`` (see :class:`kafkalake.schedule.SlaPlan`). When a run
+has not finished by then, Airflow's scheduler queues :func:`on_sla_miss`, which the triggerer runs.
+It always logs one ``SLA miss`` line naming the DAG, the run, the SLA and the deadline; when the topic
+names an HTTP connection (catalog field ``sla_webhook_conn_id``, or ``KAFKALAKE_SLA_WEBHOOK_CONN_ID``
+for every topic), it also POSTs the alert as JSON there. The payload has a ``text`` field, so a
+Slack incoming webhook (or any chat tool that takes one) shows the message as it is.
+
+The HTTP connection: ``host`` is the server or a whole URL; ``schema`` the scheme (default http);
+``port``; ``login``/``password`` for basic auth; extra ``endpoint`` (a path) and ``headers``. E.g.
+``AIRFLOW_CONN_SLA_WEBHOOK='{"conn_type": "http", "host": "https://hooks.slack.com/services/T/B/X"}'``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from datetime import timedelta
+from typing import Any
+
+import httpx
+from airflow.sdk.definitions.callback import AsyncCallback
+from airflow.sdk.definitions.deadline import DeadlineAlert, DeadlineReference
+
+from kafkalake.catalog import TopicConfig
+from kafkalake.durations import format_duration
+from kafkalake.schedule import sla_plan
+
+log = logging.getLogger(__name__)
+
+#: Names an HTTP connection to POST every topic's SLA misses to (a topic's catalog entry wins).
+ENV_WEBHOOK_CONN_ID = "KAFKALAKE_SLA_WEBHOOK_CONN_ID"
+#: Set to 0 to build DAGs without a Deadline Alert (``airflow dags test`` only: see local_airflow).
+ENV_DEADLINE_ALERTS = "KAFKALAKE_DEADLINE_ALERTS"
+WEBHOOK_TIMEOUT_SECONDS = 10.0
+
+
+def miss_message(
+    context: Mapping[str, Any] | None, *, topic: str, table: str, sla: str, deadline: str
+) -> str:
+    """The alert's one line: which run, which table, which SLA, which deadline."""
+    run = (context or {}).get("dag_run") or {}
+    due = (context or {}).get("deadline") or {}
+    return (
+        f"SLA miss: DAG {run.get('dag_id', '?')} run {_run_id(run)} "
+        f"(queued at {run.get('queued_at', '?')}) has not finished by its deadline "
+        f"{due.get('deadline_time', '?')} (queued + {deadline}): table {table} of Kafka topic "
+        f"{topic} is now older than its freshness SLA of {sla}"
+    )
+
+
+def payload(
+    context: Mapping[str, Any] | None, message: str, *, topic: str, table: str, sla: str, deadline: str
+) -> dict[str, Any]:
+    run = (context or {}).get("dag_run") or {}
+    due = (context or {}).get("deadline") or {}
+    return {
+        "text": message,
+        "event": "kafkalake.sla_miss",
+        "dag_id": run.get("dag_id"),
+        "run_id": _run_id(run),
+        "queued_at": _text(run.get("queued_at")),
+        "deadline_time": _text(due.get("deadline_time")),
+        "topic": topic,
+        "table": table,
+        "freshness_sla": sla,
+        "deadline_after_queued": deadline,
+    }
+
+
+def _run_id(run: Mapping[str, Any]) -> str:
+    # The scheduler hands over the REST API's view of the run, where the run id is "dag_run_id".
+    return str(run.get("dag_run_id") or run.get("run_id") or "?")
+
+
+def _text(value: Any) -> str | None:
+    return None if value is None else str(value)
+
+
+def webhook_url(host: str | None, schema: str | None, port: int | None, extra: Mapping[str, Any]) -> str:
+    """The URL an HTTP connection points at (``host`` may be a whole URL)."""
+    if not host:
+        raise ValueError("the SLA webhook connection has no host")
+    if "://" in host:
+        base = host
+    else:
+        base = f"{schema or 'http'}://{host}" + (f":{port}" if port else "")
+    endpoint = str(extra.get("endpoint") or "")
+    if not endpoint:
+        return base
+    return base.rstrip("/") + "/" + endpoint.lstrip("/")
+
+
+async def post_webhook(conn_id: str, body: Mapping[str, Any]) -> int:
+    """POST ``body`` as JSON to the HTTP connection ``conn_id``; raise unless it answers 2xx."""
+    from airflow.sdk import BaseHook  # the triggerer's connection lookup, at run time only
+
+    conn = await BaseHook.aget_connection(conn_id)
+    extra = conn.extra_dejson
+    url = webhook_url(conn.host, conn.schema, conn.port, extra)
+    auth = httpx.BasicAuth(conn.login, conn.password or "") if conn.login else None
+    async with httpx.AsyncClient(timeout=WEBHOOK_TIMEOUT_SECONDS, auth=auth) as client:
+        response = await client.post(url, json=dict(body), headers=extra.get("headers") or {})
+    response.raise_for_status()
+    return response.status_code
+
+
+async def on_sla_miss(
+    context: Mapping[str, Any] | None = None,
+    *,
+    topic: str,
+    table: str,
+    sla: str,
+    deadline: str,
+    webhook_conn_id: str | None = None,
+) -> str:
+    """Deadline Alert callback, run by the triggerer with the run's context.
+
+    Returns the message (Airflow stores it as the callback's result).
+    """
+    message = miss_message(context, topic=topic, table=table, sla=sla, deadline=deadline)
+    log.error("%s", message)
+    if webhook_conn_id:
+        body = payload(context, message, topic=topic, table=table, sla=sla, deadline=deadline)
+        status = await post_webhook(webhook_conn_id, body)
+        log.info("SLA miss sent to webhook connection %r (HTTP %d)", webhook_conn_id, status)
+    return message
+
+
+def callback_kwargs(
+    *, topic: str, table: str, sla: timedelta, deadline: timedelta, webhook_conn_id: str | None
+) -> dict[str, str]:
+    """What the DAG stores for the callback: strings only (it is serialized with the DAG)."""
+    kwargs = {
+        "topic": topic,
+        "table": table,
+        "sla": format_duration(sla),
+        "deadline": format_duration(deadline),
+    }
+    if webhook_conn_id:
+        kwargs["webhook_conn_id"] = webhook_conn_id
+    return kwargs
+
+
+def deadlines_enabled(environ: Mapping[str, str]) -> bool:
+    return environ.get(ENV_DEADLINE_ALERTS, "1") != "0"
+
+
+def deadline_alert(topic: TopicConfig, environ: Mapping[str, str]) -> DeadlineAlert | None:
+    """The Deadline Alert of a topic's DAG, or None where deadlines are switched off."""
+    if not deadlines_enabled(environ):
+        return None
+    plan = sla_plan(topic.freshness_sla)
+    kwargs = callback_kwargs(
+        topic=topic.name,
+        table=topic.qualified_table,
+        sla=plan.sla,
+        deadline=plan.deadline,
+        webhook_conn_id=topic.sla_webhook_conn_id or environ.get(ENV_WEBHOOK_CONN_ID) or None,
+    )
+    return DeadlineAlert(
+        reference=DeadlineReference.DAGRUN_QUEUED_AT,
+        interval=plan.deadline,
+        callback=AsyncCallback(on_sla_miss, kwargs=kwargs),
+        name="freshness_sla",
+    )

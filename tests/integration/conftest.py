@@ -1,0 +1,20 @@
+"""Fixtures of the integration tests beyond the session ones in tests/conftest.py."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from .airflow_server import airflow_server
+
+__all__ = ["airflow_server"]
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[Any]) -> Iterator[None]:
+    """Keep each phase's report on the test item, so fixtures can tell a failed test (screenshots)."""
+    report = yield
+    setattr(item, f"rep_{report.when}", report)
+    return report

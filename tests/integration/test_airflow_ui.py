@@ -1,0 +1,132 @@
+"""The real Airflow UI in a real browser: log in, find the DAGs, trigger one, watch it succeed.
+
+Playwright drives Debian's Chromium (/usr/bin/chromium, installed by ``make setup``) headless against
+``airflow standalone`` (tests/integration/airflow_server.py). The rows the run landed are then read
+back with delta-rs. On failure a screenshot and the page's text go to the test's tmp dir.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from urllib.parse import unquote
+
+import pytest
+from deltalake import DeltaTable
+from kafkalake import producer
+from kafkalake.broker import LocalKafka
+from kafkalake.catalog import dag_id_for, load_catalog
+from kafkalake.producer import Record
+
+from .airflow_server import LATE_TOPIC, START_TIMEOUT, UI_TOPIC, AirflowServer
+
+pytestmark = [pytest.mark.integration, pytest.mark.browser]
+
+CHROMIUM = "/usr/bin/chromium"
+# Headless on a machine without outside network: no GPU, no background calls home, a fresh profile.
+CHROMIUM_FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+EVENTS = 25
+RUN_TIMEOUT = 480  # seconds for the triggered run (and a scheduled one before it): Spark on 2 busy cores
+STEP_TIMEOUT_MS = 90_000
+
+
+@pytest.fixture
+def page(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[object]:
+    """A Chromium page; on a failed test its screenshot and text are saved in ``tmp_path``."""
+    playwright_api = pytest.importorskip("playwright.sync_api")
+    if shutil.which(CHROMIUM) is None:
+        pytest.fail(f"{CHROMIUM} is missing: `make setup` installs it (apt-get install chromium)")
+    with playwright_api.sync_playwright() as playwright:
+        # launch() gives Chromium a new empty profile (--user-data-dir) of its own each time.
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS)
+        context = browser.new_context(viewport={"width": 1400, "height": 900})
+        page = context.new_page()
+        page.set_default_timeout(STEP_TIMEOUT_MS)
+        try:
+            yield page
+        finally:
+            report = getattr(request.node, "rep_call", None)
+            if report is None or report.failed:
+                page.screenshot(path=str(tmp_path / "failure.png"), full_page=True)
+                (tmp_path / "failure.txt").write_text(f"{page.url}\n\n{page.inner_text('body')}")
+                print(f"screenshot of the failed page: {tmp_path / 'failure.png'}")
+            browser.close()
+
+
+# Starting the shared server (up to START_TIMEOUT) is part of the first test that uses it.
+@pytest.mark.timeout(START_TIMEOUT + RUN_TIMEOUT + 300)
+def test_trigger_a_dag_from_the_ui_and_see_its_run_succeed(
+    airflow_server: AirflowServer, kafka: LocalKafka, page
+):
+    topic = load_catalog(airflow_server.catalog, airflow_server.lake).topic(UI_TOPIC)
+    producer.create_topic(kafka.bootstrap_servers, UI_TOPIC, partitions=2)
+    records = [Record(f"k{i}".encode(), f'{{"n": {i}}}'.encode(), i % 2) for i in range(EVENTS)]
+    assert len(producer.produce(kafka.bootstrap_servers, UI_TOPIC, records)) == EVENTS
+
+    # Any page leads to the login page first; the password is the one standalone generated.
+    page.goto(f"{airflow_server.url}/")
+    page.wait_for_url(re.compile(r"/auth/login"))
+    page.get_by_label("Username").fill("admin")
+    page.get_by_label("Password").fill(airflow_server.password)
+    page.get_by_role("button", name="Sign in").click()
+    page.wait_for_url(lambda url: "/auth/login" not in url)
+
+    # The DAG list shows one DAG per catalog topic.
+    page.goto(f"{airflow_server.url}/dags")
+    dag_id = dag_id_for(UI_TOPIC)
+    for shown in (dag_id, dag_id_for(LATE_TOPIC)):
+        page.get_by_role("link", name=shown, exact=True).wait_for()
+
+    page.get_by_role("link", name=dag_id, exact=True).click()
+    page.wait_for_url(re.compile(rf"/dags/{dag_id}$"))
+    page.get_by_text("1 deadline", exact=True).wait_for()  # the freshness Deadline Alert
+
+    page.get_by_role("button", name="Trigger").first.click()
+    dialog = page.get_by_role("dialog")
+    # Checked by default: a paused DAG's run would never start. Unpausing also lets the scheduler
+    # start the DAG's first scheduled run (no catch-up: one run, due now); with max_active_runs=1
+    # one of the two runs waits for the other, and whichever runs first lands the events.
+    assert dialog.get_by_label(f"Unpause {dag_id} on trigger").is_checked()
+    dialog.get_by_role("button", name="Trigger").click()
+
+    # The UI opens the new run's page; poll the state it shows, bounded.
+    page.wait_for_url(re.compile(rf"/dags/{dag_id}/runs/manual__"))
+    run_id = unquote(page.url.rsplit("/runs/", 1)[1])
+    run_state = re.compile(rf"^{re.escape(run_id)}\n(Queued|Running|Success|Failed)\s*$", re.MULTILINE)
+    deadline = time.monotonic() + RUN_TIMEOUT
+    seen: list[str] = []
+    # The run's freshness deadline (6h SLA - 2h interval after it was queued), then whether it was met;
+    # the page renders that section after the rest.
+    due = "Must complete within 4 hours of queue time"
+    deadline_section = page.get_by_text(re.compile(rf"^({due}|Met|Missed)$"))
+    while True:
+        deadline_section.first.wait_for()
+        text = page.inner_text("body")
+        match = run_state.search(text)
+        state = match.group(1) if match else "?"
+        if not seen or seen[-1] != state:
+            seen.append(state)
+        if state in ("Queued", "Running"):
+            assert due in text, f"a {state} run should show its deadline"
+        if state in ("Success", "Failed") or time.monotonic() > deadline:
+            break
+        page.wait_for_timeout(5_000)
+        page.reload()
+    assert state == "Success", f"run {run_id} went through {seen} (tasks in the screenshot)"
+    assert re.search(r"^Deadline\s*\nMet\s*$", text, re.MULTILINE), "the run's deadline is not shown as met"
+
+    rows = DeltaTable(topic.path).to_pyarrow_table()
+    assert rows.num_rows == EVENTS
+    assert sorted(rows.column("value").to_pylist()) == sorted(r.value for r in records)

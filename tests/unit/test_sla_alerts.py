@@ -1,0 +1,149 @@
+"""The SLA-miss callback: its message, and the optional webhook POST to a real local HTTP server."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import threading
+from collections.abc import Iterator
+from datetime import timedelta
+from http.server import BaseHTTPRequestHandler, HTTPServer
+from typing import Any
+
+import pytest
+from kafkalake.sla_alerts import callback_kwargs, miss_message, on_sla_miss, webhook_url
+
+# The shape of the context Airflow's scheduler hands the callback (Deadline.handle_miss: the
+# REST API's DAGRunResponse, with ``dag_run_id``, and the deadline).
+CONTEXT = {
+    "dag_run": {
+        "dag_id": "ingest_orders",
+        "dag_run_id": "scheduled__2026-11-22T10:00:00+00:00",
+        "queued_at": "2026-11-22T10:00:01.5+00:00",
+        "state": "running",
+    },
+    "deadline": {"id": "0b7c", "deadline_time": "2026-11-22T10:04:01.5+00:00"},
+}
+KWARGS = {"topic": "orders", "table": "bronze.orders", "sla": "6h", "deadline": "4h"}
+
+
+class Receiver(BaseHTTPRequestHandler):
+    received: list[dict[str, Any]]
+    status = 200
+
+    def do_POST(self) -> None:
+        body = self.rfile.read(int(self.headers["Content-Length"]))
+        type(self).received.append(
+            {"path": self.path, "headers": dict(self.headers), "json": json.loads(body)}
+        )
+        self.send_response(type(self).status)
+        self.end_headers()
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def receiver() -> Iterator[tuple[type[Receiver], int]]:
+    handler = type("TestReceiver", (Receiver,), {"received": [], "status": 200})
+    server = HTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield handler, server.server_address[1]
+    server.shutdown()
+    server.server_close()
+
+
+def test_message_names_dag_run_sla_and_deadline():
+    message = miss_message(CONTEXT, **KWARGS)
+    assert message.startswith("SLA miss: DAG ingest_orders run scheduled__2026-11-22T10:00:00+00:00 ")
+    assert "deadline 2026-11-22T10:04:01.5+00:00 (queued + 4h)" in message
+    assert "freshness SLA of 6h" in message
+    assert "bronze.orders" in message
+
+
+def test_message_without_context_still_says_what_missed():
+    assert miss_message(None, **KWARGS).startswith("SLA miss: DAG ? run ? ")
+
+
+def test_callback_kwargs_are_strings_and_leave_out_an_absent_webhook():
+    kwargs = callback_kwargs(
+        topic="t",
+        table="bronze.t",
+        sla=timedelta(minutes=7),
+        deadline=timedelta(minutes=5),
+        webhook_conn_id=None,
+    )
+    assert kwargs == {"topic": "t", "table": "bronze.t", "sla": "7m", "deadline": "5m"}
+
+
+@pytest.mark.parametrize(
+    ("host", "schema", "port", "extra", "url"),
+    [
+        ("127.0.0.1", None, 8000, {}, "http://127.0.0.1:8000"),
+        ("hooks.example", "https", None, {"endpoint": "/alerts/x"}, "https://hooks.example/alerts/x"),
+        ("https://hooks.slack.com/services/T/B/X", None, None, {}, "https://hooks.slack.com/services/T/B/X"),
+        ("http://h:9/base/", None, None, {"endpoint": "sla"}, "http://h:9/base/sla"),
+    ],
+)
+def test_webhook_url(host, schema, port, extra, url):
+    assert webhook_url(host, schema, port, extra) == url
+
+
+def test_webhook_without_host_is_refused():
+    with pytest.raises(ValueError, match="no host"):
+        webhook_url("", None, None, {})
+
+
+def test_default_callback_logs_the_miss_and_posts_nothing(caplog, receiver):
+    handler, _port = receiver
+    with caplog.at_level("ERROR", logger="kafkalake.sla_alerts"):
+        message = asyncio.run(on_sla_miss(CONTEXT, **KWARGS))
+    assert message == miss_message(CONTEXT, **KWARGS)
+    assert [r.getMessage() for r in caplog.records] == [message]
+    assert handler.received == []
+
+
+def test_webhook_connection_gets_the_alert_as_json(monkeypatch, receiver):
+    handler, port = receiver
+    conn = {
+        "conn_type": "http",
+        "host": "127.0.0.1",
+        "port": port,
+        "login": "alerts",
+        "password": "pw",
+        "extra": {"endpoint": "/hooks/sla", "headers": {"X-Team": "lake"}},
+    }
+    monkeypatch.setenv("AIRFLOW_CONN_KAFKALAKE_TEST_SLA_HOOK", json.dumps(conn))
+
+    message = asyncio.run(on_sla_miss(CONTEXT, **KWARGS, webhook_conn_id="kafkalake_test_sla_hook"))
+
+    [request] = handler.received
+    assert request["path"] == "/hooks/sla"
+    assert request["headers"]["X-Team"] == "lake"
+    assert request["headers"]["Authorization"] == "Basic " + base64.b64encode(b"alerts:pw").decode()
+    assert request["json"] == {
+        "text": message,
+        "event": "kafkalake.sla_miss",
+        "dag_id": "ingest_orders",
+        "run_id": "scheduled__2026-11-22T10:00:00+00:00",
+        "queued_at": "2026-11-22T10:00:01.5+00:00",
+        "deadline_time": "2026-11-22T10:04:01.5+00:00",
+        "topic": "orders",
+        "table": "bronze.orders",
+        "freshness_sla": "6h",
+        "deadline_after_queued": "4h",
+    }
+
+
+def test_webhook_error_fails_the_callback_so_airflow_records_it(monkeypatch, receiver):
+    handler, port = receiver
+    handler.status = 500
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_KAFKALAKE_TEST_SLA_HOOK",
+        json.dumps({"conn_type": "http", "host": "127.0.0.1", "port": port}),
+    )
+    with pytest.raises(Exception, match="500"):
+        asyncio.run(on_sla_miss(CONTEXT, **KWARGS, webhook_conn_id="kafkalake_test_sla_hook"))
+    assert len(handler.received) == 1
