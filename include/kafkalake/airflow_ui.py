@@ -43,6 +43,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         lake_root=lake_root(),
     )
     env = local_airflow.standalone_environment(env, port=args.port)
+    # The metadata DB with the Spark pool: without it the scheduler leaves every Spark task queued.
+    local_airflow.init_db(env)
     log.info("Airflow UI: http://127.0.0.1:%d (user admin; password: standalone prints it)", args.port)
     log.info("catalog %s, lake %s, Kafka %s", catalog_path(), lake_root(), broker.bootstrap_servers)
     command = local_airflow.airflow_command("standalone")

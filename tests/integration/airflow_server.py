@@ -221,6 +221,8 @@ def airflow_server(tmp_path_factory: pytest.TempPathFactory, kafka: LocalKafka) 
         catalog=catalog,
         webhook=webhook,
     )
+    # The metadata DB with the Spark pool: without it the scheduler leaves every Spark task queued.
+    local_airflow.init_db(env)
     server.start()
     try:
         wait_for(server.healthy, what="airflow standalone to be healthy", timeout=START_TIMEOUT, every=2)

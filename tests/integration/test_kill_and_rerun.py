@@ -29,7 +29,11 @@ EVENTS = 6_000
 def topic(catalog_file: Path, lake: Path, kafka: LocalKafka) -> TopicConfig:
     config = load_catalog(catalog_file, lake).topic(TOPIC)
     producer.create_topic(kafka.bootstrap_servers, TOPIC, partitions=3)
-    records = [Record(str(i).encode(), f'{{"n": {i}}}'.encode(), i % 3) for i in range(EVENTS)]
+    # Every 50th value is not JSON: the dead-letter table is written from the same batches.
+    records = [
+        Record(str(i).encode(), f'{{"n": {i}}}'.encode() if i % 50 else b"not json", i % 3)
+        for i in range(EVENTS)
+    ]
     producer.produce(kafka.bootstrap_servers, TOPIC, records)
     return config
 
@@ -108,10 +112,12 @@ def test_sigkill_mid_batch_then_rerun_lands_every_offset_once(topic, catalog_fil
     assert sorted(int(r["key"]) for r in rows) == list(range(EVENTS))
     state = read_checkpoint(checkpoint, TOPIC)
     assert state is not None and not state.unfinished_batch
-    # The parsed tables are written from the same batches: each offset once there too.
+    # The parsed and dead-letter tables are written from the same batches: each offset once there.
     parsed = read_rows(Path(topic.parsed_path))
-    assert sorted((r["_kafka"]["partition"], r["_kafka"]["offset"]) for r in parsed) == sorted(
-        (r["partition"], r["offset"]) for r in rows
-    )
-    assert sorted(r["n"] for r in parsed) == list(range(EVENTS))
-    assert read_rows(Path(topic.dead_letter_path)) == []
+    dead = read_rows(Path(topic.dead_letter_path))
+    landed = [(r["_kafka"]["partition"], r["_kafka"]["offset"]) for r in parsed]
+    landed += [(r["partition"], r["offset"]) for r in dead]
+    assert sorted(landed) == sorted((r["partition"], r["offset"]) for r in rows)
+    assert sorted(r["n"] for r in parsed) == [n for n in range(EVENTS) if n % 50]
+    assert sorted(int(r["key"]) for r in dead) == list(range(0, EVENTS, 50))
+    assert {r["reason"] for r in dead} == {"malformed_json"}

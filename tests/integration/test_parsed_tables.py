@@ -66,7 +66,7 @@ def test_every_record_is_parsed_or_dead_lettered_with_its_reason(spark, kafka, t
         name,
         ParsedConfig(
             evolution="rescue",
-            type_hints=(("amount", "bigint"),),
+            type_hints=(("amount", "bigint"), ("detail.qty", "int"), ("scores", "array<bigint>")),
             max_value_bytes=4096,
             expectations=(
                 Expectation("known_currency", "currency IN ('EUR', 'USD')", "drop"),
@@ -86,8 +86,16 @@ def test_every_record_is_parsed_or_dead_lettered_with_its_reason(spark, kafka, t
         "oversize": json.dumps({"id": 1, "pad": "x" * 5000}).encode(),
         "expectation:known_currency": json.dumps({"id": 1, "amount": 1, "currency": "XXX"}).encode(),
     }
-    wrong_type = json.dumps({"id": 5000, "amount": "a lot", "currency": "USD"}).encode()
-    records = [*good, *(Record(b"bad", v) for v in bad.values()), Record(b"w", wrong_type)]
+    wrong_types = {
+        5000: {"amount": "a lot"},
+        5001: {"detail": {"qty": "three", "note": "gift"}},  # inside a struct
+        5002: {"scores": [1, "x"]},  # inside an array
+    }
+    wrong = [
+        Record(b"w", json.dumps({"id": i, "amount": 1, "currency": "USD", **fields}).encode())
+        for i, fields in wrong_types.items()
+    ]
+    records = [*good, *(Record(b"bad", v) for v in bad.values()), *wrong]
     placed = producer.produce(kafka.bootstrap_servers, name, records)
 
     writer = run(spark, topic, kafka.bootstrap_servers)
@@ -99,15 +107,18 @@ def test_every_record_is_parsed_or_dead_lettered_with_its_reason(spark, kafka, t
     # Each bad record is in the dead-letter table once, at its offset, with its reason and bytes.
     by_reason = {r["reason"]: r for r in dead}
     assert set(by_reason) == set(bad)
-    for (reason, value), spot in zip(bad.items(), placed[1000:1005], strict=True):
+    for (reason, value), spot in zip(bad.items(), placed[1000 : 1000 + len(bad)], strict=True):
         row = by_reason[reason]
         assert (row["partition"], row["offset"]) == spot
         assert row["value"] == value
     assert "over max_value_bytes 4096" in by_reason["oversize"]["detail"]
-    # The wrong type is not a silent null: the row is parsed and the value is kept as JSON.
-    (rescued,) = [r for r in parsed if r["_rescued_data"] is not None]
-    assert rescued["amount"] is None and json.loads(rescued["_rescued_data"]) == {"amount": "a lot"}
-    assert sorted(r["id"] for r in parsed) == [*range(1000), 5000]
+    # A wrong type is not a silent null, at any depth: the row is parsed, the field kept as JSON.
+    rescued = {r["id"]: json.loads(r["_rescued_data"]) for r in parsed if r["_rescued_data"] is not None}
+    assert rescued == wrong_types
+    by_id = {r["id"]: r for r in parsed}
+    assert by_id[5000]["amount"] is None and by_id[5002]["scores"] is None
+    assert by_id[5001]["detail"]["qty"] is None
+    assert sorted(by_id) == [*range(1000), *wrong_types]
     # A warn expectation keeps its rows and counts them; the stats match the tables.
     # 100 amounts of 900 and more, and the wrong-typed one: a rule that is null for a row is broken.
     assert writer.stats.expectation_violations["small_amount"] == 101
@@ -227,3 +238,19 @@ def test_schema_refresh_writes_a_version_only_when_the_schema_changed(spark, kaf
     assert second.written is not None and second.written.changes == ("+ coupon: string",)
     assert history.versions() == [1, 2]
     assert [f["name"] for f in history.read(2).schema["fields"]] == ["id", "kind", "coupon"]
+
+
+def test_a_pinned_schema_is_used_as_given(spark, kafka, tmp_path):
+    name = "it-pinned"
+    pinned = (("id", "bigint"), ("amount", "decimal(10,2)"))
+    topic = make_topic(tmp_path, name, ParsedConfig(evolution="rescue", schema=pinned))
+    producer.create_topic(kafka.bootstrap_servers, name, partitions=1)
+    values = [{"id": 1, "amount": 12.5}, {"id": 2, "amount": 0.1, "note": "extra"}]
+    producer.produce(kafka.bootstrap_servers, name, [Record(None, json.dumps(v).encode()) for v in values])
+    run(spark, topic, kafka.bootstrap_servers)
+
+    rows = sorted(read_rows(Path(topic.parsed_path)), key=lambda r: r["id"])
+    assert [(r["id"], str(r["amount"])) for r in rows] == [(1, "12.50"), (2, "0.10")]
+    assert [r["_rescued_data"] for r in rows] == [None, '{"note":"extra"}']
+    history = SchemaHistory(topic.schema_dir)
+    assert history.versions() == [1] and history.read(1).source == "pinned in the catalog"
