@@ -9,6 +9,7 @@ import os
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -36,6 +37,11 @@ topics:
     max_offsets_per_trigger: 500
   - name: it-expired
     freshness_sla: 3m
+  - name: it-care
+    freshness_sla: 6h
+    maintenance:
+      optimize_every: 1s
+      properties: {delta.logRetentionDuration: "interval 30 days"}
 """
 
 
@@ -73,3 +79,23 @@ def airflow_env(
     local_airflow.init_db(env)
     local_airflow.sync_dags(env)
     return env
+
+
+@pytest.fixture(scope="session")
+def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """One in-process SparkSession for the whole run, with the jobs' own settings and jars."""
+    from kafkalake.jars import jar_files
+    from kafkalake.spark_config import base_conf
+    from pyspark.sql import SparkSession
+
+    conf = {
+        **base_conf(tmp_path_factory.mktemp("spark-lake")),
+        "spark.jars": ",".join(str(p) for p in jar_files("spark")),
+    }
+    builder = SparkSession.builder.master("local[2]").appName("kafkalake-tests")
+    for key, value in conf.items():
+        builder = builder.config(key, value)
+    session = builder.getOrCreate()
+    session.sparkContext.setLogLevel("WARN")
+    yield session
+    session.stop()

@@ -18,6 +18,7 @@ from typing import Any
 import yaml
 
 from kafkalake.durations import parse_duration
+from kafkalake.maintenance_config import MaintenanceConfig, parse_maintenance
 from kafkalake.schedule import run_interval
 
 # Kafka's own rule for topic names.
@@ -41,6 +42,7 @@ _TOPIC_FIELDS = {
     "owner",
     "tags",
     "spark_conf",
+    "maintenance",
 }
 _DEFAULTS_FIELDS = _TOPIC_FIELDS - {"name", "table", "path"}
 
@@ -77,6 +79,7 @@ class TopicConfig:
     owner: str = "data-platform"
     tags: tuple[str, ...] = ()
     spark_conf: tuple[tuple[str, str], ...] = ()
+    maintenance: MaintenanceConfig = field(default_factory=MaintenanceConfig)
 
     @property
     def dag_id(self) -> str:
@@ -290,4 +293,5 @@ def _topic(file: Path, index: int, entry: Mapping[str, Any], lake_root: Path) ->
         owner=entry.get("owner", TopicConfig.owner),
         tags=tuple(tags),
         spark_conf=tuple(sorted((k, str(v)) for k, v in spark_conf.items())),
+        maintenance=parse_maintenance(file, name, entry.get("maintenance")),
     )

@@ -18,7 +18,12 @@ from airflow.sdk import DAG
 from airflow.sdk.definitions.retry_policy import ExceptionRetryPolicy, RetryAction, RetryRule
 from airflow.sdk.exceptions import AirflowNotFoundException
 
-from kafkalake.airflow_tasks import IngestOperator, TopicSparkSubmitOperator, check_new_offsets
+from kafkalake.airflow_tasks import (
+    IngestOperator,
+    MaintenanceOperator,
+    TopicSparkSubmitOperator,
+    check_new_offsets,
+)
 from kafkalake.catalog import Catalog, CatalogError, TopicConfig, load_catalog
 from kafkalake.durations import format_duration
 from kafkalake.failures import NonRetryableError, TransientError
@@ -73,6 +78,9 @@ Runs every **{interval}** (freshness SLA {sla} / 3, rounded down to the minute).
 2. `ingest` runs `jobs/ingest_topic.py` with `spark-submit` (`trigger(availableNow=True)`): it
    reads from the checkpoint at `{checkpoint}` to the end offsets seen at start, then stops.
 3. `register_table` makes the table queryable as `{table}`.
+4. `maintain_table` runs OPTIMIZE / VACUUM / property changes when due (the topic's
+   `maintenance:` block); when nothing is due it is skipped without starting Spark. VACUUM never
+   touches `_kafkalake/` (checkpoint, schema history).
 
 **On-call.** Every task is safe to clear and re-run: a retried or killed ingest resumes from its
 checkpoint and writes no row twice. Never delete or move the checkpoint: that would re-read Kafka
@@ -124,11 +132,14 @@ def dag_for(topic: TopicConfig, catalog: Catalog, lake: Any) -> DAG:
                 "fail_on_data_loss": topic.fail_on_data_loss,
             },
             execution_timeout=timedelta(minutes=5),
+            # Skip only `ingest` (and what needs it): table maintenance still gets its due check.
+            ignore_downstream_trigger_rules=False,
         )
         spark_args = {"topic": topic, "catalog_file": catalog.file, "lake_root": lake}
         ingest = IngestOperator(task_id="ingest", kafka_conn_id=topic.kafka_conn_id, **spark_args)
         register = TopicSparkSubmitOperator(task_id="register_table", job="register_table.py", **spark_args)
-        preflight >> ingest >> register
+        maintain = MaintenanceOperator(task_id="maintain_table", trigger_rule="none_failed", **spark_args)
+        preflight >> ingest >> register >> maintain
     return dag
 
 

@@ -31,17 +31,19 @@ class Kind(StrEnum):
     OFFSETS_EXPIRED = "offsets_expired"
     TOPIC_MISSING = "topic_missing"
     BAD_CONFIG = "bad_config"
+    TABLE_STATE = "table_state"
     BROKER_UNREACHABLE = "broker_unreachable"
     DRIVER_LOST = "driver_lost"
     UNKNOWN = "unknown"
 
 
-NON_RETRYABLE = frozenset({Kind.OFFSETS_EXPIRED, Kind.TOPIC_MISSING, Kind.BAD_CONFIG})
+NON_RETRYABLE = frozenset({Kind.OFFSETS_EXPIRED, Kind.TOPIC_MISSING, Kind.BAD_CONFIG, Kind.TABLE_STATE})
 
 #: Exit codes of the jobs, after sysexits.h: data error, no input, temporary failure, config error.
 EXIT_CODES: Mapping[Kind, int] = {
     Kind.OFFSETS_EXPIRED: 65,
     Kind.TOPIC_MISSING: 66,
+    Kind.TABLE_STATE: 74,
     Kind.BROKER_UNREACHABLE: 75,
     Kind.BAD_CONFIG: 78,
 }
@@ -64,6 +66,13 @@ RUNBOOK_BAD_CONFIG = (
     "Fix the named setting in the catalog or in the Airflow connection, then clear the task. "
     "Retrying without a change fails the same way."
 )
+RUNBOOK_TABLE_STATE = (
+    "The table and its checkpoint disagree, and starting the stream now would lose or duplicate "
+    "data. Find out what removed one of them (a manual delete, a restore from backup, a changed "
+    "'path' in the catalog) and put it back. To start over on purpose, run `python -m "
+    "kafkalake.full_refresh --topic <topic>`: it deletes table and checkpoint together, and only "
+    "while Kafka still holds every record. Never delete only the checkpoint or only the table."
+)
 _RUNBOOK_TRANSIENT = "Transient: the task retries with backoff; if every retry fails, {what}"
 RUNBOOK_BROKER = _RUNBOOK_TRANSIENT.format(
     what="check the brokers are up and reachable from the Airflow worker (bootstrap.servers, "
@@ -79,6 +88,7 @@ _RUNBOOKS = {
     Kind.OFFSETS_EXPIRED: RUNBOOK_OFFSETS_EXPIRED,
     Kind.TOPIC_MISSING: RUNBOOK_TOPIC_MISSING,
     Kind.BAD_CONFIG: RUNBOOK_BAD_CONFIG,
+    Kind.TABLE_STATE: RUNBOOK_TABLE_STATE,
     Kind.BROKER_UNREACHABLE: RUNBOOK_BROKER,
     Kind.DRIVER_LOST: RUNBOOK_DRIVER_LOST,
     Kind.UNKNOWN: RUNBOOK_UNKNOWN,
@@ -111,6 +121,12 @@ class BadConfigError(NonRetryableError):
     kind = Kind.BAD_CONFIG
 
 
+class TableStateError(NonRetryableError):
+    """Table and checkpoint disagree: starting the stream would lose or duplicate data."""
+
+    kind = Kind.TABLE_STATE
+
+
 class TransientError(KafkalakeError):
     """Likely to work later: the task retries with backoff."""
 
@@ -127,6 +143,7 @@ _ERRORS: Mapping[Kind, type[KafkalakeError]] = {
     Kind.OFFSETS_EXPIRED: OffsetsExpiredError,
     Kind.TOPIC_MISSING: TopicMissingError,
     Kind.BAD_CONFIG: BadConfigError,
+    Kind.TABLE_STATE: TableStateError,
     Kind.BROKER_UNREACHABLE: BrokerUnreachableError,
     Kind.DRIVER_LOST: DriverLostError,
     Kind.UNKNOWN: TransientError,
