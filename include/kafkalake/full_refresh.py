@@ -59,12 +59,12 @@ def plan(topic: TopicConfig, marks: Mapping[int, tuple[int, int]]) -> RefreshPla
 
 def delete_tables(topic: TopicConfig) -> list[str]:
     """Delete every table of the topic (the checkpoint lives inside) and the checkpoint itself."""
-    paths = [t.path for t in maintained_tables(topic)] + [topic.checkpoint_path]
+    locations = [t.path for t in maintained_tables(topic)] + [topic.checkpoint_path]
+    remote = [loc for loc in locations if "://" in loc and not loc.startswith("file:")]
+    if remote:
+        raise SystemExit(f"{remote[0]}: only local tables can be refreshed by this command")
     deleted = []
-    for location in paths:
-        if "://" in location and not location.startswith("file:"):
-            raise SystemExit(f"{location}: only local tables can be refreshed by this command")
-        path = Path(location.removeprefix("file:"))
+    for path in (Path(loc.removeprefix("file:")) for loc in locations):
         if path.exists():
             shutil.rmtree(path)
             deleted.append(str(path))

@@ -241,15 +241,14 @@ def maintain(
     """
     config = topic.maintenance
     now = now or datetime.now(UTC)
-    tables = maintained_tables(topic)
-    columns = {t.name: spark.read.format("delta").load(t.path).columns for t in tables}
-    layout = layout_plan(columns, config.layout_columns)
+    states = {t: read_state(t.path) for t in maintained_tables(topic)}
+    for table in [t for t, state in states.items() if state is None]:
+        log.info("%s: no Delta table at %s yet; nothing to maintain", table.name, table.path)
+    existing = {t: state for t, state in states.items() if state is not None}
+    columns = {t.name: spark.read.format("delta").load(t.path).columns for t in existing}
+    layout = layout_plan(columns, config.layout_columns) if existing else {}
     reports = []
-    for table in tables:
-        state = read_state(table.path)
-        if state is None:
-            log.info("%s: no Delta table at %s yet; nothing to maintain", table.name, table.path)
-            continue
+    for table, state in existing.items():
         due = decide(state, config, now)
         log.info("%s: %s", table.name, "forced" if force else due.reason)
         detail = _detail(spark, table)
@@ -300,8 +299,8 @@ def _vacuum(spark: SparkSession, table: TableRef, config: MaintenanceConfig) -> 
     spark.conf.set("spark.databricks.delta.vacuum.logging.enabled", "true")
     below_guard = config.vacuum_retain < DELTA_MIN_RETENTION
     if below_guard:
-        # Only with the catalog's explicit allow_vacuum_retain_below_7d (validated at load time).
-        assert config.allow_vacuum_retain_below_7d
+        if not config.allow_vacuum_retain_below_7d:  # the catalog refuses this already
+            raise BadConfigError(f"{table.name}: vacuum_retain below 7 days without the opt-in")
         spark.conf.set(_RETENTION_CHECK, "false")
     try:
         spark.sql(f"VACUUM {_ident(table.path)} RETAIN {hours} HOURS")

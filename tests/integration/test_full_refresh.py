@@ -80,12 +80,12 @@ def test_guard_refuses_a_checkpoint_whose_table_is_gone(copy_of):
         check_safe_to_start(copy_of)
 
 
-def test_guard_refuses_a_checkpoint_whose_table_was_recreated_empty(spark, copy_of):
-    table = Path(copy_of.path)
-    shutil.rmtree(table / "_delta_log")
-    for data in table.glob("*.parquet"):
-        data.unlink()
-    ensure_table(spark, copy_of)  # what the ingest job would do next
+def test_guard_refuses_a_checkpoint_whose_table_was_recreated_empty(spark, copy_of, tmp_path):
+    saved = tmp_path / "saved-checkpoint"
+    shutil.copytree(copy_of.checkpoint_path, saved)
+    shutil.rmtree(copy_of.path)
+    ensure_table(spark, copy_of)  # an empty table where the old one was, its checkpoint put back
+    shutil.copytree(saved, copy_of.checkpoint_path)
     with pytest.raises(TableStateError, match=r"says 40 records were landed, .* holds no rows"):
         check_safe_to_start(copy_of)
 

@@ -203,3 +203,17 @@ def test_maintenance_task_runs_its_spark_job_in_a_dag_run(spark, airflow_env, ca
     assert config["delta.logRetentionDuration"] == "interval 30 days"
     assert len(DeltaTable(topic.path).file_uris()) == 1
     assert len(read_rows(Path(topic.path))) == 4 * 50
+
+
+def test_cluster_by_turns_on_liquid_clustering_and_keeps_every_row(spark, tmp_path):
+    topic = bronze_topic(tmp_path / "care_cluster", cluster_by=("partition", "offset"))
+    landed(spark, topic, runs=3)
+    before_rows = contents(topic.path)
+
+    (report,) = maintain(spark, topic, force=True)
+
+    assert "OPTIMIZE (liquid clustering by partition, offset)" in report.actions
+    detail = spark.sql(f"DESCRIBE DETAIL delta.`{topic.path}`").first()
+    assert list(detail["clusteringColumns"]) == ["partition", "offset"]
+    assert contents(topic.path) == before_rows
+    assert DeltaTable(topic.path).metadata().configuration["delta.appendOnly"] == "true"
