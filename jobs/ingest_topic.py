@@ -26,6 +26,7 @@ from kafkalake.failures import (
     Failure,
     KafkalakeError,
     Kind,
+    TableStateError,
     classify_spark_error,
     exit_code,
     failure,
@@ -36,6 +37,7 @@ from kafkalake.kafka_client import ENV_CLIENT_CONFIG_FILE, KafkaConfigError, rea
 from kafkalake.landing import BatchWriter
 from kafkalake.paths import catalog_path, lake_root
 from kafkalake.run_lock import checkpoint_lock
+from kafkalake.table_guard import check_safe_to_start
 
 log = logging.getLogger("kafkalake.ingest")
 
@@ -66,6 +68,9 @@ def ingest(topic: TopicConfig, client_config: dict[str, str]) -> int:
     log.info("ingesting topic %s into %s (checkpoint %s)", topic.name, topic.path, topic.checkpoint_path)
     writer = BatchWriter(spark, topic)
     try:
+        # Refuse to start when table and checkpoint disagree (a deleted table would otherwise be
+        # re-created empty, a deleted checkpoint re-read Kafka): before the table is created.
+        check_safe_to_start(topic)
         # The table first: the run lock's file lives in the table's folder, and Delta creates a
         # table only in a folder that is empty or already a table.
         ensure_table(spark, topic)
@@ -73,7 +78,7 @@ def ingest(topic: TopicConfig, client_config: dict[str, str]) -> int:
         with checkpoint_lock(topic.checkpoint_path):
             query = start_ingest(spark, topic, client_config, writer)
             query.awaitTermination()
-    except CheckpointLockedError as err:
+    except (CheckpointLockedError, TableStateError) as err:
         spark.stop()
         return report(failure_of(err))
     except CapturedException as err:

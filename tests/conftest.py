@@ -40,6 +40,11 @@ topics:
   - name: it-assets
     freshness_sla: 1h
     priority: 5
+  - name: it-care
+    freshness_sla: 6h
+    maintenance:
+      optimize_every: 1s
+      properties: {delta.logRetentionDuration: "interval 30 days"}
 """
 
 

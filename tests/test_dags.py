@@ -42,6 +42,7 @@ from airflow.sdk.definitions.timetables.trigger import DeltaTriggerTimetable
 from airflow.sdk.exceptions import AirflowException, AirflowNotFoundException
 from airflow.serialization.serialized_objects import DagSerialization
 from kafkalake import kafka_client
+from kafkalake.airflow_tasks import MaintenanceOperator
 from kafkalake.assets import topic_assets
 from kafkalake.catalog import CatalogError, load_catalog
 from kafkalake.dag_factory import RETRIES, retry_policy
@@ -134,7 +135,7 @@ POLICY_DEADLINES = {
     "ledger.daily": (timedelta(hours=16), None),
     "odd-seven": (timedelta(minutes=5), None),  # 7m - 2m
 }
-TASK_ORDER = ["check_new_offsets", "ingest", "refresh_schema", "register_table"]
+TASK_ORDER = ["check_new_offsets", "ingest", "refresh_schema", "register_table", "maintain_table"]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -559,12 +560,31 @@ def test_tasks_run_in_order(policy_bag, expected):
 
 
 @pytest.mark.parametrize("expected", POLICY_TOPICS, ids=POLICY_IDS)
+def test_maintenance_runs_after_register_table_even_on_idle_runs(policy_bag, expected):
+    """An idle run skips ``ingest`` and ``register_table`` only: maintenance still checks what is due.
+
+    ``none_failed``: a skipped upstream lets it run, a failed one stops it.
+    """
+    dag = policy_bag.dags[expected.dag_id]
+    check = dag.get_task("check_new_offsets")
+    maintain = dag.get_task("maintain_table")
+    assert check.ignore_downstream_trigger_rules is False
+    assert maintain.trigger_rule == "none_failed"
+    assert dag.get_task("register_table").trigger_rule == "all_success"
+    assert isinstance(maintain, MaintenanceOperator)
+    assert maintain.retries == 3
+    assert maintain.retry_policy.serialize() == retry_policy().serialize()
+    assert maintain.topic.name == expected.topic
+
+
+@pytest.mark.parametrize("expected", POLICY_TOPICS, ids=POLICY_IDS)
 @pytest.mark.parametrize(
     ("task_id", "job"),
     [
         ("ingest", "ingest_topic.py"),
         ("refresh_schema", "refresh_schema.py"),
         ("register_table", "register_table.py"),
+        ("maintain_table", "maintain_table.py"),
     ],
 )
 def test_spark_tasks_use_spark_default_local_jars_and_an_existing_application(
@@ -868,3 +888,54 @@ def test_table_assets_need_no_warning_no_io_and_keep_object_store_uris(recwarn, 
     assert (clicks.name, clicks.uri) == ("raw.clickstream", f"file://{tmp_path}/web/clicks")
     assert [str(w.message) for w in recwarn] == []
     assert (guard.queries, guard.lookups, guard.network) == ([], [], [])
+
+
+# 9. table maintenance: skipped without a JVM when nothing is due
+
+
+@pytest.fixture
+def maintain_task(monkeypatch, tmp_path) -> Any:
+    set_catalog(monkeypatch, FOUR_TOPICS, tmp_path / "lake", strict=True)
+    return parse_dags().dags["ingest_payments"].get_task("maintain_table")
+
+
+def _record_submits(monkeypatch) -> list[str]:
+    submitted: list[str] = []
+    monkeypatch.setattr(SparkSubmitOperator, "execute", lambda self, context: submitted.append(self.task_id))
+    monkeypatch.setattr(inspect.getmodule(MaintenanceOperator), "jar_files", lambda conf: [])
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", json.dumps({"conn_type": "spark", "host": "local[1]"}))
+    return submitted
+
+
+def test_maintenance_is_skipped_without_spark_when_the_table_is_new(monkeypatch, maintain_task):
+    import pyarrow as pa
+    from airflow.sdk.exceptions import AirflowSkipException
+    from deltalake import write_deltalake
+
+    submitted = _record_submits(monkeypatch)
+    with pytest.raises(AirflowSkipException, match="no table maintenance due"):
+        maintain_task.execute(context={})  # no table yet
+    write_deltalake(maintain_task.topic.path, pa.table({"offset": [1, 2]}))
+    with pytest.raises(AirflowSkipException, match="no table maintenance due"):
+        maintain_task.execute(context={})  # created a moment ago: OPTIMIZE is due in a day
+    assert submitted == []
+
+
+def test_maintenance_submits_its_job_when_a_property_differs(monkeypatch, tmp_path):
+    import pyarrow as pa
+    from deltalake import write_deltalake
+
+    catalog = tmp_path / "topics.yaml"
+    catalog.write_text(
+        "topics:\n  - name: payments\n    freshness_sla: 1h\n"
+        "    maintenance: {properties: {delta.logRetentionDuration: 'interval 30 days'}}\n"
+    )
+    set_catalog(monkeypatch, catalog, tmp_path / "lake", strict=True)
+    task = parse_dags().dags["ingest_payments"].get_task("maintain_table")
+    submitted = _record_submits(monkeypatch)
+    write_deltalake(task.topic.path, pa.table({"offset": [1]}))
+
+    task.execute(context={})
+
+    assert submitted == ["maintain_table"]
+    assert Path(task.application).name == "maintain_table.py"

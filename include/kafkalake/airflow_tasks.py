@@ -13,9 +13,9 @@ from typing import Any
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import BaseHook
-from airflow.sdk.exceptions import AirflowException, AirflowNotFoundException
+from airflow.sdk.exceptions import AirflowException, AirflowNotFoundException, AirflowSkipException
 
-from kafkalake import failures, kafka_client, offsets
+from kafkalake import failures, kafka_client, maintenance, offsets
 from kafkalake.catalog import TopicConfig
 from kafkalake.jars import jar_files
 from kafkalake.paths import jobs_dir
@@ -137,3 +137,23 @@ class IngestOperator(TopicSparkSubmitOperator):
         with kafka_client.config_file(java_config) as path:
             self.env_vars = {**(self.env_vars or {}), kafka_client.ENV_CLIENT_CONFIG_FILE: str(path)}
             super().execute(context)
+
+
+class MaintenanceOperator(TopicSparkSubmitOperator):
+    """OPTIMIZE / VACUUM / table properties, run only when something is due.
+
+    The due check reads the Delta log with delta-rs in the task's own process: when nothing is due
+    the task is skipped without starting a JVM.
+    """
+
+    def __init__(self, *, topic: TopicConfig, **kwargs: Any) -> None:
+        super().__init__(topic=topic, job="maintain_table.py", **kwargs)
+        self.topic = topic
+
+    def execute(self, context: Any) -> None:
+        run, lines = maintenance.due_now(self.topic)
+        for line in lines:
+            self.log.info("%s", line)
+        if not run:
+            raise AirflowSkipException("no table maintenance due (no Spark job started)")
+        super().execute(context)

@@ -18,6 +18,7 @@ from typing import Any
 import yaml
 
 from kafkalake.durations import parse_duration
+from kafkalake.maintenance_config import MaintenanceConfig, parse_maintenance
 from kafkalake.parsed_config import (
     SQL_IDENTIFIER,
     ParsedConfig,
@@ -53,6 +54,7 @@ _TOPIC_FIELDS = {
     "parsed",
     "priority",
     "sla_webhook_conn_id",
+    "maintenance",
 }
 _DEFAULTS_FIELDS = _TOPIC_FIELDS - {"name", "table", "path"}
 
@@ -110,6 +112,7 @@ class TopicConfig:
     priority: int = 1
     #: HTTP connection the SLA-miss alert is POSTed to (kafkalake.sla_alerts); None: log only.
     sla_webhook_conn_id: str | None = None
+    maintenance: MaintenanceConfig = field(default_factory=MaintenanceConfig)
 
     @property
     def dag_id(self) -> str:
@@ -454,4 +457,5 @@ def _topic(file: Path, index: int, entry: Mapping[str, Any], lake_root: Path) ->
         parsed_location=parsed_location,
         priority=priority,
         sla_webhook_conn_id=webhook,
+        maintenance=parse_maintenance(file, name, entry.get("maintenance")),
     )

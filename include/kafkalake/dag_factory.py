@@ -20,7 +20,12 @@ from airflow.sdk.definitions.retry_policy import ExceptionRetryPolicy, RetryActi
 from airflow.sdk.exceptions import AirflowNotFoundException
 
 from kafkalake import runbook
-from kafkalake.airflow_tasks import IngestOperator, TopicSparkSubmitOperator, check_new_offsets
+from kafkalake.airflow_tasks import (
+    IngestOperator,
+    MaintenanceOperator,
+    TopicSparkSubmitOperator,
+    check_new_offsets,
+)
 from kafkalake.assets import topic_assets
 from kafkalake.catalog import Catalog, CatalogError, TopicConfig, load_catalog
 from kafkalake.durations import format_duration
@@ -81,6 +86,9 @@ Runs every **{interval}** (freshness SLA {sla} / 3, rounded down to the minute).
 3. `refresh_schema` (JSON topics) infers the schema of recent values and keeps its versions
    beside the table; `ingest` parses with it into the parsed and dead-letter tables.
 4. `register_table` makes the tables queryable by name (`{table}`, and the parsed tables).
+5. `maintain_table` runs OPTIMIZE / VACUUM / property changes when due (the topic's
+   `maintenance:` block); when nothing is due it is skipped without starting Spark. VACUUM never
+   touches `_kafkalake/` (checkpoint, schema history).
 
 **Deadline.** A run not finished {deadline} after it was queued means the table is older than its
 SLA: Airflow then logs an `SLA miss` (and posts it to the topic's SLA webhook, if it has one).
@@ -149,19 +157,22 @@ def dag_for(topic: TopicConfig, catalog: Catalog, lake: Any) -> DAG:
                 "fail_on_data_loss": topic.fail_on_data_loss,
             },
             execution_timeout=timedelta(minutes=5),
+            # Skip only `ingest` (and what needs it): table maintenance still gets its due check.
+            ignore_downstream_trigger_rules=False,
         )
         spark_args = {"topic": topic, "catalog_file": catalog.file, "lake_root": lake}
         ingest = IngestOperator(
             task_id="ingest", kafka_conn_id=topic.kafka_conn_id, outlets=topic_assets(topic), **spark_args
         )
         register = TopicSparkSubmitOperator(task_id="register_table", job="register_table.py", **spark_args)
+        maintain = MaintenanceOperator(task_id="maintain_table", trigger_rule="none_failed", **spark_args)
         if topic.parsed.enabled:
             refresh = TopicSparkSubmitOperator(
                 task_id="refresh_schema", job="refresh_schema.py", **spark_args
             )
-            preflight >> ingest >> refresh >> register
+            preflight >> ingest >> refresh >> register >> maintain
         else:
-            preflight >> ingest >> register
+            preflight >> ingest >> register >> maintain
     return dag
 
 

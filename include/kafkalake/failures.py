@@ -33,6 +33,7 @@ class Kind(StrEnum):
     BAD_CONFIG = "bad_config"
     SCHEMA_REJECTED = "schema_rejected"
     EXPECTATION_FAILED = "expectation_failed"
+    TABLE_STATE = "table_state"
     BROKER_UNREACHABLE = "broker_unreachable"
     DRIVER_LOST = "driver_lost"
     CHECKPOINT_LOCKED = "checkpoint_locked"
@@ -40,7 +41,14 @@ class Kind(StrEnum):
 
 
 NON_RETRYABLE = frozenset(
-    {Kind.OFFSETS_EXPIRED, Kind.TOPIC_MISSING, Kind.BAD_CONFIG, Kind.SCHEMA_REJECTED, Kind.EXPECTATION_FAILED}
+    {
+        Kind.OFFSETS_EXPIRED,
+        Kind.TOPIC_MISSING,
+        Kind.BAD_CONFIG,
+        Kind.SCHEMA_REJECTED,
+        Kind.EXPECTATION_FAILED,
+        Kind.TABLE_STATE,
+    }
 )
 
 #: Exit codes of the jobs, after sysexits.h: data error, no input, temporary failure, config error.
@@ -49,6 +57,7 @@ EXIT_CODES: Mapping[Kind, int] = {
     Kind.TOPIC_MISSING: 66,
     Kind.SCHEMA_REJECTED: 67,
     Kind.EXPECTATION_FAILED: 68,
+    Kind.TABLE_STATE: 74,
     Kind.BROKER_UNREACHABLE: 75,
     Kind.BAD_CONFIG: 78,
     Kind.CHECKPOINT_LOCKED: 73,  # EX_CANTCREAT: the run could not take its checkpoint's lock
@@ -86,6 +95,13 @@ RUNBOOK_EXPECTATION_FAILED = (
     "expectation's action to `drop` (the records go to the dead-letter table) or `warn`, then clear "
     "the task: the run resumes from the failed batch, nothing twice."
 )
+RUNBOOK_TABLE_STATE = (
+    "The table and its checkpoint disagree, and starting the stream now would lose or duplicate "
+    "data. Find out what removed one of them (a manual delete, a restore from backup, a changed "
+    "'path' in the catalog) and put it back. To start over on purpose, run `python -m "
+    "kafkalake.full_refresh --topic <topic>`: it deletes table and checkpoint together, and only "
+    "while Kafka still holds every record. Never delete only the checkpoint or only the table."
+)
 _RUNBOOK_TRANSIENT = "Transient: the task retries with backoff; if every retry fails, {what}"
 RUNBOOK_BROKER = _RUNBOOK_TRANSIENT.format(
     what="check the brokers are up and reachable from the Airflow worker (bootstrap.servers, "
@@ -108,6 +124,7 @@ _RUNBOOKS = {
     Kind.BAD_CONFIG: RUNBOOK_BAD_CONFIG,
     Kind.SCHEMA_REJECTED: RUNBOOK_SCHEMA_REJECTED,
     Kind.EXPECTATION_FAILED: RUNBOOK_EXPECTATION_FAILED,
+    Kind.TABLE_STATE: RUNBOOK_TABLE_STATE,
     Kind.BROKER_UNREACHABLE: RUNBOOK_BROKER,
     Kind.DRIVER_LOST: RUNBOOK_DRIVER_LOST,
     Kind.CHECKPOINT_LOCKED: RUNBOOK_CHECKPOINT_LOCKED,
@@ -149,6 +166,12 @@ class ExpectationFailedError(NonRetryableError):
     kind = Kind.EXPECTATION_FAILED
 
 
+class TableStateError(NonRetryableError):
+    """Table and checkpoint disagree: starting the stream would lose or duplicate data."""
+
+    kind = Kind.TABLE_STATE
+
+
 class TransientError(KafkalakeError):
     """Likely to work later: the task retries with backoff."""
 
@@ -173,6 +196,7 @@ _ERRORS: Mapping[Kind, type[KafkalakeError]] = {
     Kind.BAD_CONFIG: BadConfigError,
     Kind.SCHEMA_REJECTED: SchemaRejectedError,
     Kind.EXPECTATION_FAILED: ExpectationFailedError,
+    Kind.TABLE_STATE: TableStateError,
     Kind.BROKER_UNREACHABLE: BrokerUnreachableError,
     Kind.DRIVER_LOST: DriverLostError,
     Kind.CHECKPOINT_LOCKED: CheckpointLockedError,

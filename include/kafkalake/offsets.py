@@ -130,6 +130,11 @@ def read_checkpoint(checkpoint: Path, topic: str) -> CheckpointState | None:
     return CheckpointState(initial, unfinished_batch=False)
 
 
+def starting_offsets(checkpoint: Path, topic: str) -> Offsets | None:
+    """The offsets the stream pinned on its very first start; None before it ever started."""
+    return _initial_offsets(checkpoint, topic)
+
+
 def _initial_offsets(checkpoint: Path, topic: str) -> Offsets | None:
     # The Kafka source pins its starting offsets here on its very first start.
     initial = checkpoint / "sources" / "0" / "0"

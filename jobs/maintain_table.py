@@ -1,0 +1,56 @@
+"""spark-submit entry point: OPTIMIZE, VACUUM and table properties for one topic's tables.
+
+    spark-submit --jars ... jobs/maintain_table.py --topic orders [--force]
+
+What runs, and how, comes from the topic's ``maintenance`` block in the catalog. Each table's
+report (files and bytes before and after) is logged. A configuration error (e.g. a Z-ORDER column
+a table does not have) ends with a ``KAFKALAKE_FAILURE kind=bad_config`` line and exit code 78.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+from kafkalake.catalog import CatalogError, load_catalog
+from kafkalake.failures import BadConfigError, Failure, Kind, exit_code, failure, failure_line
+from kafkalake.maintenance import maintain
+from kafkalake.paths import catalog_path, lake_root
+
+log = logging.getLogger("kafkalake.maintain")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--topic", required=True, help="topic name, as in the catalog")
+    parser.add_argument("--force", action="store_true", help="run every step, due or not")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        topic = load_catalog(catalog_path(), lake_root()).topic(args.topic)
+    except CatalogError as err:
+        return report(failure(Kind.BAD_CONFIG, f"topic {args.topic!r}: {err}"))
+
+    from pyspark.sql import SparkSession
+
+    spark = SparkSession.builder.appName(f"kafkalake-maintain-{topic.name}").getOrCreate()
+    spark.sparkContext.setLogLevel("WARN")
+    try:
+        for table_report in maintain(spark, topic, force=args.force):
+            # Also on stdout: the Airflow task log shows spark-submit's output line by line.
+            print(f"kafkalake maintenance report: {table_report}", flush=True)
+    except BadConfigError as err:
+        return report(Failure(Kind.BAD_CONFIG, str(err)))
+    finally:
+        spark.stop()
+    return 0
+
+
+def report(failed: Failure) -> int:
+    print(failure_line(failed), file=sys.stderr, flush=True)
+    return exit_code(failed.kind)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

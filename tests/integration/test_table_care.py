@@ -1,0 +1,232 @@
+"""Table care against real Spark and Delta: OPTIMIZE, VACUUM, properties, full-refresh protection.
+
+Tables are bronze-shaped and written by the in-process session (as 20 ingest runs would); every
+check reads the result back with delta-rs, an independent reader.
+"""
+
+from __future__ import annotations
+
+import threading
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from deltalake import DeltaTable
+from kafkalake.bronze import bronze_schema, ensure_table
+from kafkalake.catalog import TopicConfig
+from kafkalake.maintenance import maintain, read_state
+from kafkalake.maintenance_config import MaintenanceConfig
+
+from .helpers import read_rows
+
+pytestmark = pytest.mark.integration
+
+
+def bronze_topic(path: Path, **maintenance: Any) -> TopicConfig:
+    name = path.name.replace("_", "-")
+    return TopicConfig(
+        name=name,
+        freshness_sla=timedelta(hours=6),
+        table=path.name,
+        path=str(path),
+        maintenance=MaintenanceConfig(**maintenance),
+    )
+
+
+def batch(start: int, count: int, partition: int = 0) -> list[tuple[Any, ...]]:
+    now = datetime.now(UTC)
+    return [
+        (
+            f"k{i % 7}".encode(),
+            f'{{"n": {i}}}'.encode(),
+            [("h", bytes([i % 256]))],
+            "care",
+            partition,
+            i,
+            now,
+            0,
+            now,
+        )
+        for i in range(start, start + count)
+    ]
+
+
+def append(spark: Any, topic: TopicConfig, rows: list[tuple[Any, ...]]) -> None:
+    spark.createDataFrame(rows, bronze_schema()).coalesce(1).write.format("delta").mode("append").save(
+        topic.path
+    )
+
+
+def landed(spark: Any, topic: TopicConfig, runs: int, per_run: int = 50) -> None:
+    ensure_table(spark, topic)
+    for run in range(runs):
+        append(spark, topic, batch(run * per_run, per_run))
+
+
+def contents(path: str) -> list[tuple[Any, ...]]:
+    rows = read_rows(Path(path))
+    return sorted((r["partition"], r["offset"], r["key"], r["value"], str(r["headers"])) for r in rows)
+
+
+def data_files(path: str) -> set[str]:
+    return {p.name for p in Path(path).glob("*.parquet")}
+
+
+def test_optimize_compacts_20_ingest_runs_and_keeps_every_row(spark, tmp_path):
+    topic = bronze_topic(tmp_path / "care_optimize")
+    landed(spark, topic, runs=20)
+    before_rows = contents(topic.path)
+    files_before = len(DeltaTable(topic.path).file_uris())
+    assert files_before >= 20
+
+    (report,) = maintain(spark, topic, force=True)
+
+    assert report.before.files == files_before
+    assert report.after.files <= files_before / 10
+    assert report.before.bytes > 0 and report.after.bytes > 0
+    assert "OPTIMIZE (bin-packing)" in report.actions
+    text = str(report)
+    assert f"Before: {files_before} files" in text and f"after: {report.after.files} files" in text
+    assert len(DeltaTable(topic.path).file_uris()) == report.after.files
+    assert contents(topic.path) == before_rows
+    assert len(before_rows) == 20 * 50
+    # The log now says when OPTIMIZE ran: the next due check needs no JVM.
+    state = read_state(topic.path)
+    assert state is not None and state.last_optimize is not None
+    assert DeltaTable(topic.path).metadata().configuration["delta.appendOnly"] == "true"
+
+
+def test_vacuum_retain_zero_removes_unreferenced_files_and_spares_kafkalake_dir(spark, tmp_path):
+    topic = bronze_topic(
+        tmp_path / "care_vacuum", vacuum_retain=timedelta(0), allow_vacuum_retain_below_7d=True
+    )
+    landed(spark, topic, runs=5)
+    checkpoint = Path(topic.checkpoint_path)
+    (checkpoint / "offsets").mkdir(parents=True)
+    (checkpoint / "offsets" / "0").write_text('v1\n{}\n{"care": {"0": 250}}\n')
+    schemas = Path(topic.path) / "_kafkalake" / "schemas"
+    schemas.mkdir(parents=True)
+    (schemas / "v1.json").write_text('{"fields": []}')
+    before_rows = contents(topic.path)
+    old_files = data_files(topic.path)
+
+    (report,) = maintain(spark, topic, force=True)
+
+    assert "VACUUM RETAIN 0 HOURS" in report.actions
+    current = {Path(u).name for u in DeltaTable(topic.path).file_uris()}
+    # The 5 pre-OPTIMIZE files are unreferenced now, and gone; only current files remain.
+    assert data_files(topic.path) == current
+    assert not (old_files & current)
+    assert (checkpoint / "offsets" / "0").read_text().endswith('{"care": {"0": 250}}\n')
+    assert (schemas / "v1.json").read_text() == '{"fields": []}'
+    assert contents(topic.path) == before_rows
+    state = read_state(topic.path)
+    assert state is not None and state.last_vacuum is not None
+
+
+def test_vacuum_below_seven_days_is_refused_by_delta_without_the_opt_in(spark, tmp_path):
+    """Why the opt-in matters: Delta's own guard refuses; the job lifts it only when opted in."""
+    topic = bronze_topic(tmp_path / "care_guard")
+    landed(spark, topic, runs=1)
+    with pytest.raises(Exception, match=r"(?i)retention"):
+        spark.sql(f"VACUUM delta.`{topic.path}` RETAIN 0 HOURS")
+
+
+def test_optimize_during_concurrent_appends_loses_and_duplicates_nothing(spark, tmp_path):
+    topic = bronze_topic(tmp_path / "care_concurrent")
+    landed(spark, topic, runs=10)
+    errors: list[BaseException] = []
+
+    def keep_appending() -> None:
+        try:
+            for run in range(10, 20):
+                append(spark, topic, batch(run * 50, 50))
+        except BaseException as err:
+            errors.append(err)
+
+    writer = threading.Thread(target=keep_appending)
+    writer.start()
+    reports = maintain(spark, topic, force=True)
+    writer.join(timeout=300)
+
+    assert not errors, errors
+    assert reports[0].before.files >= 10
+    offsets = [r["offset"] for r in read_rows(Path(topic.path))]
+    assert sorted(offsets) == list(range(20 * 50))
+    history = [c["operation"] for c in DeltaTable(topic.path).history()]
+    assert "OPTIMIZE" in history
+    assert history.count("WRITE") == 20
+
+
+def test_properties_follow_the_catalog_and_zorder_names_a_missing_column(spark, tmp_path):
+    wanted = {"delta.logRetentionDuration": "interval 30 days", "delta.autoOptimize.autoCompact": "true"}
+    topic = bronze_topic(
+        tmp_path / "care_props", properties=tuple(sorted(wanted.items())), zorder_by=("partition", "offset")
+    )
+    landed(spark, topic, runs=3)
+
+    (report,) = maintain(spark, topic, force=True)
+
+    config = DeltaTable(topic.path).metadata().configuration
+    assert {k: config.get(k) for k in wanted} == wanted
+    assert config["delta.appendOnly"] == "true"
+    assert "OPTIMIZE ZORDER BY (partition, offset)" in report.actions
+
+    from kafkalake.maintenance import LayoutError
+
+    missing = bronze_topic(tmp_path / "care_props", zorder_by=("customer_id",))
+    with pytest.raises(LayoutError, match=r"customer_id.*bronze\.care_props|bronze\.care_props.*customer_id"):
+        maintain(spark, missing, force=True)
+
+
+def test_maintenance_task_runs_its_spark_job_in_a_dag_run(airflow_env, catalog_file, lake):
+    """``maintain_table`` through Airflow: due (1s cadence), so it submits the job, which reports.
+
+    The tasks before it are marked successful instead of run, and the table is written here with
+    delta-rs: the one JVM of this test is the maintenance job's.
+    """
+    import time
+
+    import pyarrow as pa
+    from deltalake import write_deltalake
+    from kafkalake import local_airflow
+    from kafkalake.catalog import load_catalog
+
+    topic = load_catalog(catalog_file, lake).topic("it-care")
+    for run_number in range(4):
+        write_deltalake(
+            topic.path,
+            pa.table({"offset": list(range(run_number * 50, run_number * 50 + 50))}),
+            mode="append",
+        )
+    time.sleep(1)  # the 1s cadence has passed since the table's creation
+
+    run = local_airflow.test_dag(
+        airflow_env, topic.dag_id, sync=False, mark_success="check_new_offsets|ingest|register_table"
+    )
+    seconds = local_airflow.task_seconds(Path(airflow_env["AIRFLOW_HOME"]), run, "maintain_table")
+    print(f"maintain_table took {seconds:.0f}s")
+
+    assert run.task_states["maintain_table"] == "success"
+    assert "OPTIMIZE due" in run.output and "properties to set: delta.logRetentionDuration" in run.output
+    assert "kafkalake maintenance report: bronze.it_care: set delta.logRetentionDuration" in run.output
+    assert "OPTIMIZE (bin-packing)" in run.output and "Before: 4 files" in run.output
+    config = DeltaTable(topic.path).metadata().configuration
+    assert config["delta.logRetentionDuration"] == "interval 30 days"
+    assert len(DeltaTable(topic.path).file_uris()) == 1
+    assert len(read_rows(Path(topic.path))) == 4 * 50
+
+
+def test_cluster_by_turns_on_liquid_clustering_and_keeps_every_row(spark, tmp_path):
+    topic = bronze_topic(tmp_path / "care_cluster", cluster_by=("partition", "offset"))
+    landed(spark, topic, runs=3)
+    before_rows = contents(topic.path)
+
+    (report,) = maintain(spark, topic, force=True)
+
+    assert "OPTIMIZE (liquid clustering by partition, offset)" in report.actions
+    detail = spark.sql(f"DESCRIBE DETAIL delta.`{topic.path}`").first()
+    assert list(detail["clusteringColumns"]) == ["partition", "offset"]
+    assert contents(topic.path) == before_rows
+    assert DeltaTable(topic.path).metadata().configuration["delta.appendOnly"] == "true"

@@ -1,0 +1,177 @@
+"""Pure decisions of table care: when maintenance is due, layout columns, full-refresh and guard."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from kafkalake.catalog import TopicConfig
+from kafkalake.failures import NonRetryableError
+from kafkalake.full_refresh import plan
+from kafkalake.maintenance import (
+    LayoutError,
+    TableRef,
+    TableState,
+    decide,
+    is_due,
+    layout_plan,
+    maintained_tables,
+    retain_hours,
+)
+from kafkalake.maintenance_config import MaintenanceConfig
+from kafkalake.table_guard import TableFacts, refusal
+
+NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
+DAY = timedelta(days=1)
+
+
+def topic(**fields) -> TopicConfig:
+    return TopicConfig(
+        name="orders", freshness_sla=timedelta(hours=6), table="orders", path="/lake/o", **fields
+    )
+
+
+@pytest.mark.parametrize(
+    ("last", "every", "due"),
+    [
+        (None, DAY, True),
+        (NOW - DAY, DAY, True),
+        (NOW - DAY + timedelta(seconds=1), DAY, False),
+        (NOW - timedelta(days=30), None, False),
+        (None, None, False),
+        (NOW + timedelta(minutes=5), DAY, False),  # a clock ahead of ours: not due
+    ],
+)
+def test_is_due(last, every, due):
+    assert is_due(last, NOW, every) is due
+
+
+def state(**fields) -> TableState:
+    return TableState(
+        **{
+            "created": NOW - timedelta(days=3),
+            "last_optimize": None,
+            "last_vacuum": None,
+            "properties": {},
+            **fields,
+        }
+    )
+
+
+def test_a_new_table_is_not_due_until_a_cadence_after_creation():
+    due = decide(state(created=NOW - timedelta(hours=2)), MaintenanceConfig(), NOW)
+    assert not due.run
+    assert "OPTIMIZE not due" in due.reason and "VACUUM not due" in due.reason
+
+
+def test_a_table_never_optimized_is_due_a_cadence_after_creation():
+    due = decide(state(), MaintenanceConfig(), NOW)
+    assert due.optimize and due.vacuum and due.run
+
+
+def test_recent_optimize_and_vacuum_mean_nothing_due():
+    recent = NOW - timedelta(hours=1)
+    due = decide(state(last_optimize=recent, last_vacuum=recent), MaintenanceConfig(), NOW)
+    assert not due.run
+
+
+def test_optimize_never_still_vacuums_daily():
+    config = MaintenanceConfig(optimize_every=None)
+    due = decide(state(last_vacuum=NOW - timedelta(hours=25)), config, NOW)
+    assert not due.optimize and due.vacuum
+
+
+def test_properties_that_differ_make_maintenance_due():
+    recent = NOW - timedelta(hours=1)
+    config = MaintenanceConfig(properties=(("a", "1"), ("b", "2")))
+    due = decide(
+        state(last_optimize=recent, last_vacuum=recent, properties={"a": "1", "b": "3"}), config, NOW
+    )
+    assert due.properties == ("b",)
+    assert due.run and not due.optimize
+    in_step = decide(
+        state(last_optimize=recent, last_vacuum=recent, properties={"a": "1", "b": "2"}), config, NOW
+    )
+    assert not in_step.run
+
+
+def test_maintained_tables_are_every_table_of_the_topic():
+    assert maintained_tables(topic())[0] == TableRef("bronze.orders", "/lake/o")
+    assert [t.name for t in maintained_tables(topic())] == [
+        "bronze.orders",
+        "silver.orders",
+        "silver.orders_dead_letter",
+    ]
+
+
+def test_layout_plan():
+    tables = {"bronze.o": ["key", "offset"], "silver.o": ["customer_id", "ts"]}
+    assert layout_plan(tables, []) == {"bronze.o": (), "silver.o": ()}
+    assert layout_plan(tables, ["customer_id"]) == {"bronze.o": (), "silver.o": ("customer_id",)}
+    with pytest.raises(LayoutError, match=r"table silver\.o has no column 'region'") as raised:
+        layout_plan(tables, ["customer_id", "region"])
+    assert isinstance(raised.value, NonRetryableError)
+    with pytest.raises(LayoutError, match=r"no table has column 'region'.*bronze\.o: key, offset"):
+        layout_plan(tables, ["region"])
+
+
+def test_retain_hours_rounds_up():
+    assert retain_hours(timedelta(days=7)) == 168
+    assert retain_hours(timedelta(0)) == 0
+    assert retain_hours(timedelta(minutes=90)) == 2
+
+
+# ---------------------------------------------------------------------------------------------
+# full refresh
+
+
+def test_full_refresh_allowed_when_kafka_holds_everything_from_zero():
+    decision = plan(topic(), {0: (0, 100), 1: (0, 50)})
+    assert decision.allowed and decision.lost == {}
+    assert "150 records" in decision.reason
+
+
+def test_full_refresh_refused_names_partitions_and_lost_records():
+    decision = plan(topic(), {0: (150, 200), 1: (0, 200), 2: (10, 20)})
+    assert not decision.allowed
+    assert decision.lost == {0: 150, 2: 10}
+    assert "partition 0: offsets 0..149 (150 records)" in decision.reason
+    assert "partition 2: offsets 0..9 (10 records)" in decision.reason
+    assert "lose 160 records" in decision.reason
+
+
+def test_full_refresh_refused_for_a_topic_starting_from_latest():
+    decision = plan(topic(starting_offsets="latest"), {0: (0, 10)})
+    assert not decision.allowed and "'latest'" in decision.reason
+
+
+# ---------------------------------------------------------------------------------------------
+# the start guard
+
+
+@pytest.mark.parametrize(
+    ("table", "landed", "says"),
+    [
+        (TableFacts(files=3, rows=300), None, "checkpoint at /lake/o/_kafkalake/checkpoint is missing"),
+        (None, 300, "says 300 records were landed, but the table at /lake/o is gone"),
+        (TableFacts(files=0, rows=0), 300, "holds no rows"),
+    ],
+)
+def test_guard_refuses(table, landed, says):
+    reason = refusal(topic(), table, landed)
+    assert reason is not None and says in reason
+
+
+@pytest.mark.parametrize(
+    ("table", "landed"),
+    [
+        (None, None),  # very first run
+        (TableFacts(files=0, rows=0), None),  # table created up front, stream not started yet
+        (TableFacts(files=0, rows=0), 0),  # empty topic so far
+        (None, 0),  # checkpoint of an empty topic, table not there: nothing to lose
+        (TableFacts(files=3, rows=300), 300),
+        (TableFacts(files=3, rows=250), 300),  # offsets skipped with fail_on_data_loss: false
+    ],
+)
+def test_guard_allows(table, landed):
+    assert refusal(topic(), table, landed) is None
