@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import shutil
+from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 
@@ -21,11 +22,15 @@ from kafkalake.broker import LocalKafka
 from kafkalake.bronze import ensure_table, start_ingest
 from kafkalake.catalog import TopicConfig, load_catalog
 from kafkalake.failures import NonRetryableError, TableStateError
+from kafkalake.landing import BatchWriter
+from kafkalake.parsed_config import ParsedConfig
 from kafkalake.table_guard import check_safe_to_start
 
 from .helpers import read_rows
 
 pytestmark = pytest.mark.integration
+#: These tests are about bronze and its checkpoint.
+BRONZE_ONLY = ParsedConfig(enabled=False)
 
 
 def records(count: int, partitions: int) -> list[producer.Record]:
@@ -39,8 +44,11 @@ def landed_topic(spark, kafka: LocalKafka, tmp_path_factory) -> TopicConfig:
     producer.create_topic(kafka.bootstrap_servers, name, partitions=2)
     producer.produce(kafka.bootstrap_servers, name, records(40, 2))
     path = tmp_path_factory.mktemp("guard") / "it_guard"
-    topic = TopicConfig(name=name, freshness_sla=timedelta(hours=6), table="it_guard", path=str(path))
-    query = start_ingest(spark, topic, {"bootstrap.servers": kafka.bootstrap_servers})
+    topic = TopicConfig(
+        name=name, freshness_sla=timedelta(hours=6), table="it_guard", path=str(path), parsed=BRONZE_ONLY
+    )
+    writer = BatchWriter(spark, topic)
+    query = start_ingest(spark, topic, {"bootstrap.servers": kafka.bootstrap_servers}, writer)
     query.awaitTermination()
     assert len(read_rows(path)) == 40
     return topic
@@ -51,9 +59,7 @@ def copy_of(landed_topic, tmp_path) -> TopicConfig:
     """A private copy of the landed table and checkpoint, for a test to break."""
     path = tmp_path / "it_guard"
     shutil.copytree(landed_topic.path, path)
-    return TopicConfig(
-        name=landed_topic.name, freshness_sla=landed_topic.freshness_sla, table="it_guard", path=str(path)
-    )
+    return replace(landed_topic, path=str(path))
 
 
 def test_guard_lets_a_consistent_table_start(copy_of):

@@ -67,6 +67,7 @@ def test_first_run_on_an_empty_topic_leaves_an_empty_table(airflow_env, topic):
     assert run.task_states == {
         "check_new_offsets": "success",
         "ingest": "success",
+        "refresh_schema": "success",
         "register_table": "success",
         "maintain_table": "skipped",  # not due: the table is new
     }
@@ -83,6 +84,7 @@ def test_first_events_land_once_each(airflow_env, kafka, topic, produced):
     assert run.task_states == {
         "check_new_offsets": "success",
         "ingest": "success",
+        "refresh_schema": "success",
         "register_table": "success",
         "maintain_table": "skipped",  # not due: the table is new
     }
@@ -91,6 +93,11 @@ def test_first_events_land_once_each(airflow_env, kafka, topic, produced):
     assert {r["partition"] for r in rows} == {0, 1, 2}
     assert_exactly_once(rows, TOPIC, kafka.bootstrap_servers)
     assert_contents(rows, produced)
+    # The same run parsed the JSON values; the odd records are dead letters with their reason.
+    parsed = read_rows(Path(topic.parsed_path))
+    dead = read_rows(Path(topic.dead_letter_path))
+    assert len(parsed) + len(dead) == 10_000
+    assert len(parsed) >= 10_000 - len(ODD_RECORDS) and all(r["reason"] for r in dead)
 
 
 def test_next_run_adds_exactly_the_new_events(airflow_env, kafka, topic, produced):
@@ -115,6 +122,7 @@ def test_idle_run_launches_no_spark_job_and_adds_no_version(airflow_env, kafka, 
     assert run.task_states == {
         "check_new_offsets": "success",
         "ingest": "skipped",
+        "refresh_schema": "skipped",
         "register_table": "skipped",
         "maintain_table": "skipped",  # not due: the table is new
     }
