@@ -25,7 +25,7 @@ $(STAMP): requirements.txt requirements-dev.txt pyproject.toml
 	$(PY) -m pip check
 	touch $(STAMP)
 
-setup: $(STAMP) $(CHROMIUM)  ## install Python deps into .venv, the JVM jars into .jars, and Chromium
+setup: $(STAMP)  ## install Python deps into .venv and resolve the JVM jars into .jars
 	$(PY) -m kafkalake.jars
 
 $(CHROMIUM):
@@ -39,7 +39,7 @@ demo: setup  ## start Kafka, produce sample events, run the orders DAG, show the
 airflow: setup  ## the real Airflow UI on the DAGs (airflow standalone), http://127.0.0.1:8080 or AIRFLOW_PORT=
 	$(PY) -m kafkalake.airflow_ui --port $(AIRFLOW_PORT)
 
-test: setup  ## run the whole test suite (real broker, Spark and Delta)
+test: setup $(CHROMIUM)  ## run the whole test suite (real broker, Spark and Delta, Chromium for the UI test)
 	$(PY) -m pytest
 
 test-unit: setup  ## only the fast unit tests
