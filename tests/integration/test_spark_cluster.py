@@ -47,7 +47,9 @@ def test_dag_runs_its_spark_jobs_on_a_standalone_cluster(airflow_env, kafka, cat
     }
     assert f"--master {cluster.master_url}" in run.output
     finished = [app["name"] for app in cluster.state()["completedapps"]]
-    assert sum(TOPIC in name for name in finished) == 2, finished  # ingest and registration
+    assert sorted(name for name in finished if TOPIC in name) == [
+        f"kafkalake-{job}-{TOPIC}" for job in ("ingest", "register", "schema")
+    ], finished
     rows = read_rows(Path(topic.path))
     assert len(rows) == 3_000
     assert_exactly_once(rows, TOPIC, kafka.bootstrap_servers)
