@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from kafkalake import parsing
 from kafkalake.catalog import TopicConfig
 from kafkalake.failures import ExpectationFailedError, SchemaRejectedError
-from kafkalake.schemas import RESCUED_COLUMN, Schema, SchemaHistory, merge, with_type_hints
+from kafkalake.schemas import RESCUED_COLUMN, Schema, SchemaHistory, merge
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -193,17 +193,9 @@ class BatchWriter:
 
     def _first_schema(self, bronze: DataFrame, batch_id: int) -> Schema:
         """The topic's first schema: pinned in the catalog, or inferred from this batch."""
-        if self.config.schema is not None:
-            fields = [
-                {
-                    "name": name,
-                    "type": parsing.ddl_type_json(self.spark, data_type),
-                    "nullable": True,
-                    "metadata": {},
-                }
-                for name, data_type in self.config.schema
-            ]
-            schema: Schema = {"type": "struct", "fields": fields}
+        pinned = parsing.pinned_schema(self.config)
+        if pinned is not None:
+            schema = pinned
             source = "pinned in the catalog"
         else:
             probe = parsing.parse_batch(bronze, {"type": "struct", "fields": []}, self.config)
@@ -211,7 +203,7 @@ class BatchWriter:
                 self.spark, parsing.valid_json_texts(probe, self.config.sample_rows)
             )
             source = f"inferred from batch {batch_id}"
-        schema = self._hinted(schema)
+        schema = parsing.with_catalog_hints(schema, self.config)
         self._persist(schema, source)
         return schema
 
@@ -227,10 +219,6 @@ class BatchWriter:
                 "; ".join(written.changes),
             )
 
-    def _hinted(self, schema: Schema) -> Schema:
-        hints = [(path, parsing.ddl_type_json(self.spark, t)) for path, t in self.config.type_hints]
-        return with_type_hints(schema, hints)
-
     def _evolve(self, frame: DataFrame, batch_id: int) -> bool:
         """New fields in rescued records: add them (addNewColumns) or stop the run (failOnNewColumns)."""
         assert self.schema is not None
@@ -238,7 +226,7 @@ class BatchWriter:
         merged = merge(self.schema, parsing.infer_schema(self.spark, texts))
         if not merged.added:
             return False
-        new_schema = self._hinted(merged.schema)
+        new_schema = parsing.with_catalog_hints(merged.schema, self.config)
         fields = ", ".join(str(c) for c in merged.added)
         if self.config.evolution == "failOnNewColumns":
             self.history.propose(new_schema, f"new fields in batch {batch_id}: {fields}")

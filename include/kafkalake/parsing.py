@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from kafkalake.parsed_config import Expectation, ParsedConfig
-from kafkalake.schemas import RESCUED_COLUMN, Schema, without_reserved
+from kafkalake.schemas import RESCUED_COLUMN, Schema, with_type_hints, without_reserved
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -238,9 +238,27 @@ def infer_schema(spark: SparkSession, json_texts: DataFrame) -> Schema:
     return {**inferred, "fields": [f for f in inferred["fields"] if f["name"] != "_corrupt_record"]}
 
 
-def ddl_type_json(spark: SparkSession, type_string: str) -> Any:
-    """A Spark SQL type string (``decimal(10,2)``, ``array<string>``) in Spark's JSON form."""
+def ddl_type_json(type_string: str) -> Any:
+    """A Spark SQL type string (``decimal(10,2)``, ``array<string>``) in Spark's JSON form.
+
+    Parsed by the active session's JVM.
+    """
     from pyspark.sql.types import _parse_datatype_string
 
-    del spark  # the active session's JVM parses it
     return _parse_datatype_string(type_string).jsonValue()
+
+
+def pinned_schema(config: ParsedConfig) -> Schema | None:
+    """The schema the catalog pins (top-level fields, in catalog order); None when it pins none."""
+    if config.schema is None:
+        return None
+    fields = [
+        {"name": name, "type": ddl_type_json(data_type), "nullable": True, "metadata": {}}
+        for name, data_type in config.schema
+    ]
+    return {"type": "struct", "fields": fields}
+
+
+def with_catalog_hints(schema: Schema, config: ParsedConfig) -> Schema:
+    """``schema`` with the catalog's ``type_hints`` forced onto it."""
+    return with_type_hints(schema, [(path, ddl_type_json(t)) for path, t in config.type_hints])

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from kafkalake import parsing
 from kafkalake.catalog import TopicConfig
-from kafkalake.schemas import Change, SchemaHistory, SchemaVersion, empty_schema, merge, with_type_hints
+from kafkalake.schemas import Change, SchemaHistory, SchemaVersion, empty_schema, merge
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -56,15 +56,10 @@ def refresh(spark: SparkSession, topic: TopicConfig, now: datetime | None = None
         inferred = parsing.infer_schema(spark, texts)
     finally:
         texts.unpersist()
-    hints = [(path, parsing.ddl_type_json(spark, t)) for path, t in config.type_hints]
     history = SchemaHistory(topic.schema_dir)
     current = history.current()
     if current is None:
-        base = empty_schema()
-        if config.schema is not None:
-            base = with_type_hints(
-                base, [(name, parsing.ddl_type_json(spark, t)) for name, t in config.schema]
-            )
+        base = parsing.pinned_schema(config) or empty_schema()
     else:
         base = current.schema
     merged = merge(base, inferred)
@@ -72,6 +67,6 @@ def refresh(spark: SparkSession, topic: TopicConfig, now: datetime | None = None
     if current is not None and config.evolution != "addNewColumns":
         return Refresh(sampled, None, drift)
     written = history.write(
-        with_type_hints(merged.schema, hints), source=f"refresh of {sampled} sampled values"
+        parsing.with_catalog_hints(merged.schema, config), source=f"refresh of {sampled} sampled values"
     )
     return Refresh(sampled, written, drift)
