@@ -11,8 +11,14 @@ Figures:
 - bronze drain: the real ingest job (``spark-submit jobs/ingest_topic.py``), wall time split into
   start-up (process start → first micro-batch planned in the checkpoint) and processing, peak RSS
   of the driver JVM and of the Python driver (``VmHWM`` from /proc), files written;
-- idle run: one ``airflow dags test`` of the topic's DAG with nothing new: wall time, and whether a
-  JVM was launched.
+- compaction: the topic's table care job (``jobs/maintain_table.py --force``: OPTIMIZE, VACUUM),
+  its wall time and the files left;
+- idle run: one ``airflow dags test`` of the topic's DAG with nothing new: the command's wall time,
+  the DAG run's own duration (start to end in the metadata DB, without the CLI's start-up), and
+  whether a JVM was launched.
+
+The drain's and the compaction's job logs are kept beside the results (``drain.log``,
+``optimize.log``).
 """
 
 from __future__ import annotations
@@ -80,8 +86,16 @@ class Drain:
 
 
 @dataclass(frozen=True)
+class Compaction:
+    wall_s: float
+    files: int
+    avg_file_mib: float
+
+
+@dataclass(frozen=True)
 class IdleRun:
     wall_s: float
+    run_s: float
     preflight_task_s: float
     jvm_launched: bool
 
@@ -186,14 +200,14 @@ def _peak_rss_mib(pid: int) -> tuple[str, float] | None:
     return name, int(status.get("VmHWM", "0 kB").split()[0]) / 1024
 
 
-def drain(topic: TopicConfig, catalog: Path, lake: Path, settings: Path, payload_bytes: int) -> Drain:
+def drain(
+    topic: TopicConfig, catalog: Path, lake: Path, settings: Path, payload_bytes: int, log: Path
+) -> Drain:
     """Run the ingest job on the whole backlog, watching its processes and its checkpoint.
 
     Args:
         payload_bytes: the backlog's keys and values in bytes (from the raw read), for MiB/s.
     """
-    from deltalake import DeltaTable
-
     shutil.rmtree(topic.path, ignore_errors=True)
     cmd = spark_jobs.command("ingest_topic", topic.name, catalog=catalog, lake=lake)
     env = {**spark_jobs.environment(catalog, lake), ENV_CLIENT_CONFIG_FILE: str(settings)}
@@ -201,24 +215,20 @@ def drain(topic: TopicConfig, catalog: Path, lake: Path, settings: Path, payload
     peaks = {"java": 0.0, "python": 0.0}
     started = time.monotonic()
     startup = None
-    process = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    while process.poll() is None:
-        for pid in _tree(process.pid):
-            seen = _peak_rss_mib(pid)
-            if seen is not None and seen[0] in peaks:
-                peaks[seen[0]] = max(peaks[seen[0]], seen[1])
-        if startup is None and first_batch.exists():
-            startup = time.monotonic() - started
-        time.sleep(0.1)
+    with log.open("wb") as out:
+        process = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT)
+        while process.poll() is None:
+            for pid in _tree(process.pid):
+                seen = _peak_rss_mib(pid)
+                if seen is not None and seen[0] in peaks:
+                    peaks[seen[0]] = max(peaks[seen[0]], seen[1])
+            if startup is None and first_batch.exists():
+                startup = time.monotonic() - started
+            time.sleep(0.1)
     wall = time.monotonic() - started
     if process.returncode != 0:
-        err = process.stderr.read().decode(errors="replace") if process.stderr else ""
-        raise RuntimeError(f"ingest job failed ({process.returncode}):\n{err[-4000:]}")
-    import pyarrow as pa
-
-    adds = pa.table(DeltaTable(topic.path).get_add_actions(flatten=True)).to_pylist()
-    rows = sum(int(a["num_records"]) for a in adds)
-    files_bytes = sum(int(a["size_bytes"]) for a in adds)
+        raise RuntimeError(f"ingest job failed ({process.returncode}):\n{_tail(log)}")
+    rows, files_bytes, adds = _files(topic.path)
     batches = len([p for p in (Path(topic.checkpoint_path) / "commits").glob("[0-9]*")])
     return Drain(
         records=rows,
@@ -228,9 +238,37 @@ def drain(topic: TopicConfig, catalog: Path, lake: Path, settings: Path, payload
         batches=batches,
         driver_jvm_peak_rss_mib=peaks["java"],
         python_driver_peak_rss_mib=peaks["python"],
-        files=len(adds),
-        avg_file_mib=files_bytes / MIB / max(1, len(adds)),
+        files=adds,
+        avg_file_mib=files_bytes / MIB / max(1, adds),
     )
+
+
+def _files(path: str) -> tuple[int, int, int]:
+    """Rows, bytes and number of the table's current data files, from its Delta log."""
+    import pyarrow as pa
+    from deltalake import DeltaTable
+
+    adds = pa.table(DeltaTable(path).get_add_actions(flatten=True)).to_pylist()
+    return sum(int(a["num_records"]) for a in adds), sum(int(a["size_bytes"]) for a in adds), len(adds)
+
+
+def _tail(log: Path) -> str:
+    return log.read_text(errors="replace")[-4000:]
+
+
+def compact(topic: TopicConfig, catalog: Path, lake: Path, log: Path) -> Compaction:
+    """The topic's table care job, forced: what OPTIMIZE leaves of the drain's files."""
+    cmd = spark_jobs.command("maintain_table", topic.name, catalog=catalog, lake=lake, extra_args=["--force"])
+    started = time.monotonic()
+    with log.open("wb") as out:
+        done = subprocess.run(
+            cmd, env=spark_jobs.environment(catalog, lake), stdout=out, stderr=subprocess.STDOUT
+        )
+    wall = time.monotonic() - started
+    if done.returncode != 0:
+        raise RuntimeError(f"table care job failed ({done.returncode}):\n{_tail(log)}")
+    _rows, files_bytes, files = _files(topic.path)
+    return Compaction(wall, files, files_bytes / MIB / max(1, files))
 
 
 def idle_run(airflow_env: dict[str, str], dag_id: str) -> IdleRun:
@@ -239,13 +277,16 @@ def idle_run(airflow_env: dict[str, str], dag_id: str) -> IdleRun:
     started = time.monotonic()
     run = local_airflow.test_dag(airflow_env, dag_id, sync=False)
     wall = time.monotonic() - started
+    # Every Spark job goes through spark-submit, whose operator logs its command line.
     jvm = run.task_states.get("ingest") != "skipped" or "Spark-Submit cmd" in run.output
-    preflight = local_airflow.task_seconds(Path(airflow_env["AIRFLOW_HOME"]), run, "check_new_offsets")
-    return IdleRun(wall, preflight, jvm)
+    home = Path(airflow_env["AIRFLOW_HOME"])
+    preflight = local_airflow.task_seconds(home, run, "check_new_offsets")
+    return IdleRun(wall, local_airflow.run_seconds(home, run), preflight, jvm)
 
 
-def report(raw: RawRead, bronze: Drain, idle: IdleRun | None) -> str:
+def report(raw: RawRead, bronze: Drain, compaction: Compaction | None, idle: IdleRun | None) -> str:
     ratio = bronze.records_per_s / raw.records_per_s
+    processing_ratio = bronze.records / bronze.processing_s / raw.records_per_s
     lines = [
         f"{'measure':<34}{'raw read':>14}{'bronze drain':>16}",
         f"{'records':<34}{raw.records:>14,}{bronze.records:>16,}",
@@ -259,10 +300,18 @@ def report(raw: RawRead, bronze: Drain, idle: IdleRun | None) -> str:
         f"{'Python driver peak RSS MiB':<34}{'':>14}{bronze.python_driver_peak_rss_mib:>16,.0f}",
         f"{'files written / avg MiB':<34}{'':>14}{f'{bronze.files} / {bronze.avg_file_mib:.1f}':>16}",
         f"{'ratio bronze / raw (records/s)':<34}{'':>14}{ratio:>16.0%}",
+        f"{'  processing only':<34}{'':>14}{processing_ratio:>16.0%}",
     ]
+    if compaction is not None:
+        lines += [
+            f"{'table care (OPTIMIZE, VACUUM) s':<34}{'':>14}{compaction.wall_s:>16.1f}",
+            f"{'  files after / avg MiB':<34}{'':>14}"
+            f"{f'{compaction.files} / {compaction.avg_file_mib:.1f}':>16}",
+        ]
     if idle is not None:
         lines += [
-            f"{'idle DAG run wall s':<34}{'':>14}{idle.wall_s:>16.1f}",
+            f"{'idle run: airflow dags test s':<34}{'':>14}{idle.wall_s:>16.1f}",
+            f"{'  the DAG run itself s':<34}{'':>14}{idle.run_s:>16.1f}",
             f"{'  of it the pre-flight task s':<34}{'':>14}{idle.preflight_task_s:>16.1f}",
             f"{'  JVM launched':<34}{'':>14}{'yes' if idle.jvm_launched else 'no':>16}",
         ]
@@ -278,6 +327,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--dir", type=Path, default=REPO_ROOT / ".bench")
     parser.add_argument("--out", type=Path, default=REPO_ROOT / ".bench" / "results.json")
     parser.add_argument("--skip-idle", action="store_true", help="leave out the idle DAG run")
+    parser.add_argument("--skip-optimize", action="store_true", help="leave out the table care job")
     parser.add_argument(
         "--parsed",
         action="store_true",
@@ -322,10 +372,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"raw read: {raw.records:,} records in {raw.seconds:.1f}s", flush=True)
     settings = workdir / "kafka-client.json"
     settings.write_text(json.dumps({"bootstrap.servers": broker.bootstrap_servers}))
-    bronze = drain(topic, catalog, lake, settings, raw.bytes)
+    bronze = drain(topic, catalog, lake, settings, raw.bytes, workdir / "drain.log")
     if bronze.records != raw.records:
         raise RuntimeError(f"bronze holds {bronze.records:,} rows, the topic {raw.records:,}")
     print(f"bronze drain: {bronze.records:,} rows in {bronze.wall_s:.1f}s", flush=True)
+    compaction = None
+    if not args.skip_optimize:
+        compaction = compact(topic, catalog, lake, workdir / "optimize.log")
+        print(f"table care: {compaction.files} files left in {compaction.wall_s:.1f}s", flush=True)
 
     idle = None
     if not args.skip_idle:
@@ -334,7 +388,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         idle = idle_run(env, topic.dag_id)
 
-    print(report(raw, bronze, idle))
+    print(report(raw, bronze, compaction, idle))
     results: dict[str, Any] = {
         "events": args.events,
         "partitions": args.partitions,
@@ -348,6 +402,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "records_per_s": bronze.records_per_s,
         },
         "ratio_bronze_to_raw": bronze.records_per_s / raw.records_per_s,
+        "table_care": asdict(compaction) if compaction else None,
         "idle_run": asdict(idle) if idle else None,
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -8,6 +8,7 @@ checkpoint and asking Kafka for its end offsets are the I/O edges around it.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -167,13 +168,37 @@ def watermarks(
         if info is None or info.error is not None or not info.partitions:
             reason = info.error if info is not None else "not in metadata"
             raise KafkaException(f"topic {topic!r} is not available on the cluster: {reason}")
+        deadline = time.monotonic() + timeout
         result: dict[int, tuple[int, int]] = {}
         for partition in sorted(info.partitions):
-            low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=timeout)
+            while True:
+                try:
+                    low, high = consumer.get_watermark_offsets(
+                        TopicPartition(topic, partition), timeout=timeout
+                    )
+                    break
+                except KafkaException as err:
+                    # A broker that has just started (or a partition whose leader moved) answers
+                    # "not leader" for a moment while it elects leaders: wait for it, within the
+                    # same timeout, instead of failing the run.
+                    if not _leader_moving(err.args[0]) or time.monotonic() >= deadline:
+                        raise
+                    time.sleep(0.5)
             result[partition] = (int(low), int(high))
         return result
     finally:
         consumer.close()
+
+
+def _leader_moving(error: object) -> bool:
+    from confluent_kafka import KafkaError
+
+    return isinstance(error, KafkaError) and error.code() in (
+        KafkaError.NOT_LEADER_FOR_PARTITION,
+        KafkaError.LEADER_NOT_AVAILABLE,
+        KafkaError.UNKNOWN_LEADER_EPOCH,
+        KafkaError.FENCED_LEADER_EPOCH,
+    )
 
 
 def end_offsets(client_config: Mapping[str, str], topic: str, timeout: float = 15.0) -> Offsets:
