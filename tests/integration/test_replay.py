@@ -14,7 +14,9 @@ from typing import Any
 
 import pytest
 from deltalake import DeltaTable
-from kafkalake import producer
+from kafkalake import local_airflow, producer
+from kafkalake.catalog import load_catalog
+from kafkalake.dag_factory import REPLAY_DAG_ID
 from kafkalake.failures import BadConfigError, CheckpointLockedError
 from kafkalake.parsed_config import Expectation, ParsedConfig
 from kafkalake.producer import Record
@@ -154,3 +156,26 @@ def test_replay_as_of_an_earlier_version_reparses_that_snapshot_one_commit_per_t
         replay(spark, replace(topic, parsed=replace(fixed, enabled=False)))
     with checkpoint_lock(topic.checkpoint_path), pytest.raises(CheckpointLockedError):
         replay(spark, topic)
+
+
+def test_the_replay_dag_replays_the_topic_its_params_name(airflow_env, spark, kafka, catalog_file, lake):
+    """Through Airflow: `airflow dags test kafkalake_replay --conf …`, spark-submit in the Spark pool."""
+    topic = load_catalog(catalog_file, lake).topic("it-replay-dag")
+    producer.create_topic(kafka.bootstrap_servers, topic.name, partitions=1)
+    producer.produce(kafka.bootstrap_servers, topic.name, [order(i, i) for i in range(30)])
+    run(spark, topic, kafka.bootstrap_servers)
+    snapshot = table_version(Path(topic.path))
+    producer.produce(kafka.bootstrap_servers, topic.name, [order(i, i) for i in range(30, 40)])
+    run(spark, topic, kafka.bootstrap_servers)
+    parsed_version = table_version(Path(topic.parsed_path))
+    bronze_version = table_version(Path(topic.path))
+
+    result = local_airflow.test_dag(
+        airflow_env, REPLAY_DAG_ID, conf={"topic": topic.name, "as_of_version": snapshot}
+    )
+
+    assert result.task_states == {"replay": "success"}
+    assert f"re-parsed 30 records of bronze version {snapshot}" in result.output
+    assert table_version(Path(topic.parsed_path)) == parsed_version + 1
+    assert table_version(Path(topic.path)) == bronze_version
+    assert sorted(r["id"] for r in read_rows(Path(topic.parsed_path))) == list(range(40))
