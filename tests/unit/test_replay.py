@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
-from kafkalake.failures import BadConfigError
+from kafkalake.catalog import TopicConfig
+from kafkalake.failures import BadConfigError, IngestUnfinishedError
 from kafkalake.replay import (
     BRONZE_COLUMNS,
     DEAD_LETTER_COLUMNS,
     PARSED_COLUMNS,
     Selection,
+    refuse_unfinished_batch,
     resolve_version,
     selection_from,
     window_predicate,
@@ -144,3 +148,29 @@ def test_a_kafka_timestamp_range_narrows_the_window_in_epoch_milliseconds():
     )
     only_end = window_predicate({0: 5}, Selection(kafka_timestamp_until=T0), DEAD_LETTER_COLUMNS)
     assert only_end.endswith(f"AND kafka_timestamp < timestamp_millis({start})")
+
+
+def topic_at(tmp_path: Path) -> TopicConfig:
+    return TopicConfig(name="orders", freshness_sla=timedelta(hours=1), path=str(tmp_path / "orders"))
+
+
+def write_batch(checkpoint: Path, batch: int, committed: bool) -> None:
+    (checkpoint / "offsets").mkdir(parents=True, exist_ok=True)
+    (checkpoint / "commits").mkdir(parents=True, exist_ok=True)
+    offsets = json.dumps({"orders": {"0": 10 * (batch + 1)}})
+    (checkpoint / "offsets" / str(batch)).write_text(f'v1\n{{"batchWatermarkMs":0}}\n{offsets}\n')
+    if committed:
+        (checkpoint / "commits" / str(batch)).write_text('v1\n{"nextBatchWatermarkMs":0}\n')
+
+
+def test_a_replay_waits_for_the_ingest_to_finish_its_half_written_batch(tmp_path):
+    topic = topic_at(tmp_path)
+    refuse_unfinished_batch(topic)  # no checkpoint yet: nothing to finish
+    checkpoint = Path(topic.checkpoint_path)
+    write_batch(checkpoint, 0, committed=True)
+    refuse_unfinished_batch(topic)
+    write_batch(checkpoint, 1, committed=False)  # planned, never committed: a run died mid-batch
+    with pytest.raises(IngestUnfinishedError) as raised:
+        refuse_unfinished_batch(topic)
+    assert str(raised.value).startswith("[ingest_unfinished] topic 'orders': the last ingest stopped")
+    assert "RUNBOOK.md, section ingest_unfinished" in str(raised.value)
