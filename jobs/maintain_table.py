@@ -14,7 +14,8 @@ import logging
 import sys
 
 from kafkalake.catalog import CatalogError, load_catalog
-from kafkalake.failures import BadConfigError, Failure, Kind, exit_code, failure, failure_line
+from kafkalake.failures import BadConfigError, Failure, Kind, failure
+from kafkalake.job_args import report
 from kafkalake.maintenance import maintain
 from kafkalake.paths import catalog_path, lake_root
 
@@ -45,11 +46,6 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         spark.stop()
     return 0
-
-
-def report(failed: Failure) -> int:
-    print(failure_line(failed), file=sys.stderr, flush=True)
-    return exit_code(failed.kind)
 
 
 if __name__ == "__main__":

@@ -40,6 +40,8 @@ topics:
   - name: it-assets
     freshness_sla: 1h
     priority: 5
+  - name: it-replay-dag
+    freshness_sla: 6h
   - name: it-care
     freshness_sla: 6h
     maintenance:

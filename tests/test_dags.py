@@ -9,7 +9,8 @@ tests/conftest.py. What they check:
 * the run policy of every generated DAG (schedule from the SLA, retries, owner, docs, wiring) and
   the retry policy every task carries: non-retryable errors fail at once, the rest retry;
 * the Spark connection falls back to ``local[*]``, never to the provider's YARN default;
-* Kafka secrets reach spark-submit in a private file, never on its command line.
+* Kafka secrets reach spark-submit in a private file, never on its command line;
+* the replay DAG: manual, one run at a time, the parsed topics as a param, in the Spark pool.
 """
 
 from __future__ import annotations
@@ -45,12 +46,14 @@ from kafkalake import kafka_client
 from kafkalake.airflow_tasks import MaintenanceOperator
 from kafkalake.assets import topic_assets
 from kafkalake.catalog import CatalogError, load_catalog
-from kafkalake.dag_factory import RETRIES, retry_policy
+from kafkalake.dag_factory import REPLAY_DAG_ID, RETRIES, retry_policy
 from kafkalake.durations import parse_duration
 from kafkalake.failures import (
     BadConfigError,
     BrokerUnreachableError,
+    CheckpointLockedError,
     DriverLostError,
+    IngestUnfinishedError,
     OffsetsExpiredError,
     TopicMissingError,
     TransientError,
@@ -269,8 +272,8 @@ def test_dags_folder_parses_to_one_dag_per_topic_without_db_connection_or_networ
         bag = parse_dags()
 
     assert bag.import_errors == {}
-    assert sorted(bag.dag_ids) == sorted(FOUR_DAG_IDS.values())
-    assert len(bag.dags) == 4
+    assert sorted(bag.dag_ids) == sorted([*FOUR_DAG_IDS.values(), REPLAY_DAG_ID])
+    assert len(bag.dags) == 5
     assert {Path(dag.fileloc).resolve() for dag in bag.dags.values()} == {DAG_FILE}
     assert guard.queries == [], "parsing queried a database"
     assert guard.lookups == [], "parsing looked up an Airflow connection"
@@ -282,9 +285,9 @@ def test_dags_folder_parses_to_one_dag_per_topic_without_db_connection_or_networ
 def test_parse_picks_up_a_changed_catalog(monkeypatch, tmp_path):
     """Guards the parse helper: each parse really re-executes the DAG file with the current env."""
     set_catalog(monkeypatch, FOUR_TOPICS, tmp_path, strict=True)
-    assert len(parse_dags().dags) == 4
+    assert len(parse_dags().dags) == 5
     set_catalog(monkeypatch, POLICY, tmp_path, strict=True)
-    assert sorted(parse_dags().dag_ids) == sorted(e.dag_id for e in POLICY_TOPICS)
+    assert sorted(parse_dags().dag_ids) == sorted([*(e.dag_id for e in POLICY_TOPICS), REPLAY_DAG_ID])
 
 
 def test_guard_records_a_database_query():
@@ -352,7 +355,12 @@ def test_lenient_broken_catalog_keeps_good_topics_and_adds_an_errors_dag(monkeyp
     bag = parse_dags()
 
     assert bag.import_errors == {}
-    assert sorted(bag.dag_ids) == ["ingest_clicks", "ingest_orders", "kafkalake_catalog_errors"]
+    assert sorted(bag.dag_ids) == [
+        "ingest_clicks",
+        "ingest_orders",
+        "kafkalake_catalog_errors",
+        REPLAY_DAG_ID,
+    ]
     errors_dag = bag.dags["kafkalake_catalog_errors"]
     assert "late-events" in errors_dag.doc_md
     assert "freshness_sla" in errors_dag.doc_md
@@ -365,7 +373,7 @@ def test_lenient_good_catalog_has_no_errors_dag(monkeypatch, tmp_path):
     set_catalog(monkeypatch, FOUR_TOPICS, tmp_path, strict=False)
     bag = parse_dags()
     assert bag.import_errors == {}
-    assert sorted(bag.dag_ids) == sorted(FOUR_DAG_IDS.values())
+    assert sorted(bag.dag_ids) == sorted([*FOUR_DAG_IDS.values(), REPLAY_DAG_ID])
 
 
 LONG_TOPIC = "orders." + "x" * 238  # 245 characters: Kafka accepts up to 249
@@ -385,7 +393,12 @@ def test_lenient_entry_airflow_refuses_only_costs_its_own_dag(
     bag = parse_dags()
 
     assert bag.import_errors == {}
-    assert sorted(bag.dag_ids) == ["ingest_clicks", "ingest_orders", "kafkalake_catalog_errors"]
+    assert sorted(bag.dag_ids) == [
+        "ingest_clicks",
+        "ingest_orders",
+        "kafkalake_catalog_errors",
+        REPLAY_DAG_ID,
+    ]
     doc = bag.dags["kafkalake_catalog_errors"].doc_md
     assert repr(topic) in doc
     assert repr(field_name) in doc
@@ -424,7 +437,7 @@ def policy_bag(policy_lake) -> DagBag:
 
 
 def test_policy_catalog_gives_exactly_the_expected_dags(policy_bag):
-    assert sorted(policy_bag.dag_ids) == sorted(e.dag_id for e in POLICY_TOPICS)
+    assert sorted(policy_bag.dag_ids) == sorted([*(e.dag_id for e in POLICY_TOPICS), REPLAY_DAG_ID])
 
 
 @pytest.mark.parametrize("expected", POLICY_TOPICS, ids=POLICY_IDS)
@@ -491,10 +504,11 @@ def test_deadline_alerts_switched_off_only_by_the_dags_test_switch(monkeypatch, 
     set_catalog(monkeypatch, FOUR_TOPICS, tmp_path, strict=True)
     monkeypatch.setenv(ENV_DEADLINE_ALERTS, "0")
     bag = parse_dags()
-    assert len(bag.dags) == 4
+    assert len(bag.dags) == 5
     assert all(not dag.deadline for dag in bag.dags.values())
     monkeypatch.setenv(ENV_DEADLINE_ALERTS, "1")
-    assert all(only_deadline(dag) for dag in parse_dags().dags.values())
+    ingest_dags = [dag for dag in parse_dags().dags.values() if dag.dag_id != REPLAY_DAG_ID]
+    assert len(ingest_dags) == 4 and all(only_deadline(dag) for dag in ingest_dags)
 
 
 @pytest.mark.parametrize("expected", POLICY_TOPICS, ids=POLICY_IDS)
@@ -853,7 +867,7 @@ def test_airflow_flags_every_dag_when_the_spark_pool_does_not_exist(monkeypatch,
     set_catalog(monkeypatch, FOUR_TOPICS, tmp_path / "lake", strict=True)
     _forget_dag_modules()
     missing = DagBag(dag_folder=str(DAGS_DIR), safe_mode=True, known_pools={"default_pool"})
-    assert {w.dag_id for w in missing.dag_warnings} == set(FOUR_DAG_IDS.values())
+    assert {w.dag_id for w in missing.dag_warnings} == {*FOUR_DAG_IDS.values(), REPLAY_DAG_ID}
     for warning in missing.dag_warnings:
         assert warning.message == f"Dag '{warning.dag_id}' references non-existent pools: ['kafkalake_spark']"
 
@@ -939,3 +953,104 @@ def test_maintenance_submits_its_job_when_a_property_differs(monkeypatch, tmp_pa
 
     assert submitted == ["maintain_table"]
     assert Path(task.application).name == "maintain_table.py"
+
+
+# ---------------------------------------------------------------------------------------------
+# 10. the replay DAG: one maintenance DAG, triggered by hand with the topic as a param
+
+REPLAY_CATALOG = """\
+topics:
+  - name: payments
+    freshness_sla: 15m
+    spark_conf: {spark.sql.shuffle.partitions: "3"}
+  - name: audit
+    freshness_sla: 1h
+    parsed: false
+  - name: clicks
+    freshness_sla: 1h
+"""
+
+
+@pytest.fixture
+def replay_bag(monkeypatch, tmp_path) -> DagBag:
+    catalog = tmp_path / "topics.yaml"
+    catalog.write_text(REPLAY_CATALOG)
+    set_catalog(monkeypatch, catalog, tmp_path / "lake", strict=True)
+    bag = parse_dags()
+    assert bag.import_errors == {}
+    return bag
+
+
+def test_replay_dag_is_manual_one_run_at_a_time_and_offers_only_parsed_topics(replay_bag):
+    dag = replay_bag.dags[REPLAY_DAG_ID]
+    assert isinstance(dag.timetable, NullTimetable)  # schedule=None: triggered by hand only
+    assert dag.max_active_runs == 1
+    assert dag.catchup is False
+    assert not dag.deadline
+    assert "kafkalake" in dag.tags
+    params = dag.params.dump()
+    assert params == {"topic": "clicks", "as_of_version": None, "as_of_timestamp": None}
+    schema = dag.params.get_param("topic").schema
+    assert schema["enum"] == ["clicks", "payments"]  # the bronze-only topic has nothing to replay
+    assert dag.params.get_param("as_of_version").schema["minimum"] == 0
+    doc = dag.doc_md
+    for words in ("as of", "after", "one Delta commit", "never written", "checkpoint lock", "`RUNBOOK.md`"):
+        assert words in doc, words
+
+
+def test_replay_task_runs_the_replay_job_in_the_spark_pool_with_the_retry_policy(replay_bag):
+    dag = replay_bag.dags[REPLAY_DAG_ID]
+    assert dag.task_ids == ["replay"]
+    task = dag.get_task("replay")
+    assert isinstance(task, SparkSubmitOperator)
+    assert (task.pool, task.pool_slots) == (SPARK_POOL, 1)
+    assert task._conn_id == "spark_default"
+    assert task.packages is None
+    assert Path(task.application).name == "replay_topic.py"
+    assert Path(task.application).is_file()
+    assert task.retries == RETRIES
+    assert task.retry_policy.serialize() == retry_policy().serialize()
+    # A bad param or a half-written ingest fails at once; a running ingest is waited out.
+    assert task.retry_policy.evaluate(BadConfigError("bad"), 1, 4).action is RetryAction.FAIL
+    assert task.retry_policy.evaluate(IngestUnfinishedError("later"), 1, 4).action is RetryAction.FAIL
+    assert task.retry_policy.evaluate(CheckpointLockedError("busy"), 1, 4).action is RetryAction.RETRY
+
+
+@pytest.mark.parametrize(
+    ("params", "args"),
+    [
+        ({"topic": "payments", "as_of_version": None, "as_of_timestamp": None}, []),
+        ({"topic": "payments", "as_of_version": 7, "as_of_timestamp": ""}, ["--as-of-version", "7"]),
+        (
+            {"topic": "payments", "as_of_version": None, "as_of_timestamp": "2026-11-22T10:00:00Z"},
+            ["--as-of-timestamp", "2026-11-22T10:00:00Z"],
+        ),
+    ],
+)
+def test_replay_task_submits_the_chosen_topic_with_its_spark_settings(monkeypatch, replay_bag, params, args):
+    task = replay_bag.dags[REPLAY_DAG_ID].get_task("replay")
+    monkeypatch.setattr(inspect.getmodule(type(task)), "jar_files", lambda conf: [])
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", json.dumps({"conn_type": "spark", "host": "local[1]"}))
+    seen: dict[str, Any] = {}
+
+    def submit_instead_of_running(self, context):
+        seen["command"] = self._get_hook()._build_spark_submit_command(self.application)
+
+    monkeypatch.setattr(SparkSubmitOperator, "execute", submit_instead_of_running)
+    guard = ParseGuard()
+    with guard.watch():
+        task.execute(context={"params": params})
+
+    command = seen["command"]
+    assert command[command.index("--name") + 1] == "kafkalake-replay_topic-payments"
+    assert "spark.sql.shuffle.partitions=3" in command  # the topic's own spark_conf
+    job = command.index(task.application)
+    assert command[job + 1 :] == ["--topic", "payments", *args]
+    assert guard.queries == [] and guard.network == []
+
+
+def test_a_catalog_without_parsed_topics_has_no_replay_dag(monkeypatch, tmp_path):
+    catalog = tmp_path / "topics.yaml"
+    catalog.write_text("topics:\n  - name: audit\n    freshness_sla: 1h\n    parsed: false\n")
+    set_catalog(monkeypatch, catalog, tmp_path / "lake", strict=True)
+    assert parse_dags().dag_ids == ["ingest_audit"]

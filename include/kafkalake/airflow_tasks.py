@@ -67,8 +67,8 @@ def check_new_offsets(
     return decision.run
 
 
-class TopicSparkSubmitOperator(SparkSubmitOperator):  # type: ignore[misc]  # provider is untyped
-    """spark-submit of one of the project's jobs for one topic.
+class KafkalakeSparkSubmitOperator(SparkSubmitOperator):  # type: ignore[misc]  # provider is untyped
+    """spark-submit of one of the project's jobs.
 
     Three guarantees on top of the provider's operator: when the Spark connection is missing it runs
     on ``local[*]`` (the provider would silently submit to YARN), jars are local files resolved at
@@ -76,19 +76,12 @@ class TopicSparkSubmitOperator(SparkSubmitOperator):  # type: ignore[misc]  # pr
     pool :data:`~kafkalake.pools.SPARK_POOL`, which caps the Spark jobs running at once.
     """
 
-    def __init__(
-        self, *, topic: TopicConfig, job: str, catalog_file: Path, lake_root: Path, **kwargs: Any
-    ) -> None:
+    def __init__(self, *, job: str, catalog_file: Path, lake_root: Path, **kwargs: Any) -> None:
         kwargs.setdefault("pool", SPARK_POOL)
-        super().__init__(
-            application=str(jobs_dir() / job),
-            application_args=["--topic", topic.name],
-            conf=topic_conf(topic, lake_root),
-            name=f"kafkalake-{Path(job).stem}-{topic.name}",
-            **kwargs,
-        )
+        super().__init__(application=str(jobs_dir() / job), **kwargs)
         self.env_vars: dict[str, str] | None
-        self.topic_name = topic.name
+        #: The topic the job serves, for its failure messages.
+        self.topic_name = ""
         self.catalog_file = str(catalog_file)
         self.lake_root = str(lake_root)
 
@@ -124,6 +117,21 @@ class TopicSparkSubmitOperator(SparkSubmitOperator):  # type: ignore[misc]  # pr
             raise failed.error() from err
 
 
+class TopicSparkSubmitOperator(KafkalakeSparkSubmitOperator):
+    """spark-submit of one of the project's jobs for the topic of its DAG."""
+
+    def __init__(self, *, topic: TopicConfig, job: str, lake_root: Path, **kwargs: Any) -> None:
+        super().__init__(
+            job=job,
+            lake_root=lake_root,
+            application_args=["--topic", topic.name],
+            conf=topic_conf(topic, lake_root),
+            name=f"kafkalake-{Path(job).stem}-{topic.name}",
+            **kwargs,
+        )
+        self.topic_name = topic.name
+
+
 class IngestOperator(TopicSparkSubmitOperator):
     """The ingest job, handed its Kafka settings in a private file (secrets never on a command line)."""
 
@@ -157,3 +165,41 @@ class MaintenanceOperator(TopicSparkSubmitOperator):
         if not run:
             raise AirflowSkipException("no table maintenance due (no Spark job started)")
         super().execute(context)
+
+
+class ReplayOperator(KafkalakeSparkSubmitOperator):
+    """The replay job for the topic and snapshot the DAG run's params name.
+
+    The topic is known only when the run starts: its Spark settings are looked up in the catalog
+    then, as the topic DAGs' tasks get theirs at parse time.
+    """
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(job="replay_topic.py", **kwargs)
+
+    def execute(self, context: Any) -> None:
+        from kafkalake.catalog import load_catalog
+
+        params = context["params"]
+        lake = Path(self.lake_root)
+        topic = load_catalog(Path(self.catalog_file), lake).topic(str(params["topic"]))
+        self.topic_name = topic.name
+        self.application_args = replay_args(topic.name, params)
+        self.conf = topic_conf(topic, lake)
+        self.name = f"kafkalake-replay_topic-{topic.name}"
+        self.log.info("replay of topic %s: %s", topic.name, " ".join(self.application_args))
+        super().execute(context)
+
+
+#: The replay DAG's params, as the job's options.
+REPLAY_PARAMS = ("as_of_version", "as_of_timestamp")
+
+
+def replay_args(topic: str, params: Any) -> list[str]:
+    """The replay job's arguments; a param left empty is not passed."""
+    args = ["--topic", topic]
+    for name in REPLAY_PARAMS:
+        value = params.get(name)
+        if value is not None and str(value).strip():
+            args += [f"--{name.replace('_', '-')}", str(value).strip()]
+    return args

@@ -2,7 +2,8 @@
 
 Parse-time work is reading the catalog file and environment variables: no database, no
 connection, no network. Tasks: ``check_new_offsets`` >> ``ingest`` >> ``refresh_schema`` >>
-``register_table``.
+``register_table`` >> ``maintain_table``. Beside them, one maintenance DAG, ``kafkalake_replay``
+(:func:`replay_dag`), triggered by hand with the topic to replay as a param.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Any
 
 import pendulum
 from airflow.providers.standard.operators.python import PythonOperator, ShortCircuitOperator
-from airflow.sdk import DAG
+from airflow.sdk import DAG, Param
 from airflow.sdk.definitions.retry_policy import ExceptionRetryPolicy, RetryAction, RetryRule
 from airflow.sdk.exceptions import AirflowNotFoundException
 
@@ -23,6 +24,7 @@ from kafkalake import runbook
 from kafkalake.airflow_tasks import (
     IngestOperator,
     MaintenanceOperator,
+    ReplayOperator,
     TopicSparkSubmitOperator,
     check_new_offsets,
 )
@@ -41,6 +43,7 @@ log = logging.getLogger(__name__)
 #: Set to 1 (tests, CI) to fail on the first broken topic instead of building the others.
 ENV_STRICT = "KAFKALAKE_STRICT"
 ERRORS_DAG_ID = "kafkalake_catalog_errors"
+REPLAY_DAG_ID = "kafkalake_replay"
 START_DATE = pendulum.datetime(2025, 1, 1, tz="UTC")
 RETRIES = 3
 RETRY_DELAY = timedelta(minutes=1)
@@ -176,6 +179,79 @@ def dag_for(topic: TopicConfig, catalog: Catalog, lake: Any) -> DAG:
     return dag
 
 
+REPLAY_DOC = """\
+### Replay a topic's parsed tables from bronze
+
+Re-parses, with today's code, schema history and catalog settings, every record of the topic's
+bronze table **as of** a version or a time (Delta time travel), and puts the result in place of
+those records' rows in the parsed and dead-letter tables. Use it after fixing a parsing bug (a
+catalog change, a new release): Kafka may no longer hold the records; bronze does.
+
+Params: `topic`; `as_of_version` (a bronze version) **or** `as_of_timestamp` (ISO 8601, e.g.
+`2026-11-22T10:00:00Z`: the last bronze version committed at or before it); neither = bronze's
+latest version, a full rebuild.
+
+- Records bronze received **after** that snapshot were parsed by the fixed code already: their rows
+  are kept as they are.
+- **Atomic per table**: the parsed and the dead-letter table each change in one Delta commit
+  (readers see the old rows or the new ones, never a mix); the parsed table may gain columns. With
+  `latest_by_key`, the latest-row table is rebuilt whole and overwritten in one commit.
+- **Bronze and the checkpoint are never written.** The job holds the topic's checkpoint lock, so
+  the topic's ingest cannot run meanwhile (it fails with `checkpoint_locked` and retries).
+- A version beyond the table, a timestamp before it or a bronze-only topic fail at once
+  (`bad_config`); so does a topic whose last ingest stopped mid-batch (`ingest_unfinished`: run
+  the ingest first).
+
+Topics: {topics}. Runs `jobs/replay_topic.py` in the pool `{pool}`.
+
+{runbook}
+"""
+
+
+def replay_dag(catalog: Catalog, lake: Any) -> DAG | None:
+    """The maintenance DAG that replays one parsed topic, chosen when triggered; None if none is parsed."""
+    topics = sorted(t.name for t in catalog.topics if t.parsed.enabled)
+    if not topics:
+        return None
+    with DAG(
+        dag_id=REPLAY_DAG_ID,
+        description="Rebuild a topic's parsed tables from bronze as of a version or a time",
+        schedule=None,
+        start_date=START_DATE,
+        catchup=False,
+        max_active_runs=1,
+        doc_md=REPLAY_DOC.format(
+            topics=", ".join(f"`{t}`" for t in topics), pool=SPARK_POOL, runbook=runbook.doc_md()
+        ),
+        tags=["kafkalake", "maintenance", "delta"],
+        params={
+            "topic": Param(topics[0], type="string", enum=topics, description="the topic to replay"),
+            "as_of_version": Param(
+                None,
+                type=["null", "integer"],
+                minimum=0,
+                description="bronze version to replay as of; empty: latest (or as_of_timestamp)",
+            ),
+            "as_of_timestamp": Param(
+                None,
+                type=["null", "string"],
+                description="or: ISO 8601 time, e.g. 2026-11-22T10:00:00Z (UTC when no zone is given)",
+            ),
+        },
+        default_args={
+            "owner": "data-platform",
+            "retries": RETRIES,
+            "retry_delay": RETRY_DELAY,
+            "retry_exponential_backoff": 2.0,
+            "max_retry_delay": timedelta(minutes=30),
+            # A bad param fails at once; a running ingest (checkpoint_locked) is waited out.
+            "retry_policy": retry_policy(),
+        },
+    ) as dag:
+        ReplayOperator(task_id="replay", catalog_file=catalog.file, lake_root=lake)
+    return dag
+
+
 def _errors_dag(errors: list[CatalogError]) -> DAG:
     """A DAG that makes broken catalog entries visible in the UI while the others keep running."""
 
@@ -210,6 +286,9 @@ def build_dags(strict: bool | None = None) -> dict[str, DAG]:
             if strict:
                 raise error from err
             errors.append(error)
+    replay = replay_dag(catalog, lake)
+    if replay is not None:
+        dags[REPLAY_DAG_ID] = replay
     if errors:
         for error in errors:
             log.error("no DAG for this catalog entry: %s", error)

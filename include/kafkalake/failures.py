@@ -34,6 +34,7 @@ class Kind(StrEnum):
     SCHEMA_REJECTED = "schema_rejected"
     EXPECTATION_FAILED = "expectation_failed"
     TABLE_STATE = "table_state"
+    INGEST_UNFINISHED = "ingest_unfinished"
     BROKER_UNREACHABLE = "broker_unreachable"
     DRIVER_LOST = "driver_lost"
     CHECKPOINT_LOCKED = "checkpoint_locked"
@@ -48,6 +49,7 @@ NON_RETRYABLE = frozenset(
         Kind.SCHEMA_REJECTED,
         Kind.EXPECTATION_FAILED,
         Kind.TABLE_STATE,
+        Kind.INGEST_UNFINISHED,
     }
 )
 
@@ -58,6 +60,7 @@ EXIT_CODES: Mapping[Kind, int] = {
     Kind.SCHEMA_REJECTED: 67,
     Kind.EXPECTATION_FAILED: 68,
     Kind.TABLE_STATE: 74,
+    Kind.INGEST_UNFINISHED: 69,  # EX_UNAVAILABLE: the tables are mid-batch until the ingest finishes
     Kind.BROKER_UNREACHABLE: 75,
     Kind.BAD_CONFIG: 78,
     Kind.CHECKPOINT_LOCKED: 73,  # EX_CANTCREAT: the run could not take its checkpoint's lock
@@ -102,6 +105,12 @@ RUNBOOK_TABLE_STATE = (
     "kafkalake.full_refresh --topic <topic>`: it deletes table and checkpoint together, and only "
     "while Kafka still holds every record. Never delete only the checkpoint or only the table."
 )
+RUNBOOK_INGEST_UNFINISHED = (
+    "The topic's last ingest stopped in the middle of a micro-batch: bronze may already hold records "
+    "the parsed tables do not, and the ingest will write them when it resumes. A replay now would "
+    "make that resumed batch write them twice. Run the topic's ingest first (trigger its DAG, or "
+    "clear its failed `ingest` task) and let it succeed, then run the replay again"
+)
 _RUNBOOK_TRANSIENT = "Transient: the task retries with backoff; if every retry fails, {what}"
 RUNBOOK_BROKER = _RUNBOOK_TRANSIENT.format(
     what="check the brokers are up and reachable from the Airflow worker (bootstrap.servers, "
@@ -125,6 +134,7 @@ _RUNBOOKS = {
     Kind.SCHEMA_REJECTED: RUNBOOK_SCHEMA_REJECTED,
     Kind.EXPECTATION_FAILED: RUNBOOK_EXPECTATION_FAILED,
     Kind.TABLE_STATE: RUNBOOK_TABLE_STATE,
+    Kind.INGEST_UNFINISHED: RUNBOOK_INGEST_UNFINISHED,
     Kind.BROKER_UNREACHABLE: RUNBOOK_BROKER,
     Kind.DRIVER_LOST: RUNBOOK_DRIVER_LOST,
     Kind.CHECKPOINT_LOCKED: RUNBOOK_CHECKPOINT_LOCKED,
@@ -172,6 +182,12 @@ class TableStateError(NonRetryableError):
     kind = Kind.TABLE_STATE
 
 
+class IngestUnfinishedError(NonRetryableError):
+    """A replay refused: the topic's last ingest left a micro-batch half written."""
+
+    kind = Kind.INGEST_UNFINISHED
+
+
 class TransientError(KafkalakeError):
     """Likely to work later: the task retries with backoff."""
 
@@ -197,6 +213,7 @@ _ERRORS: Mapping[Kind, type[KafkalakeError]] = {
     Kind.SCHEMA_REJECTED: SchemaRejectedError,
     Kind.EXPECTATION_FAILED: ExpectationFailedError,
     Kind.TABLE_STATE: TableStateError,
+    Kind.INGEST_UNFINISHED: IngestUnfinishedError,
     Kind.BROKER_UNREACHABLE: BrokerUnreachableError,
     Kind.DRIVER_LOST: DriverLostError,
     Kind.CHECKPOINT_LOCKED: CheckpointLockedError,

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import argparse
 import logging
+import sys
 from collections.abc import Sequence
 
 from kafkalake.catalog import TopicConfig, load_catalog
+from kafkalake.failures import Failure, KafkalakeError, exit_code, failure, failure_line
 from kafkalake.paths import catalog_path, lake_root
 
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -19,3 +21,21 @@ def topic_from_args(doc: str, argv: Sequence[str] | None = None) -> TopicConfig:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format=LOG_FORMAT)
     return load_catalog(catalog_path(), lake_root()).topic(args.topic)
+
+
+def report(failed: Failure) -> int:
+    """Print a job's one failure line, last, and return its exit code.
+
+    Last, so it lands in the log tail Airflow's error carries: spark-submit passes the driver's
+    stderr on as its own stdout, with its other output.
+    """
+    print(failure_line(failed), file=sys.stderr, flush=True)
+    return exit_code(failed.kind)
+
+
+def failure_of_error(err: KafkalakeError) -> Failure:
+    """The failure a typed error stands for, with the on-call advice when its message lacks it."""
+    message = str(err)
+    if message.startswith(f"[{err.kind}]"):
+        return Failure(err.kind, message)
+    return failure(err.kind, message)

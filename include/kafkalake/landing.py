@@ -14,44 +14,17 @@ a failing expectation), the bytes are safe and the run can resume from the same 
 
 from __future__ import annotations
 
-import logging
 import threading
-from collections import Counter
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from kafkalake import parsing
 from kafkalake.catalog import TopicConfig
-from kafkalake.failures import ExpectationFailedError, SchemaRejectedError
-from kafkalake.schemas import RESCUED_COLUMN, Schema, SchemaHistory, merge
+from kafkalake.topic_parser import RunStats, TopicParser
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-log = logging.getLogger(__name__)
-
-
-@dataclass
-class RunStats:
-    """What one run landed, summed over its micro-batches."""
-
-    batches: int = 0
-    bronze_rows: int = 0
-    parsed_rows: int = 0
-    rescued_rows: int = 0
-    tombstones: int = 0
-    dead_letters: Counter[str] = field(default_factory=Counter)
-    expectation_violations: Counter[str] = field(default_factory=Counter)
-    schema_versions: list[int] = field(default_factory=list)
-
-    def summary(self) -> str:
-        dead = ", ".join(f"{r}={n}" for r, n in sorted(self.dead_letters.items())) or "none"
-        broken = ", ".join(f"{r}={n}" for r, n in sorted(self.expectation_violations.items())) or "none"
-        return (
-            f"{self.batches} micro-batches, {self.bronze_rows} rows to bronze, {self.parsed_rows} parsed "
-            f"({self.rescued_rows} with _rescued_data), {self.tombstones} tombstones; dead letters: {dead}; "
-            f"expectation violations: {broken}; new schema versions: {self.schema_versions or 'none'}"
-        )
+__all__ = ["BatchWriter", "RunStats", "write_idempotent"]
 
 
 def write_idempotent(
@@ -75,14 +48,15 @@ class BatchWriter:
         self.spark = spark
         self.topic = topic
         self.config = topic.parsed
-        self.history = SchemaHistory(topic.schema_dir)
-        current = self.history.current()
-        self.schema: Schema | None = current.schema if current else None
-        self.stats = RunStats()
+        self.parser = TopicParser(spark, topic)
         #: The typed error a batch raised, kept because Spark hands the caller only a wrapped copy.
         self.failure: Exception | None = None
         self._query_id: str | None = None
         self._started = threading.Event()
+
+    @property
+    def stats(self) -> RunStats:
+        return self.parser.stats
 
     def started(self, query_id: str) -> None:
         """Called with the streaming query's id once it started; batches wait for it."""
@@ -118,26 +92,9 @@ class BatchWriter:
             bronze.unpersist()
 
     def _write_parsed(self, bronze: DataFrame, batch_id: int, app_id: str) -> None:
-        from pyspark import StorageLevel
-        from pyspark.sql import functions as F
-
-        if self.schema is None:
-            self.schema = self._first_schema(bronze, batch_id)
-        frame = parsing.parse_batch(bronze, self.schema, self.config).persist(StorageLevel.MEMORY_AND_DISK)
+        parsed = self.parser.parse(bronze, f"batch {batch_id}")
+        frame = parsed.frame
         try:
-            if (
-                self.config.evolution in ("addNewColumns", "failOnNewColumns")
-                and not frame.where(F.col(RESCUED_COLUMN).isNotNull()).isEmpty()
-            ):
-                evolved = self._evolve(frame, batch_id)
-                if evolved:
-                    frame.unpersist()
-                    frame = parsing.parse_batch(bronze, self.schema, self.config).persist(
-                        StorageLevel.MEMORY_AND_DISK
-                    )
-            frame = parsing.with_expectations(frame, self.config.expectations)
-            counts = self._counts(frame)
-            self._check_fail_expectations(frame, counts)
             # mergeSchema: the history decides the schema (new fields added, or accepted); the table follows.
             write_idempotent(parsing.parsed_rows(frame), self.topic.parsed_path, app_id, batch_id, True)
             write_idempotent(parsing.dead_letter_rows(frame), self.topic.dead_letter_path, app_id, batch_id)
@@ -145,116 +102,6 @@ class BatchWriter:
                 from kafkalake.latest import merge_latest
 
                 merge_latest(self.spark, frame, self.topic.latest_path, app_id, batch_id)
-            self._add_stats(counts, bronze_rows=counts.get("rows", 0))
+            self.parser.add_stats(parsed.counts)
         finally:
             frame.unpersist()
-
-    def _counts(self, frame: DataFrame) -> dict[str, int]:
-        """Every count a batch reports, in one pass over the cached batch."""
-        from pyspark.sql import functions as F
-
-        reason = F.col(parsing.REASON)
-        aggregates = [F.count(F.lit(1)).alias("rows"), F.count_if(reason.isNull()).alias("parsed")]
-        if RESCUED_COLUMN in frame.columns:
-            aggregates.append(
-                F.count_if(reason.isNull() & F.col(RESCUED_COLUMN).isNotNull()).alias("rescued")
-            )
-        for name in (*parsing.DEAD_LETTER_REASONS, parsing.TOMBSTONE):
-            aggregates.append(F.count_if(reason == name).alias(name))
-        for expectation in self.config.expectations:
-            column = parsing.broken_column(expectation)
-            if column in frame.columns:
-                aggregates.append(F.count_if(F.col(column)).alias(column))
-        row = frame.agg(*aggregates).first()
-        return row.asDict() if row else {}
-
-    def _add_stats(self, counts: dict[str, int], bronze_rows: int) -> None:
-        self.stats.bronze_rows += bronze_rows
-        self.stats.parsed_rows += counts.get("parsed", 0)
-        self.stats.rescued_rows += counts.get("rescued", 0)
-        self.stats.tombstones += counts.get(parsing.TOMBSTONE, 0)
-        for name in parsing.DEAD_LETTER_REASONS:
-            if counts.get(name):
-                self.stats.dead_letters[name] += counts[name]
-        for expectation in self.config.expectations:
-            broken = counts.get(parsing.broken_column(expectation), 0)
-            if broken:
-                self.stats.expectation_violations[expectation.name] += broken
-                if expectation.action == "drop":
-                    self.stats.dead_letters[f"expectation:{expectation.name}"] += broken
-                if expectation.action == "warn":
-                    log.warning(
-                        "topic %s: %d records break expectation %r (%s); kept (action warn)",
-                        self.topic.name,
-                        broken,
-                        expectation.name,
-                        expectation.rule,
-                    )
-
-    def _first_schema(self, bronze: DataFrame, batch_id: int) -> Schema:
-        """The topic's first schema: pinned in the catalog, or inferred from this batch."""
-        pinned = parsing.pinned_schema(self.config)
-        if pinned is not None:
-            schema = pinned
-            source = "pinned in the catalog"
-        else:
-            probe = parsing.parse_batch(bronze, {"type": "struct", "fields": []}, self.config)
-            schema = parsing.infer_schema(
-                self.spark, parsing.valid_json_texts(probe, self.config.sample_rows)
-            )
-            source = f"inferred from batch {batch_id}"
-        schema = parsing.with_catalog_hints(schema, self.config)
-        self._persist(schema, source)
-        return schema
-
-    def _persist(self, schema: Schema, source: str) -> None:
-        written = self.history.write(schema, source)
-        if written:
-            self.stats.schema_versions.append(written.version)
-            log.info(
-                "topic %s: schema version %d (%s): %s",
-                self.topic.name,
-                written.version,
-                source,
-                "; ".join(written.changes),
-            )
-
-    def _evolve(self, frame: DataFrame, batch_id: int) -> bool:
-        """New fields in rescued records: add them (addNewColumns) or stop the run (failOnNewColumns)."""
-        assert self.schema is not None
-        texts = parsing.valid_json_texts(frame, self.config.sample_rows, only_rescued=True)
-        merged = merge(self.schema, parsing.infer_schema(self.spark, texts))
-        if not merged.added:
-            return False
-        new_schema = parsing.with_catalog_hints(merged.schema, self.config)
-        fields = ", ".join(str(c) for c in merged.added)
-        if self.config.evolution == "failOnNewColumns":
-            self.history.propose(new_schema, f"new fields in batch {batch_id}: {fields}")
-            raise SchemaRejectedError(
-                f"topic {self.topic.name!r}: new fields under evolution mode failOnNewColumns: {fields}. "
-                f"The proposed schema is in {self.history.directory}/pending.json"
-            )
-        self._persist(new_schema, f"new fields in batch {batch_id}")
-        self.schema = new_schema
-        return True
-
-    def _check_fail_expectations(self, frame: DataFrame, counts: dict[str, Any]) -> None:
-        from pyspark.sql import functions as F
-
-        for expectation in self.config.expectations:
-            if expectation.action != "fail":
-                continue
-            broken = counts.get(parsing.broken_column(expectation), 0)
-            if not broken:
-                continue
-            examples = (
-                frame.where(F.col(parsing.broken_column(expectation)))
-                .select(F.col(parsing.KAFKA_COLUMN)["partition"], F.col(parsing.KAFKA_COLUMN)["offset"])
-                .limit(5)
-                .collect()
-            )
-            spots = ", ".join(f"partition {r[0]} offset {r[1]}" for r in examples)
-            raise ExpectationFailedError(
-                f"topic {self.topic.name!r}: {broken} records break expectation {expectation.name!r} "
-                f"({expectation.rule}), whose action is fail; e.g. {spots}"
-            )

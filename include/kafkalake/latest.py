@@ -65,3 +65,18 @@ def merge_latest(spark: SparkSession, frame: DataFrame, path: str, app_id: str, 
     finally:
         spark.conf.unset(_TXN_APP_ID)
         spark.conf.unset(_TXN_VERSION)
+
+
+def rebuild_latest(frame: DataFrame, path: str) -> None:
+    """Overwrite the table with the last record per key of ``frame``, in one commit.
+
+    ``frame`` holds every record of the topic (parsed rows and, on a changelog topic, tombstones,
+    with :data:`parsing.REASON`); the same newer-by-(partition, offset) rule as :func:`merge_latest`
+    picks each key's row, and a key whose last record is a tombstone has none. Columns the parsed
+    table gained are added (``mergeSchema``); none is dropped.
+    """
+    from pyspark.sql import functions as F
+
+    latest = latest_per_key(frame)
+    rows = latest.where(~F.col(_TOMBSTONE_FLAG)).drop(_TOMBSTONE_FLAG)
+    rows.write.format("delta").mode("overwrite").option("mergeSchema", "true").save(path)

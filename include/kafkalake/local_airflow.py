@@ -219,15 +219,22 @@ def run_seconds(airflow_home: Path, run: DagRunResult) -> float:
 
 
 def test_dag(
-    env: Mapping[str, str], dag_id: str, *, sync: bool = True, mark_success: str | None = None
+    env: Mapping[str, str],
+    dag_id: str,
+    *,
+    sync: bool = True,
+    mark_success: str | None = None,
+    conf: Mapping[str, object] | None = None,
 ) -> DagRunResult:
     """Run one DAG run end to end with ``airflow dags test``; raise unless it succeeded.
 
-    ``mark_success`` is a regex of task ids marked successful instead of run.
+    ``mark_success`` is a regex of task ids marked successful instead of run; ``conf`` the run's
+    conf, which sets the DAG's params (e.g. the topic of ``kafkalake_replay``).
     """
     if sync:
         sync_dags(env)
-    done = _airflow(dags_test_environment(env), *dags_test_args(dag_id, mark_success), check=False)
+    args = dags_test_args(dag_id, mark_success, conf)
+    done = _airflow(dags_test_environment(env), *args, check=False)
     output = done.stdout + done.stderr
     run_id, state, tasks = latest_run(Path(env["AIRFLOW_HOME"]), dag_id)
     result = DagRunResult(dag_id, run_id, state, tasks, output)
@@ -253,9 +260,12 @@ def dags_test_environment(env: Mapping[str, str]) -> dict[str, str]:
     return {**env, ENV_DEADLINE_ALERTS: "0"}
 
 
-def dags_test_args(dag_id: str, mark_success: str | None = None) -> list[str]:
+def dags_test_args(
+    dag_id: str, mark_success: str | None = None, conf: Mapping[str, object] | None = None
+) -> list[str]:
     """Arguments of ``airflow dags test`` for one DAG run."""
-    return ["dags", "test", dag_id, *(["--mark-success-pattern", mark_success] if mark_success else [])]
+    args = ["dags", "test", dag_id, *(["--mark-success-pattern", mark_success] if mark_success else [])]
+    return [*args, *(["--conf", json.dumps(dict(conf))] if conf is not None else [])]
 
 
 def airflow_command(*args: str) -> list[str]:

@@ -37,14 +37,20 @@ log = logging.getLogger(__name__)
 LOCK_SUFFIX = ".lock"
 
 
-def lock_file(checkpoint: str) -> Path | None:
-    """The lock file of a checkpoint, beside it; None where file locks cannot work (object stores)."""
-    if "://" in checkpoint:
-        parts = urlsplit(checkpoint)
+def local_path(location: str) -> Path | None:
+    """A local path or ``file://`` URI as a path; None for anything else (object stores)."""
+    if "://" in location:
+        parts = urlsplit(location)
         if parts.scheme != "file" or parts.netloc not in ("", "localhost"):
             return None
-        checkpoint = unquote(parts.path)
-    return Path(checkpoint.rstrip("/") + LOCK_SUFFIX)
+        location = unquote(parts.path)
+    return Path(location.rstrip("/"))
+
+
+def lock_file(checkpoint: str) -> Path | None:
+    """The lock file of a checkpoint, beside it; None where file locks cannot work (object stores)."""
+    path = local_path(checkpoint)
+    return None if path is None else path.with_name(path.name + LOCK_SUFFIX)
 
 
 @contextlib.contextmanager

@@ -23,7 +23,7 @@ from kafkalake.kafka_client import ENV_CLIENT_CONFIG_FILE, config_file
 from kafkalake.paths import ENV_CATALOG, ENV_LAKE_ROOT, catalog_path, jobs_dir, lake_root
 from kafkalake.spark_config import topic_conf
 
-JOBS = ("ingest_topic", "refresh_schema", "register_table", "maintain_table", "show_table")
+JOBS = ("ingest_topic", "refresh_schema", "register_table", "maintain_table", "replay_topic", "show_table")
 
 
 def command(
