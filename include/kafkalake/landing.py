@@ -81,13 +81,17 @@ class BatchWriter:
         from pyspark import StorageLevel
 
         app_id = self.app_id
+        if not self.config.enabled:
+            # Bronze only: one write, one read of Kafka; caching the batch would only cost a copy.
+            write_idempotent(batch, self.topic.path, app_id, batch_id)
+            self.stats.batches += 1
+            return
         # One read of Kafka per batch: the bronze rows are cached, and every table is written from them.
         bronze = batch.persist(StorageLevel.MEMORY_AND_DISK)
         try:
             write_idempotent(bronze, self.topic.path, app_id, batch_id)
             self.stats.batches += 1
-            if self.config.enabled:
-                self._write_parsed(bronze, batch_id, app_id)
+            self._write_parsed(bronze, batch_id, app_id)
         finally:
             bronze.unpersist()
 

@@ -80,30 +80,35 @@ class TopicParser:
             SchemaRejectedError: new fields under ``failOnNewColumns``.
             ExpectationFailedError: a record broke a ``fail`` expectation.
         """
-        from pyspark import StorageLevel
-        from pyspark.sql import functions as F
-
         if self.schema is None:
             self.schema = self._first_schema(bronze, source)
-        frame = parsing.parse_batch(bronze, self.schema, self.config).persist(StorageLevel.MEMORY_AND_DISK)
+        frame = self._parse(bronze)
         try:
+            # The counts are the one pass that parses the rows (and fills the cache the writes
+            # read); they also tell whether any record has fields the schema lacks.
+            counts = self._counts(frame)
             if (
                 self.config.evolution in ("addNewColumns", "failOnNewColumns")
-                and not frame.where(F.col(RESCUED_COLUMN).isNotNull()).isEmpty()
+                and counts.get("rescued", 0) > 0
+                and self._evolve(frame, source)
             ):
-                evolved = self._evolve(frame, source)
-                if evolved:
-                    frame.unpersist()
-                    frame = parsing.parse_batch(bronze, self.schema, self.config).persist(
-                        StorageLevel.MEMORY_AND_DISK
-                    )
-            frame = parsing.with_expectations(frame, self.config.expectations)
-            counts = self._counts(frame)
+                frame.unpersist()
+                frame = self._parse(bronze)
+                counts = self._counts(frame)
             self._check_fail_expectations(frame, counts)
         except BaseException:
             frame.unpersist()
             raise
         return ParsedFrame(frame, counts)
+
+    def _parse(self, bronze: DataFrame) -> DataFrame:
+        from pyspark import StorageLevel
+
+        assert self.schema is not None
+        frame = parsing.parse_batch(bronze, self.schema, self.config)
+        return parsing.with_expectations(frame, self.config.expectations).persist(
+            StorageLevel.MEMORY_AND_DISK
+        )
 
     def add_stats(self, counts: dict[str, int]) -> None:
         """Count a parsed frame into the run's stats, once its tables are written."""
