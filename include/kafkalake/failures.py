@@ -37,6 +37,7 @@ class Kind(StrEnum):
     BROKER_UNREACHABLE = "broker_unreachable"
     DRIVER_LOST = "driver_lost"
     CHECKPOINT_LOCKED = "checkpoint_locked"
+    REINGEST_REFUSED = "reingest_refused"
     UNKNOWN = "unknown"
 
 
@@ -48,11 +49,13 @@ NON_RETRYABLE = frozenset(
         Kind.SCHEMA_REJECTED,
         Kind.EXPECTATION_FAILED,
         Kind.TABLE_STATE,
+        Kind.REINGEST_REFUSED,
     }
 )
 
 #: Exit codes of the jobs, after sysexits.h: data error, no input, temporary failure, config error.
 EXIT_CODES: Mapping[Kind, int] = {
+    Kind.REINGEST_REFUSED: 64,  # EX_USAGE: the re-ingest's parameters ask for what cannot be done
     Kind.OFFSETS_EXPIRED: 65,
     Kind.TOPIC_MISSING: 66,
     Kind.SCHEMA_REJECTED: 67,
@@ -102,6 +105,12 @@ RUNBOOK_TABLE_STATE = (
     "kafkalake.full_refresh --topic <topic>`: it deletes table and checkpoint together, and only "
     "while Kafka still holds every record. Never delete only the checkpoint or only the table."
 )
+RUNBOOK_REINGEST_REFUSED = (
+    "Nothing was written. Fix what the message names and trigger again: `reingest_from` must be an "
+    "ISO timestamp in the past (e.g. 2026-05-01T10:00:00Z) and `confirm_reingest` must be true; when "
+    "Kafka no longer holds the window's first records, choose a later `reingest_from` (what Kafka "
+    "deleted cannot be re-read; re-publish it from the source system if it still has it)"
+)
 _RUNBOOK_TRANSIENT = "Transient: the task retries with backoff; if every retry fails, {what}"
 RUNBOOK_BROKER = _RUNBOOK_TRANSIENT.format(
     what="check the brokers are up and reachable from the Airflow worker (bootstrap.servers, "
@@ -128,6 +137,7 @@ _RUNBOOKS = {
     Kind.BROKER_UNREACHABLE: RUNBOOK_BROKER,
     Kind.DRIVER_LOST: RUNBOOK_DRIVER_LOST,
     Kind.CHECKPOINT_LOCKED: RUNBOOK_CHECKPOINT_LOCKED,
+    Kind.REINGEST_REFUSED: RUNBOOK_REINGEST_REFUSED,
     Kind.UNKNOWN: RUNBOOK_UNKNOWN,
 }
 
@@ -172,6 +182,12 @@ class TableStateError(NonRetryableError):
     kind = Kind.TABLE_STATE
 
 
+class ReingestRefusedError(NonRetryableError):
+    """A re-ingest asked for what cannot be done safely (bad parameters, expired offsets)."""
+
+    kind = Kind.REINGEST_REFUSED
+
+
 class TransientError(KafkalakeError):
     """Likely to work later: the task retries with backoff."""
 
@@ -200,6 +216,7 @@ _ERRORS: Mapping[Kind, type[KafkalakeError]] = {
     Kind.BROKER_UNREACHABLE: BrokerUnreachableError,
     Kind.DRIVER_LOST: DriverLostError,
     Kind.CHECKPOINT_LOCKED: CheckpointLockedError,
+    Kind.REINGEST_REFUSED: ReingestRefusedError,
     Kind.UNKNOWN: TransientError,
 }
 

@@ -27,7 +27,15 @@ SPARK_JOB_LOST = "Spark job lost"
 POOL_STARVATION = "Pool starvation"
 STUCK_RUN = "Stuck run"
 TABLE_NOT_IN_METASTORE = "Table missing from the metastore"
-OTHER_SECTIONS = (BROKEN_CATALOG, SPARK_JOB_LOST, POOL_STARVATION, STUCK_RUN, TABLE_NOT_IN_METASTORE)
+BACKFILLS = "Backfills and re-ingest"
+OTHER_SECTIONS = (
+    BROKEN_CATALOG,
+    SPARK_JOB_LOST,
+    POOL_STARVATION,
+    STUCK_RUN,
+    TABLE_NOT_IN_METASTORE,
+    BACKFILLS,
+)
 
 
 def anchor(section: str) -> str:
