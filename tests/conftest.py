@@ -40,6 +40,10 @@ topics:
   - name: it-assets
     freshness_sla: 1h
     priority: 5
+  - name: it-reingest
+    freshness_sla: 6h
+    max_offsets_per_trigger: 200
+    parsed: {latest_by_key: true}
   - name: it-care
     freshness_sla: 6h
     maintenance:

@@ -208,15 +208,22 @@ def task_seconds(airflow_home: Path, run: DagRunResult, task_id: str) -> float:
 
 
 def test_dag(
-    env: Mapping[str, str], dag_id: str, *, sync: bool = True, mark_success: str | None = None
+    env: Mapping[str, str],
+    dag_id: str,
+    *,
+    sync: bool = True,
+    mark_success: str | None = None,
+    conf: Mapping[str, object] | None = None,
 ) -> DagRunResult:
     """Run one DAG run end to end with ``airflow dags test``; raise unless it succeeded.
 
-    ``mark_success`` is a regex of task ids marked successful instead of run.
+    ``mark_success`` is a regex of task ids marked successful instead of run; ``conf`` the run's
+    config (the DAG's params, as "Trigger DAG w/ config" sets them).
     """
     if sync:
         sync_dags(env)
-    done = _airflow(dags_test_environment(env), *dags_test_args(dag_id, mark_success), check=False)
+    args = dags_test_args(dag_id, mark_success) + (["--conf", json.dumps(dict(conf))] if conf else [])
+    done = _airflow(dags_test_environment(env), *args, check=False)
     output = done.stdout + done.stderr
     run_id, state, tasks = latest_run(Path(env["AIRFLOW_HOME"]), dag_id)
     result = DagRunResult(dag_id, run_id, state, tasks, output)

@@ -58,19 +58,21 @@ class RunMode:
     note: str = ""
 
 
-def run_mode(run_type: str | None, params: Mapping[str, Any] | None, now: datetime) -> RunMode:
+def run_mode(run_type: object, params: Mapping[str, Any] | None, now: datetime) -> RunMode:
     """What a run of ``run_type`` with ``params`` does.
 
     Raises:
         ReingestRefusedError: a manual run asked for a re-ingest that cannot run: the timestamp is
             unparseable or in the future, or the confirmation is missing. Nothing was written.
     """
-    if str(run_type) == BACKFILL_RUN_TYPE:
+    # The task context's run type is an enum whose str() is "DagRunType.MANUAL": compare values.
+    run_type = getattr(run_type, "value", run_type)
+    if run_type == BACKFILL_RUN_TYPE:
         return RunMode(Mode.BACKFILL, note=BACKFILL_SKIP_REASON)
     params = params or {}
     raw = params.get(PARAM_REINGEST_FROM)
     wanted = raw is not None and str(raw).strip() != ""
-    if str(run_type) != MANUAL_RUN_TYPE:
+    if run_type != MANUAL_RUN_TYPE:
         note = "scheduled run: the re-ingest params are ignored" if wanted else ""
         return RunMode(Mode.INGEST, note=note)
     if not wanted:

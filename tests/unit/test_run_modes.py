@@ -67,3 +67,12 @@ def test_a_bad_reingest_is_refused_saying_why(params, says):
     assert "NOT retrying" in str(refused.value) and "RUNBOOK.md, section reingest_refused" in str(
         refused.value
     )
+
+
+def test_the_task_contexts_run_type_enum_is_understood():
+    """In a task, ``dag_run.run_type`` is the Task SDK's enum, whose str() is "DagRunType.MANUAL"."""
+    from airflow.sdk.api.datamodels._generated import DagRunType
+
+    assert run_mode(DagRunType.BACKFILL, {}, NOW).mode is Mode.BACKFILL
+    assert run_mode(DagRunType.MANUAL, CONFIRMED, NOW).mode is Mode.REINGEST
+    assert run_mode(DagRunType.SCHEDULED, CONFIRMED, NOW).mode is Mode.INGEST
