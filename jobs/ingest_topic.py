@@ -1,6 +1,10 @@
 """spark-submit entry point: land everything new in one Kafka topic in its bronze Delta table.
 
     spark-submit --jars ... jobs/ingest_topic.py --topic orders
+    spark-submit --jars ... jobs/ingest_topic.py --topic orders --reingest-from 2026-05-01T10:00:00Z
+
+With ``--reingest-from`` the job does not stream: it re-reads Kafka from that time up to the
+checkpoint as a batch and lands only what the tables lack (:mod:`kafkalake.reingest`).
 
 The topic's settings come from the catalog (``KAFKALAKE_CATALOG``, ``KAFKALAKE_LAKE_ROOT``); the
 Kafka client settings, secrets included, from the private file named by
@@ -18,7 +22,9 @@ import argparse
 import logging
 import os
 import sys
+from datetime import UTC, datetime
 
+from kafkalake import reingest as landing_gaps
 from kafkalake.bronze import ensure_table, start_ingest
 from kafkalake.catalog import CatalogError, TopicConfig, load_catalog
 from kafkalake.failures import (
@@ -26,6 +32,7 @@ from kafkalake.failures import (
     Failure,
     KafkalakeError,
     Kind,
+    ReingestRefusedError,
     TableStateError,
     classify_spark_error,
     exit_code,
@@ -37,6 +44,7 @@ from kafkalake.kafka_client import ENV_CLIENT_CONFIG_FILE, KafkaConfigError, rea
 from kafkalake.landing import BatchWriter
 from kafkalake.paths import catalog_path, lake_root
 from kafkalake.run_lock import checkpoint_lock
+from kafkalake.run_modes import parse_reingest_from
 from kafkalake.table_guard import check_safe_to_start
 
 log = logging.getLogger("kafkalake.ingest")
@@ -45,6 +53,7 @@ log = logging.getLogger("kafkalake.ingest")
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--topic", required=True, help="topic name, as in the catalog")
+    parser.add_argument("--reingest-from", help="ISO timestamp: re-ingest the gap repair from then")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
@@ -56,6 +65,8 @@ def main(argv: list[str] | None = None) -> int:
         client_config = read_config_file(config_file)
     except (CatalogError, KafkaConfigError) as err:
         return report(failure(Kind.BAD_CONFIG, f"topic {args.topic!r}: {err}"))
+    if args.reingest_from is not None:
+        return reingest(topic, client_config, args.reingest_from)
     return ingest(topic, client_config)
 
 
@@ -96,6 +107,30 @@ def ingest(topic: TopicConfig, client_config: dict[str, str]) -> int:
         return report(failed)
     log.info("done: %s", writer.stats.summary())
     spark.stop()
+    return 0
+
+
+def reingest(topic: TopicConfig, client_config: dict[str, str], reingest_from: str) -> int:
+    """The guarded re-ingest: Kafka from ``reingest_from`` to the checkpoint, only what tables lack."""
+    from pyspark.errors.exceptions.captured import CapturedException
+    from pyspark.sql import SparkSession
+
+    try:
+        since = parse_reingest_from(reingest_from, datetime.now(UTC))
+    except ReingestRefusedError as err:
+        return report(failure_of(err))
+    spark = SparkSession.builder.appName(f"kafkalake-reingest-{topic.name}").getOrCreate()
+    spark.sparkContext.setLogLevel("WARN")
+    try:
+        outcome = landing_gaps.reingest(spark, topic, client_config, since)
+    except KafkalakeError as err:
+        return report(failure_of(err))
+    except CapturedException as err:
+        log.error("the re-ingest of topic %s failed: %s", topic.name, err)
+        return report(classify_spark_error(topic.name, error_text(err)))
+    finally:
+        spark.stop()
+    log.info("done: %s", outcome.summary())
     return 0
 
 

@@ -42,6 +42,10 @@ topics:
     priority: 5
   - name: it-replay-dag
     freshness_sla: 6h
+  - name: it-reingest
+    freshness_sla: 6h
+    max_offsets_per_trigger: 200
+    parsed: {latest_by_key: true}
   - name: it-care
     freshness_sla: 6h
     maintenance:

@@ -1054,3 +1054,67 @@ def test_a_catalog_without_parsed_topics_has_no_replay_dag(monkeypatch, tmp_path
     catalog.write_text("topics:\n  - name: audit\n    freshness_sla: 1h\n    parsed: false\n")
     set_catalog(monkeypatch, catalog, tmp_path / "lake", strict=True)
     assert parse_dags().dag_ids == ["ingest_audit"]
+
+
+# ---------------------------------------------------------------------------------------------
+# 11. backfills and the guarded re-ingest (kafkalake.run_modes)
+
+
+@pytest.mark.parametrize("expected", POLICY_TOPICS, ids=POLICY_IDS)
+def test_every_dag_offers_the_reingest_params_off_by_default(policy_bag, expected):
+    params = policy_bag.dags[expected.dag_id].params
+    assert params["reingest_from"] is None
+    assert params["confirm_reingest"] is False
+    assert "ISO timestamp" in params.get_param("reingest_from").description
+
+
+def test_a_backfill_run_skips_the_ingest_without_asking_kafka(caplog):
+    from kafkalake.airflow_tasks import check_new_offsets
+
+    guard = ParseGuard()
+    with guard.watch(), caplog.at_level("INFO"):
+        run = check_new_offsets(
+            "payments",
+            "/nonexistent/checkpoint",
+            "no_such_connection",  # looked up, it would fail: a backfill run never gets that far
+            dag_run=SimpleNamespace(run_type="backfill"),
+            params={"reingest_from": "2026-01-01T00:00:00Z", "confirm_reingest": True},
+        )
+
+    assert run is False
+    assert guard.lookups == [] and guard.network == []
+    assert "backfill run: not ingesting" in caplog.text and "checkpoint-driven" in caplog.text
+
+
+def test_a_cleared_ingest_task_of_a_backfill_run_still_does_not_ingest(ingest_task):
+    from airflow.sdk.exceptions import AirflowSkipException
+
+    with pytest.raises(AirflowSkipException, match="backfill run: not ingesting"):
+        ingest_task.execute(context={"dag_run": SimpleNamespace(run_type="backfill"), "params": {}})
+
+
+def test_a_confirmed_manual_run_hands_the_reingest_time_to_the_job(monkeypatch, ingest_task):
+    monkeypatch.setenv("AIRFLOW_CONN_KAFKA_DEFAULT", json.dumps({"conn_type": "kafka", "extra": KAFKA_EXTRA}))
+    seen: dict[str, Any] = {}
+    monkeypatch.setattr(
+        SparkSubmitOperator, "execute", lambda self, context: seen.update(args=list(self.application_args))
+    )
+    params = {"reingest_from": "2026-01-01T01:00:00+01:00", "confirm_reingest": True}
+
+    ingest_task.execute(context={"dag_run": SimpleNamespace(run_type="manual"), "params": params})
+
+    assert seen["args"] == ["--topic", "payments", "--reingest-from", "2026-01-01T00:00:00+00:00"]
+
+
+@pytest.mark.parametrize("run_type", ["scheduled", "manual"])
+def test_without_a_confirmed_reingest_the_job_gets_its_usual_arguments(monkeypatch, ingest_task, run_type):
+    monkeypatch.setenv("AIRFLOW_CONN_KAFKA_DEFAULT", json.dumps({"conn_type": "kafka", "extra": KAFKA_EXTRA}))
+    seen: dict[str, Any] = {}
+    monkeypatch.setattr(
+        SparkSubmitOperator, "execute", lambda self, context: seen.update(args=list(self.application_args))
+    )
+    params = {"reingest_from": "2026-01-01T00:00:00Z" if run_type == "scheduled" else None}
+
+    ingest_task.execute(context={"dag_run": SimpleNamespace(run_type=run_type), "params": params})
+
+    assert seen["args"] == ["--topic", "payments"]

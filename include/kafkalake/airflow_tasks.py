@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 import logging
 import os
+from collections.abc import Mapping
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -15,11 +17,12 @@ from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOpe
 from airflow.sdk import BaseHook
 from airflow.sdk.exceptions import AirflowException, AirflowNotFoundException, AirflowSkipException
 
-from kafkalake import failures, kafka_client, maintenance, offsets
+from kafkalake import failures, kafka_client, maintenance, offsets, reingest
 from kafkalake.catalog import TopicConfig
 from kafkalake.jars import jar_files
 from kafkalake.paths import jobs_dir
 from kafkalake.pools import SPARK_POOL
+from kafkalake.run_modes import Mode, RunMode, run_mode
 from kafkalake.spark_config import topic_conf
 from kafkalake.spark_jobs import job_environment
 
@@ -29,6 +32,11 @@ log = logging.getLogger(__name__)
 LOCAL_SPARK_MASTER = "local[*]"
 
 
+def current_mode(dag_run: Any, params: Mapping[str, Any] | None) -> RunMode:
+    """What this run does (ingest, backfill: table care only, or re-ingest), from its context."""
+    return run_mode(getattr(dag_run, "run_type", None), params, datetime.now(UTC))
+
+
 def kafka_config_for(conn_id: str) -> dict[str, str]:
     """librdkafka settings from an Airflow connection (extra = librdkafka settings)."""
     conn = BaseHook.get_connection(conn_id)
@@ -36,14 +44,33 @@ def kafka_config_for(conn_id: str) -> dict[str, str]:
 
 
 def check_new_offsets(
-    topic_name: str, checkpoint: str, kafka_conn_id: str, fail_on_data_loss: bool = True
+    topic_name: str,
+    checkpoint: str,
+    kafka_conn_id: str,
+    fail_on_data_loss: bool = True,
+    dag_run: Any = None,
+    params: Mapping[str, Any] | None = None,
 ) -> bool:
     """ShortCircuit callable: true when the ingest job has work to do.
 
     Fails at once (:class:`~kafkalake.failures.OffsetsExpiredError`, not retried) when Kafka has
-    already deleted records the table never read, unless the topic accepts that loss.
+    already deleted records the table never read, unless the topic accepts that loss. A backfill
+    run never ingests; a confirmed re-ingest checks its window here, without a JVM
+    (:mod:`kafkalake.run_modes`). ``dag_run`` and ``params`` come from the task's context.
     """
+    mode = current_mode(dag_run, params)
+    if mode.note:
+        log.info("%s", mode.note)
+    if mode.mode is Mode.BACKFILL:
+        return False
     config = kafka_config_for(kafka_conn_id)
+    if mode.mode is Mode.REINGEST:
+        assert mode.reingest_from is not None
+        window = reingest.resolve_window(topic_name, checkpoint, config, mode.reingest_from)
+        log.info("re-ingest window: %s", window.describe())
+        if not window.records:
+            log.info("skipping the Spark job: Kafka has nothing in the window the stream has passed")
+        return window.records > 0
     marks = offsets.watermarks(config, topic_name)
     decision = offsets.decide(
         offsets.read_checkpoint(Path(checkpoint), topic_name),
@@ -80,6 +107,7 @@ class KafkalakeSparkSubmitOperator(SparkSubmitOperator):  # type: ignore[misc]  
         kwargs.setdefault("pool", SPARK_POOL)
         super().__init__(application=str(jobs_dir() / job), **kwargs)
         self.env_vars: dict[str, str] | None
+        self.application_args: list[str]
         #: The topic the job serves, for its failure messages.
         self.topic_name = ""
         self.catalog_file = str(catalog_file)
@@ -140,6 +168,18 @@ class IngestOperator(TopicSparkSubmitOperator):
         self.kafka_conn_id = kafka_conn_id
 
     def execute(self, context: Any) -> None:
+        mode = current_mode(context.get("dag_run"), context.get("params"))
+        if mode.mode is Mode.BACKFILL:
+            # Also when someone clears this task of a backfill run by hand.
+            raise AirflowSkipException(mode.note)
+        if mode.mode is Mode.REINGEST:
+            assert mode.reingest_from is not None
+            self.log.info("%s", mode.note)
+            self.application_args = [
+                *self.application_args,
+                "--reingest-from",
+                mode.reingest_from.isoformat(),
+            ]
         java_config = kafka_client.java_client_config(kafka_config_for(self.kafka_conn_id))
         self.log.info("Kafka client settings: %s", kafka_client.redacted(java_config))
         with kafka_client.config_file(java_config) as path:

@@ -35,6 +35,7 @@ from kafkalake.failures import NonRetryableError, TransientError
 from kafkalake.kafka_client import KafkaConfigError
 from kafkalake.paths import catalog_path, lake_root
 from kafkalake.pools import SPARK_POOL
+from kafkalake.run_modes import PARAM_CONFIRM, PARAM_REINGEST_FROM
 from kafkalake.schedule import sla_plan
 from kafkalake.sla_alerts import deadline_alert
 
@@ -55,6 +56,29 @@ NOT_RETRYABLE: tuple[type[BaseException], ...] = (
     KafkaConfigError,
     AirflowNotFoundException,  # e.g. the DAG's Kafka connection is not defined
 )
+
+
+def reingest_params() -> dict[str, Param]:
+    """The DAG's params: the "Trigger DAG w/ config" form of a guarded re-ingest (run_modes)."""
+    return {
+        PARAM_REINGEST_FROM: Param(
+            None,
+            type=["null", "string"],
+            title="Re-ingest from (gap repair)",
+            description=(
+                "Leave empty for a normal run. An ISO timestamp (UTC unless it names a zone, e.g. "
+                "2026-05-01T10:00:00Z): re-read Kafka from then up to the checkpoint and land only the "
+                "records the tables lack. Needs the confirmation below. Scheduled and backfill runs "
+                "ignore it."
+            ),
+        ),
+        PARAM_CONFIRM: Param(
+            False,
+            type="boolean",
+            title="Confirm the re-ingest",
+            description="Tick to confirm a re-ingest from the time above.",
+        ),
+    }
 
 
 def retry_policy() -> ExceptionRetryPolicy:
@@ -96,6 +120,12 @@ Runs every **{interval}** (freshness SLA {sla} / 3, rounded down to the minute).
 **Deadline.** A run not finished {deadline} after it was queued means the table is older than its
 SLA: Airflow then logs an `SLA miss` (and posts it to the topic's SLA webhook, if it has one).
 
+**Backfills and re-ingest.** A backfill run (`airflow backfill create`, the UI's Backfill) never
+ingests: the ingest follows the checkpoint, not dates; it only runs `maintain_table`. To re-read
+Kafka from a point in time (gap repair): **Trigger DAG w/ config** with `reingest_from` (ISO
+timestamp) and `confirm_reingest` ticked; only records the tables lack are written. Re-parsing
+bronze is the replay DAG's job. See RUNBOOK.md, "Backfills and re-ingest".
+
 **On-call.** Every task is safe to clear and re-run: a retried or killed ingest resumes from its
 checkpoint and writes no row twice. Never delete or move the checkpoint: that would re-read Kafka
 from `{starting}` and duplicate rows. Transient failures (broker unreachable, timeouts, a lost
@@ -122,6 +152,7 @@ def dag_for(topic: TopicConfig, catalog: Catalog, lake: Any) -> DAG:
         max_active_runs=1,
         # Fires when a run has not finished by SLA - interval after it was queued (schedule.SlaPlan).
         deadline=deadline_alert(topic, os.environ),
+        params=reingest_params(),
         doc_md=DOC.format(
             name=topic.name,
             table=topic.qualified_table,

@@ -38,6 +38,7 @@ class Kind(StrEnum):
     BROKER_UNREACHABLE = "broker_unreachable"
     DRIVER_LOST = "driver_lost"
     CHECKPOINT_LOCKED = "checkpoint_locked"
+    REINGEST_REFUSED = "reingest_refused"
     UNKNOWN = "unknown"
 
 
@@ -50,11 +51,13 @@ NON_RETRYABLE = frozenset(
         Kind.EXPECTATION_FAILED,
         Kind.TABLE_STATE,
         Kind.INGEST_UNFINISHED,
+        Kind.REINGEST_REFUSED,
     }
 )
 
 #: Exit codes of the jobs, after sysexits.h: data error, no input, temporary failure, config error.
 EXIT_CODES: Mapping[Kind, int] = {
+    Kind.REINGEST_REFUSED: 64,  # EX_USAGE: the re-ingest's parameters ask for what cannot be done
     Kind.OFFSETS_EXPIRED: 65,
     Kind.TOPIC_MISSING: 66,
     Kind.SCHEMA_REJECTED: 67,
@@ -111,6 +114,12 @@ RUNBOOK_INGEST_UNFINISHED = (
     "make that resumed batch write them twice. Run the topic's ingest first (trigger its DAG, or "
     "clear its failed `ingest` task) and let it succeed, then run the replay again"
 )
+RUNBOOK_REINGEST_REFUSED = (
+    "Nothing was written. Fix what the message names and trigger again: `reingest_from` must be an "
+    "ISO timestamp in the past (e.g. 2026-05-01T10:00:00Z) and `confirm_reingest` must be true; when "
+    "Kafka no longer holds the window's first records, choose a later `reingest_from` (what Kafka "
+    "deleted cannot be re-read; re-publish it from the source system if it still has it)"
+)
 _RUNBOOK_TRANSIENT = "Transient: the task retries with backoff; if every retry fails, {what}"
 RUNBOOK_BROKER = _RUNBOOK_TRANSIENT.format(
     what="check the brokers are up and reachable from the Airflow worker (bootstrap.servers, "
@@ -138,6 +147,7 @@ _RUNBOOKS = {
     Kind.BROKER_UNREACHABLE: RUNBOOK_BROKER,
     Kind.DRIVER_LOST: RUNBOOK_DRIVER_LOST,
     Kind.CHECKPOINT_LOCKED: RUNBOOK_CHECKPOINT_LOCKED,
+    Kind.REINGEST_REFUSED: RUNBOOK_REINGEST_REFUSED,
     Kind.UNKNOWN: RUNBOOK_UNKNOWN,
 }
 
@@ -188,6 +198,12 @@ class IngestUnfinishedError(NonRetryableError):
     kind = Kind.INGEST_UNFINISHED
 
 
+class ReingestRefusedError(NonRetryableError):
+    """A re-ingest asked for what cannot be done safely (bad parameters, expired offsets)."""
+
+    kind = Kind.REINGEST_REFUSED
+
+
 class TransientError(KafkalakeError):
     """Likely to work later: the task retries with backoff."""
 
@@ -217,6 +233,7 @@ _ERRORS: Mapping[Kind, type[KafkalakeError]] = {
     Kind.BROKER_UNREACHABLE: BrokerUnreachableError,
     Kind.DRIVER_LOST: DriverLostError,
     Kind.CHECKPOINT_LOCKED: CheckpointLockedError,
+    Kind.REINGEST_REFUSED: ReingestRefusedError,
     Kind.UNKNOWN: TransientError,
 }
 

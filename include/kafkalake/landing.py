@@ -83,17 +83,30 @@ class BatchWriter:
         app_id = self.app_id
         if not self.config.enabled:
             # Bronze only: one write, one read of Kafka; caching the batch would only cost a copy.
-            write_idempotent(batch, self.topic.path, app_id, batch_id)
+            only = self.rows_for("bronze", batch)
+            if only is not None:
+                write_idempotent(only, self.topic.path, app_id, batch_id)
             self.stats.batches += 1
             return
         # One read of Kafka per batch: the bronze rows are cached, and every table is written from them.
         bronze = batch.persist(StorageLevel.MEMORY_AND_DISK)
         try:
-            write_idempotent(bronze, self.topic.path, app_id, batch_id)
+            to_bronze = self.rows_for("bronze", bronze)
+            if to_bronze is not None:
+                write_idempotent(to_bronze, self.topic.path, app_id, batch_id)
             self.stats.batches += 1
-            self._write_parsed(bronze, batch_id, app_id)
+            to_parse = self.rows_for("parsed", bronze)
+            if to_parse is not None:
+                self._write_parsed(to_parse, batch_id, app_id)
         finally:
             bronze.unpersist()
+
+    def rows_for(self, tables: str, bronze: DataFrame) -> DataFrame | None:
+        """The batch's rows to write to ``tables`` ("bronze", or "parsed": parsed, dead-letter and
+        latest); None: nothing to write there. The stream writes every row everywhere; a re-ingest
+        (:class:`kafkalake.reingest.GapWriter`) only the rows a table lacks.
+        """
+        return bronze
 
     def _write_parsed(self, bronze: DataFrame, batch_id: int, app_id: str) -> None:
         parsed = self.parser.parse(bronze, f"batch {batch_id}")

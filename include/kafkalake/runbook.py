@@ -28,7 +28,16 @@ POOL_STARVATION = "Pool starvation"
 STUCK_RUN = "Stuck run"
 TABLE_NOT_IN_METASTORE = "Table missing from the metastore"
 REPLAY = "Replaying parsed tables from bronze"
-OTHER_SECTIONS = (BROKEN_CATALOG, SPARK_JOB_LOST, POOL_STARVATION, STUCK_RUN, TABLE_NOT_IN_METASTORE, REPLAY)
+BACKFILLS = "Backfills and re-ingest"
+OTHER_SECTIONS = (
+    BROKEN_CATALOG,
+    SPARK_JOB_LOST,
+    POOL_STARVATION,
+    STUCK_RUN,
+    TABLE_NOT_IN_METASTORE,
+    REPLAY,
+    BACKFILLS,
+)
 
 
 def anchor(section: str) -> str:

@@ -33,6 +33,8 @@ UI_TOPIC = "ui-events"
 #: at a closed port, so the pre-flight task keeps failing and retrying: the run cannot finish in time.
 LATE_TOPIC = "ui-late"
 LATE_CONN_ID = "kafka_unreachable"
+#: The topic the backfill test backfills (tests/integration/test_backfill.py).
+BACKFILL_TOPIC = "ui-backfill"
 WEBHOOK_CONN_ID = "sla_test_hook"
 WEBHOOK_PATH = "/hooks/sla"
 SERVER_CATALOG = f"""\
@@ -43,6 +45,8 @@ topics:
     freshness_sla: 3m
     kafka_conn_id: {LATE_CONN_ID}
     sla_webhook_conn_id: {WEBHOOK_CONN_ID}
+  - name: {BACKFILL_TOPIC}
+    freshness_sla: 6h
 """
 START_TIMEOUT = 420  # seconds; on a loaded 2-core machine the four components take a while
 
@@ -227,7 +231,9 @@ def airflow_server(tmp_path_factory: pytest.TempPathFactory, kafka: LocalKafka) 
     try:
         wait_for(server.healthy, what="airflow standalone to be healthy", timeout=START_TIMEOUT, every=2)
         wait_for(
-            lambda: server.dags_parsed(dag_id_for(UI_TOPIC), dag_id_for(LATE_TOPIC)),
+            lambda: server.dags_parsed(
+                dag_id_for(UI_TOPIC), dag_id_for(LATE_TOPIC), dag_id_for(BACKFILL_TOPIC)
+            ),
             what="the DAG processor to parse the DAGs",
             timeout=120,
             every=2,

@@ -7,6 +7,9 @@ from pathlib import Path
 from typing import Any
 
 from deltalake import DeltaTable
+from kafkalake.bronze import start_ingest
+from kafkalake.catalog import TopicConfig
+from kafkalake.landing import BatchWriter
 from kafkalake.offsets import end_offsets
 from kafkalake.producer import Record
 
@@ -47,3 +50,16 @@ def assert_contents(rows: list[dict[str, Any]], produced: dict[Spot, Record]) ->
         assert row["key"] == record.key, f"key at {spot}"
         assert row["value"] == record.value, f"value at {spot}"
         assert headers_of(row) == list(record.headers), f"headers at {spot}"
+
+
+def run_stream(spark: Any, topic: TopicConfig, bootstrap: str) -> BatchWriter:
+    """One availableNow run of the topic's stream in ``spark``, as the ingest job does it."""
+    writer = BatchWriter(spark, topic)
+    query = start_ingest(spark, topic, {"bootstrap.servers": bootstrap}, writer)
+    try:
+        query.awaitTermination()
+    except Exception:
+        if writer.failure is not None:
+            raise writer.failure from None
+        raise
+    return writer

@@ -147,3 +147,20 @@ def test_webhook_error_fails_the_callback_so_airflow_records_it(monkeypatch, rec
     with pytest.raises(Exception, match="500"):
         asyncio.run(on_sla_miss(CONTEXT, **KWARGS, webhook_conn_id="kafkalake_test_sla_hook"))
     assert len(handler.received) == 1
+
+
+def test_a_late_backfill_run_pages_no_one(monkeypatch, receiver, caplog):
+    """Backfill runs never ingest and queue behind each other: their deadline is not the table's."""
+    handler, port = receiver
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_KAFKALAKE_TEST_SLA_HOOK",
+        json.dumps({"conn_type": "http", "host": "127.0.0.1", "port": port}),
+    )
+    context = {**CONTEXT, "dag_run": {**CONTEXT["dag_run"], "run_type": "backfill"}}
+
+    with caplog.at_level("INFO", logger="kafkalake.sla_alerts"):
+        asyncio.run(on_sla_miss(context, **KWARGS, webhook_conn_id="kafkalake_test_sla_hook"))
+
+    assert handler.received == []
+    assert [r.levelname for r in caplog.records] == ["INFO"]
+    assert "not an SLA miss: backfill run" in caplog.text

@@ -1,0 +1,137 @@
+"""``airflow backfill create`` on a topic's DAG, run by a real scheduler: table care, never an ingest.
+
+The ingest is checkpoint-driven, so a backfill run must not ingest (kafkalake.run_modes). The topic
+is landed first (in the session's SparkSession), the DAG is unpaused and its first scheduled run
+finds nothing new; then records arrive that no run has read, and a backfill over past intervals is
+created with the CLI, as on-call would. Every backfill run must succeed without starting the ingest,
+and bronze and its checkpoint must be exactly as before.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import subprocess
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from kafkalake import local_airflow, producer
+from kafkalake.catalog import dag_id_for, load_catalog
+from kafkalake.offsets import read_checkpoint
+from kafkalake.producer import Record
+
+from .airflow_server import BACKFILL_TOPIC, START_TIMEOUT, AirflowServer, wait_for
+from .helpers import read_rows, run_stream
+
+pytestmark = pytest.mark.integration
+
+FINISHED = ("success", "failed")
+
+
+def records(start: int, count: int) -> list[Record]:
+    return [Record(f"k{i}".encode(), f'{{"seq": {i}}}'.encode(), i % 2) for i in range(start, start + count)]
+
+
+def dag_runs(server: AirflowServer, dag_id: str) -> list[tuple[str, str, str]]:
+    """(run_id, run_type, state) of every run of the DAG."""
+    with sqlite3.connect(server.home / "airflow.db", timeout=10) as db:
+        return db.execute(
+            "SELECT run_id, run_type, state FROM dag_run WHERE dag_id = ?", (dag_id,)
+        ).fetchall()
+
+
+def tasks_of(server: AirflowServer, dag_id: str, run_id: str) -> dict[str, tuple[str, str | None]]:
+    """{task_id: (state, hostname)}; a task that never started has no hostname."""
+    with sqlite3.connect(server.home / "airflow.db", timeout=10) as db:
+        rows = db.execute(
+            "SELECT task_id, state, hostname FROM task_instance WHERE dag_id = ? AND run_id = ?",
+            (dag_id, run_id),
+        ).fetchall()
+    return {task: (state, host or None) for task, state, host in rows}
+
+
+def task_log(server: AirflowServer, run_id: str, task_id: str) -> str:
+    logs = [
+        p
+        for p in (server.home / "logs").rglob("*.log")
+        if f"run_id={run_id}" in str(p) and f"task_id={task_id}" in str(p)
+    ]
+    return "\n".join(p.read_text(errors="replace") for p in logs)
+
+
+@pytest.mark.timeout(START_TIMEOUT + 1200)  # may be the test that starts the server
+def test_backfill_runs_do_table_care_and_never_ingest(airflow_server: AirflowServer, kafka, spark):
+    server, bootstrap = airflow_server, kafka.bootstrap_servers
+    topic = load_catalog(server.catalog, server.lake).topic(BACKFILL_TOPIC)
+    dag_id = dag_id_for(BACKFILL_TOPIC)
+    producer.create_topic(bootstrap, BACKFILL_TOPIC, partitions=2)
+    producer.produce(bootstrap, BACKFILL_TOPIC, records(0, 300))
+    run_stream(spark, topic, bootstrap)
+    checkpoint = read_checkpoint(Path(topic.checkpoint_path), BACKFILL_TOPIC)
+    assert checkpoint is not None and sum(checkpoint.committed.values()) == 300
+
+    # Backfill runs only start on an unpaused DAG; its first scheduled run then finds nothing new.
+    server.api("PATCH", f"/dags/{dag_id}", json={"is_paused": False})
+    try:
+        wait_for(
+            lambda: (runs := dag_runs(server, dag_id)) and all(state in FINISHED for _, _, state in runs),
+            what=f"the first scheduled run of {dag_id}",
+            timeout=300,
+            every=2,
+        )
+        # Records no run has read: a run that ingested would land them.
+        producer.produce(bootstrap, BACKFILL_TOPIC, records(300, 200))
+        now = datetime.now(UTC)
+        created = subprocess.run(
+            local_airflow.airflow_command(
+                "backfill",
+                "create",
+                "--dag-id",
+                dag_id,
+                "--from-date",
+                (now - timedelta(hours=7)).isoformat(),
+                "--to-date",
+                (now - timedelta(hours=1)).isoformat(),
+                "--max-active-runs",
+                "1",
+            ),
+            env=server.env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert created.returncode == 0, created.stdout[-3000:] + created.stderr[-3000:]
+
+        def backfill_runs() -> list[tuple[str, str]]:
+            return [(run_id, state) for run_id, kind, state in dag_runs(server, dag_id) if kind == "backfill"]
+
+        wait_for(
+            lambda: (runs := backfill_runs()) and all(state in FINISHED for _, state in runs),
+            what=f"the backfill runs of {dag_id}",
+            timeout=900,
+            every=3,
+        )
+    finally:
+        server.api("PATCH", f"/dags/{dag_id}", json={"is_paused": True})
+
+    runs = backfill_runs()
+    assert len(runs) >= 2, runs  # 6 hours of a 2h interval
+    for run_id, state in runs:
+        tasks = tasks_of(server, dag_id, run_id)
+        assert state == "success", (run_id, tasks)
+        assert {task: s for task, (s, _host) in tasks.items()} == {
+            "check_new_offsets": "success",
+            "ingest": "skipped",
+            "refresh_schema": "skipped",
+            "register_table": "skipped",
+            "maintain_table": "skipped",  # ran its due check (no JVM): nothing due on a new table
+        }, run_id
+        assert tasks["ingest"][1] is None, f"ingest started in {run_id}"
+        assert tasks["maintain_table"][1] is not None, f"maintain_table never ran in {run_id}"
+        log = task_log(server, run_id, "check_new_offsets")
+        assert "backfill run: not ingesting" in log and "reingest_from" in log, run_id
+        assert "Spark-Submit cmd" not in task_log(server, run_id, "maintain_table")
+
+    # Nothing landed and the checkpoint did not move, although Kafka holds 200 unread records.
+    assert len(read_rows(Path(topic.path))) == 300
+    assert read_checkpoint(Path(topic.checkpoint_path), BACKFILL_TOPIC) == checkpoint

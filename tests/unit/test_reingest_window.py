@@ -1,0 +1,73 @@
+"""The re-ingest's window: from the offsets for a time to the checkpoint, refused when Kafka lost it."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+from kafkalake.failures import ReingestRefusedError
+from kafkalake.reingest import Window, chunks, plan_window
+
+SINCE = datetime(2026, 5, 1, 10, 0, tzinfo=UTC)
+
+
+def test_window_runs_from_the_offset_for_the_time_to_the_checkpoint_not_to_kafkas_end():
+    window = plan_window(
+        "t",
+        SINCE,
+        at_time={0: 40, 1: None, 2: 0},
+        marks={0: (0, 120), 1: (0, 50), 2: (0, 90)},
+        committed={0: 100, 1: 50, 2: 80},
+    )
+
+    # Partition 1 has no record that late: nothing to re-read there. Records past the checkpoint
+    # (0: 100..119, 2: 80..89) are left to the stream.
+    assert window.ranges == {0: (40, 100), 2: (0, 80)}
+    assert window.records == 140
+    assert window.app_id == "kafkalake-reingest:t:2026-05-01T10:00:00+00:00"
+    assert "partition 0: 40..99" in window.describe()
+
+
+def test_a_time_after_the_checkpoint_gives_an_empty_window():
+    window = plan_window("t", SINCE, {0: 130}, {0: (0, 140)}, {0: 100})
+
+    assert window.ranges == {} and window.records == 0
+
+
+def test_a_partition_new_to_the_checkpoint_is_left_to_the_stream():
+    window = plan_window("t", SINCE, {0: 5, 1: 0}, {0: (0, 10), 1: (0, 10)}, {0: 10})
+
+    assert window.ranges == {0: (5, 10)}
+
+
+def test_a_window_starting_before_what_kafka_still_holds_is_refused():
+    with pytest.raises(ReingestRefusedError) as refused:
+        plan_window("t", SINCE, {0: 50, 1: 30}, {0: (50, 200), 1: (0, 100)}, {0: 200, 1: 100})
+
+    message = str(refused.value)
+    assert "partition 0 starts at offset 50" in message and "partition 1" not in message
+    assert "deleted by retention" in message and "Nothing was written" in message
+
+
+def test_offset_zero_is_never_expired():
+    assert plan_window("t", SINCE, {0: 0}, {0: (0, 10)}, {0: 10}).ranges == {0: (0, 10)}
+
+
+def test_no_checkpoint_means_nothing_to_repair():
+    with pytest.raises(ReingestRefusedError, match="no checkpoint yet"):
+        plan_window("t", SINCE, {0: 0}, {0: (0, 10)}, None)
+
+
+def test_chunks_cover_the_window_once_with_bounded_size():
+    window = Window("t", SINCE, start={0: 0, 1: 10, 2: 5}, end={0: 25, 1: 12, 2: 5})
+
+    pieces = list(chunks(window, max_records=10))
+
+    covered = [(p, o) for piece in pieces for p, (s, e) in piece.items() for o in range(s, e)]
+    assert sorted(covered) == [(0, o) for o in range(25)] + [(1, 10), (1, 11)]
+    assert len(covered) == len(set(covered))
+    assert all(sum(e - s for s, e in piece.values()) <= 10 for piece in pieces)
+
+
+def test_an_empty_window_has_no_chunks():
+    assert list(chunks(Window("t", SINCE, {0: 5}, {0: 5}), 100)) == []
