@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from kafkalake.catalog import TopicConfig
 from kafkalake.failures import BadConfigError, Kind, failure
 from kafkalake.maintenance_config import DELTA_MIN_RETENTION, MaintenanceConfig
+from kafkalake.table_settings import delta_ident, set_properties
 from kafkalake.tables import Table, topic_tables
 
 if TYPE_CHECKING:
@@ -203,16 +204,8 @@ class TableReport:
         return f"{self.table}: {done}. Before: {self.before}; after: {self.after}"
 
 
-def _ident(path: str) -> str:
-    return "delta.`" + path.replace("`", "``") + "`"
-
-
-def _quote(value: str) -> str:
-    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
-
-
 def _detail(spark: SparkSession, table: Table) -> Any:
-    return spark.sql(f"DESCRIBE DETAIL {_ident(table.location)}").first()
+    return spark.sql(f"DESCRIBE DETAIL {delta_ident(table.location)}").first()
 
 
 def _size(detail: Any) -> Size:
@@ -245,8 +238,7 @@ def maintain(
         changed = {k: properties[k] for k in (properties if force else due.properties)}
         changed = {k: v for k, v in changed.items() if state.properties.get(k) != v}
         if changed:
-            settings = ", ".join(f"{_quote(k)} = {_quote(v)}" for k, v in sorted(changed.items()))
-            spark.sql(f"ALTER TABLE {_ident(table.location)} SET TBLPROPERTIES ({settings})")
+            set_properties(spark, table.location, changed)
             report.actions.append(f"set {', '.join(f'{k}={v}' for k, v in sorted(changed.items()))}")
         if config.optimize_every is not None and (force or due.optimize):
             report.actions.append(_optimize(spark, table, config, layout[table.name], detail))
@@ -261,7 +253,7 @@ def maintain(
 def _optimize(
     spark: SparkSession, table: Table, config: MaintenanceConfig, columns: tuple[str, ...], detail: Any
 ) -> str:
-    ident = _ident(table.location)
+    ident = delta_ident(table.location)
     cols = ", ".join(f"`{c}`" for c in columns)
     if columns and config.cluster_by:
         current = tuple(detail["clusteringColumns"] or ())
@@ -296,7 +288,7 @@ def _vacuum(spark: SparkSession, table: Table, config: MaintenanceConfig) -> str
             raise BadConfigError(f"{table.name}: vacuum_retain below 7 days without the opt-in")
         spark.conf.set(_RETENTION_CHECK, "false")
     try:
-        spark.sql(f"VACUUM {_ident(table.location)} RETAIN {hours} HOURS")
+        spark.sql(f"VACUUM {delta_ident(table.location)} RETAIN {hours} HOURS")
     finally:
         if below_guard:
             spark.conf.unset(_RETENTION_CHECK)
