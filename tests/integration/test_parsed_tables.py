@@ -9,50 +9,21 @@ from __future__ import annotations
 import json
 import random
 from dataclasses import replace
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 from kafkalake import producer
-from kafkalake.bronze import start_ingest
-from kafkalake.catalog import TopicConfig
 from kafkalake.failures import SchemaRejectedError
-from kafkalake.landing import BatchWriter
 from kafkalake.parsed_config import Expectation, ParsedConfig
 from kafkalake.producer import Record
 from kafkalake.schema_refresh import refresh
 from kafkalake.schemas import SchemaHistory
 
-from .helpers import assert_exactly_once, read_rows
+from .helpers import assert_exactly_once, make_topic, read_rows
+from .helpers import run_ingest as run
 
 pytestmark = pytest.mark.integration
-
-
-def make_topic(lake: Path, name: str, parsed: ParsedConfig, max_offsets: int | None = None) -> TopicConfig:
-    table = name.replace("-", "_")
-    return TopicConfig(
-        name=name,
-        freshness_sla=timedelta(hours=1),
-        table=table,
-        path=str(lake / "bronze" / table),
-        max_offsets_per_trigger=max_offsets,
-        parsed=parsed,
-        parsed_location=str(lake / "silver" / table),
-    )
-
-
-def run(spark: Any, topic: TopicConfig, bootstrap: str) -> BatchWriter:
-    """One availableNow run of the topic's stream, as the ingest job does it."""
-    writer = BatchWriter(spark, topic)
-    query = start_ingest(spark, topic, {"bootstrap.servers": bootstrap}, writer)
-    try:
-        query.awaitTermination()
-    except Exception:
-        if writer.failure is not None:
-            raise writer.failure from None
-        raise
-    return writer
 
 
 def spots(rows: list[dict[str, Any]]) -> list[tuple[int, int]]:
