@@ -74,7 +74,7 @@ def ensure_table(spark: SparkSession, topic: TopicConfig) -> None:
     from kafkalake import table_settings
     from kafkalake.tables import topic_tables
 
-    table_settings.check_partitioning(topic)
+    table_settings.check_partitioning(spark, topic)
     table_settings.create_table(
         spark,
         topic,
@@ -144,8 +144,10 @@ def to_bronze(kafka_rows: DataFrame) -> DataFrame:
 def start_ingest(
     spark: SparkSession, topic: TopicConfig, client_config: Mapping[str, str], writer: BatchWriter
 ) -> StreamingQuery:
-    """Start the availableNow stream: everything new since the checkpoint, then stop."""
-    ensure_table(spark, topic)
+    """Start the availableNow stream: everything new since the checkpoint, then stop.
+
+    Call :func:`ensure_table` first (once a run: it checks and creates the tables).
+    """
     source = spark.readStream.format("kafka").options(**source_options(topic, client_config)).load()
     query = (
         to_bronze(source)

@@ -168,22 +168,35 @@ def create_table(
     builder.execute()
 
 
-def _existing(topic: TopicConfig) -> list[tuple[Table, Any]]:
-    """The topic's tables that exist, each with its delta-rs metadata (no JVM involved)."""
-    from deltalake import DeltaTable
-
-    return [
-        (table, DeltaTable(table.location).metadata())
-        for table in topic_tables(topic)
-        if DeltaTable.is_deltatable(table.location)
-    ]
+@dataclass(frozen=True)
+class _Existing:
+    table: Table
+    partition_columns: tuple[str, ...]
+    properties: Mapping[str, str]
 
 
-def check_partitioning(topic: TopicConfig) -> None:
+def _existing(spark: SparkSession, topic: TopicConfig) -> list[_Existing]:
+    """The topic's tables that exist, with their partitioning and properties.
+
+    Read through Spark, so object-store locations (``s3a://``) work as the job's writes do.
+    """
+    from delta.tables import DeltaTable
+
+    found = []
+    for table in topic_tables(topic):
+        if not DeltaTable.isDeltaTable(spark, table.location):
+            continue
+        detail = spark.sql(f"DESCRIBE DETAIL {delta_ident(table.location)}").first()
+        assert detail is not None
+        found.append(_Existing(table, tuple(detail["partitionColumns"]), dict(detail["properties"])))
+    return found
+
+
+def check_partitioning(spark: SparkSession, topic: TopicConfig) -> None:
     """Raise :class:`BadConfigError` when an existing table's partitioning is not the catalog's."""
-    for table, metadata in _existing(topic):
-        wanted = settings_for(topic, table).partition_by
-        reason = partitioning_mismatch(table, wanted, metadata.partition_columns)
+    for existing in _existing(spark, topic):
+        wanted = settings_for(topic, existing.table).partition_by
+        reason = partitioning_mismatch(existing.table, wanted, existing.partition_columns)
         if reason is not None:
             raise BadConfigError(failure(Kind.BAD_CONFIG, f"topic {topic.name!r}: {reason}").message)
 
@@ -191,12 +204,12 @@ def check_partitioning(topic: TopicConfig) -> None:
 def keep_properties(spark: SparkSession, topic: TopicConfig) -> list[str]:
     """Set, on every existing table, the catalog's properties it lacks or has otherwise."""
     done = []
-    for table, metadata in _existing(topic):
-        wanted = dict(settings_for(topic, table).properties)
-        changes = properties_to_set(wanted, metadata.configuration)
+    for existing in _existing(spark, topic):
+        wanted = dict(settings_for(topic, existing.table).properties)
+        changes = properties_to_set(wanted, existing.properties)
         if changes:
-            set_properties(spark, table.location, changes)
-            line = f"{table.name}: set {', '.join(f'{k}={v}' for k, v in changes.items())}"
+            set_properties(spark, existing.table.location, changes)
+            line = f"{existing.table.name}: set {', '.join(f'{k}={v}' for k, v in changes.items())}"
             log.info("%s", line)
             done.append(line)
     return done

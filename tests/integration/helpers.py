@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from deltalake import DeltaTable
-from kafkalake.bronze import start_ingest
+from kafkalake.bronze import ensure_table, start_ingest
 from kafkalake.catalog import TopicConfig
 from kafkalake.landing import BatchWriter
 from kafkalake.maintenance_config import MaintenanceConfig
@@ -78,6 +78,7 @@ def make_topic(
 
 def run_ingest(spark: Any, topic: TopicConfig, bootstrap: str) -> BatchWriter:
     """One availableNow run of the topic's stream, as the ingest job does it."""
+    ensure_table(spark, topic)
     writer = BatchWriter(spark, topic)
     query = start_ingest(spark, topic, {"bootstrap.servers": bootstrap}, writer)
     try:

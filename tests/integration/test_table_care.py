@@ -153,6 +153,7 @@ def test_optimize_while_an_ingest_run_writes_both_succeed_and_every_record_lands
     ]
     placed = producer.produce(kafka.bootstrap_servers, name, records)
 
+    ensure_table(spark, topic)
     writer = BatchWriter(spark, topic)
     query = start_ingest(spark, topic, {"bootstrap.servers": kafka.bootstrap_servers}, writer)
     deadline = time.monotonic() + 300

@@ -1,7 +1,8 @@
 """Partitioning and table properties from the catalog, on real Kafka, Spark and Delta.
 
-The stream runs in the session's SparkSession, through the same ``start_ingest`` the ingest job
-calls; partition columns and properties are read back with delta-rs, an independent reader.
+The stream runs in the session's SparkSession, through the same ``ensure_table`` and
+``start_ingest`` the ingest job calls; partition columns and properties are read back with
+delta-rs, an independent reader.
 """
 
 from __future__ import annotations
