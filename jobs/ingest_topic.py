@@ -28,6 +28,7 @@ from kafkalake import reingest as landing_gaps
 from kafkalake.bronze import ensure_table, start_ingest
 from kafkalake.catalog import CatalogError, TopicConfig, load_catalog
 from kafkalake.failures import (
+    BadConfigError,
     CheckpointLockedError,
     Failure,
     KafkalakeError,
@@ -83,13 +84,14 @@ def ingest(topic: TopicConfig, client_config: dict[str, str]) -> int:
         # re-created empty, a deleted checkpoint re-read Kafka): before the table is created.
         check_safe_to_start(topic)
         # The table first: the run lock's file lives in the table's folder, and Delta creates a
-        # table only in a folder that is empty or already a table.
+        # table only in a folder that is empty or already a table. Tables partitioned otherwise
+        # than the catalog says fail here (bad_config), before anything is written.
         ensure_table(spark, topic)
         # Two runs of one topic never share the checkpoint, whatever started them.
         with checkpoint_lock(topic.checkpoint_path):
             query = start_ingest(spark, topic, client_config, writer)
             query.awaitTermination()
-    except (CheckpointLockedError, TableStateError) as err:
+    except (BadConfigError, CheckpointLockedError, TableStateError) as err:
         spark.stop()
         return report(failure_of(err))
     except CapturedException as err:

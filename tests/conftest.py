@@ -27,6 +27,7 @@ INTEGRATION_CATALOG = """\
 topics:
   - name: it-events
     freshness_sla: 6h
+    parsed: {latest_by_key: true}
   - name: it-killed
     freshness_sla: 1h
     max_offsets_per_trigger: 500

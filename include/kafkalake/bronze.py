@@ -63,20 +63,26 @@ def bronze_schema() -> StructType:
 
 
 def ensure_table(spark: SparkSession, topic: TopicConfig) -> None:
-    """Create the bronze table up front, so even a topic with no events yet has a table to register.
+    """Check the topic's tables against the catalog, then create bronze if it is missing.
 
-    Bronze only ever grows: ``delta.appendOnly`` makes Delta refuse deletes and updates.
+    Creating it up front gives even a topic with no events yet a table to register. Its
+    partitioning and properties come from :mod:`kafkalake.table_settings`; bronze only ever grows
+    (``delta.appendOnly``: Delta refuses deletes and updates). Every existing table whose partitioning
+    differs from the catalog fails the run here, before anything is written, and properties that
+    differ are set.
     """
-    from delta.tables import DeltaTable
+    from kafkalake import table_settings
+    from kafkalake.tables import topic_tables
 
-    (
-        DeltaTable.createIfNotExists(spark)
-        .location(topic.path)
-        .addColumns(bronze_schema())
-        .property("delta.appendOnly", "true")
-        .comment(f"Kafka topic {topic.name}, as landed by kafkalake (bronze: bytes as they came)")
-        .execute()
+    table_settings.check_partitioning(spark, topic)
+    table_settings.create_table(
+        spark,
+        topic,
+        topic_tables(topic)[0],
+        bronze_schema(),
+        f"Kafka topic {topic.name}, as landed by kafkalake (bronze: bytes as they came)",
     )
+    table_settings.keep_properties(spark, topic)
 
 
 #: Larger fetches than the Java client's 1 MiB per partition: a backlog drains in fewer round trips
@@ -138,8 +144,10 @@ def to_bronze(kafka_rows: DataFrame) -> DataFrame:
 def start_ingest(
     spark: SparkSession, topic: TopicConfig, client_config: Mapping[str, str], writer: BatchWriter
 ) -> StreamingQuery:
-    """Start the availableNow stream: everything new since the checkpoint, then stop."""
-    ensure_table(spark, topic)
+    """Start the availableNow stream: everything new since the checkpoint, then stop.
+
+    Call :func:`ensure_table` first (once a run: it checks and creates the tables).
+    """
     source = spark.readStream.format("kafka").options(**source_options(topic, client_config)).load()
     query = (
         to_bronze(source)

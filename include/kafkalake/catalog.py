@@ -457,5 +457,5 @@ def _topic(file: Path, index: int, entry: Mapping[str, Any], lake_root: Path) ->
         parsed_location=parsed_location,
         priority=priority,
         sla_webhook_conn_id=webhook,
-        maintenance=parse_maintenance(file, name, entry.get("maintenance")),
+        maintenance=parse_maintenance(file, name, entry.get("maintenance"), parsed),
     )

@@ -19,9 +19,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kafkalake.catalog import TopicConfig, load_catalog
-from kafkalake.maintenance import maintained_tables
 from kafkalake.offsets import watermarks
 from kafkalake.paths import catalog_path, lake_root
+from kafkalake.tables import topic_tables
 
 
 @dataclass(frozen=True)
@@ -59,7 +59,7 @@ def plan(topic: TopicConfig, marks: Mapping[int, tuple[int, int]]) -> RefreshPla
 
 def delete_tables(topic: TopicConfig) -> list[str]:
     """Delete every table of the topic (the checkpoint lives inside) and the checkpoint itself."""
-    locations = [t.path for t in maintained_tables(topic)] + [topic.checkpoint_path]
+    locations = [t.location for t in topic_tables(topic)] + [topic.checkpoint_path]
     remote = [loc for loc in locations if "://" in loc and not loc.startswith("file:")]
     if remote:
         raise SystemExit(f"{remote[0]}: only local tables can be refreshed by this command")

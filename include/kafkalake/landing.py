@@ -23,6 +23,7 @@ from kafkalake.topic_parser import RunStats, TopicParser
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.types import StructType
 
 __all__ = ["BatchWriter", "RunStats", "write_idempotent"]
 
@@ -53,6 +54,8 @@ class BatchWriter:
         self.failure: Exception | None = None
         self._query_id: str | None = None
         self._started = threading.Event()
+        #: Kinds of table (tables.Table.kind) known to exist in this run.
+        self._created: set[str] = set()
 
     @property
     def stats(self) -> RunStats:
@@ -112,13 +115,37 @@ class BatchWriter:
         parsed = self.parser.parse(bronze, f"batch {batch_id}")
         frame = parsed.frame
         try:
+            rows, dead = parsing.parsed_rows(frame), parsing.dead_letter_rows(frame)
+            self._create_once("parsed", rows.schema)
+            self._create_once("dead_letter", dead.schema)
             # mergeSchema: the history decides the schema (new fields added, or accepted); the table follows.
-            write_idempotent(parsing.parsed_rows(frame), self.topic.parsed_path, app_id, batch_id, True)
-            write_idempotent(parsing.dead_letter_rows(frame), self.topic.dead_letter_path, app_id, batch_id)
+            write_idempotent(rows, self.topic.parsed_path, app_id, batch_id, True)
+            write_idempotent(dead, self.topic.dead_letter_path, app_id, batch_id)
             if self.config.latest_by_key:
-                from kafkalake.latest import merge_latest
+                from kafkalake.latest import latest_schema, merge_latest
 
+                self._create_once("latest", latest_schema(frame))
                 merge_latest(self.spark, frame, self.topic.latest_path, app_id, batch_id)
             self.parser.add_stats(parsed.counts)
         finally:
             frame.unpersist()
+
+    def _create_once(self, kind: str, schema: StructType) -> None:
+        """Create a parsed table with the catalog's partitioning and properties before its first write.
+
+        Checked once per run: later batches find it there.
+        """
+        if kind in self._created:
+            return
+        from kafkalake.table_settings import create_table
+        from kafkalake.tables import topic_tables
+
+        table = next(t for t in topic_tables(self.topic) if t.kind == kind)
+        create_table(
+            self.spark,
+            self.topic,
+            table,
+            schema,
+            f"Kafka topic {self.topic.name}: {kind.replace('_', '-')} table, as landed by kafkalake",
+        )
+        self._created.add(kind)

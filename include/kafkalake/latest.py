@@ -15,6 +15,7 @@ from kafkalake import parsing
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.types import StructType
 
 _TOMBSTONE_FLAG = "_kafka_is_tombstone"
 _NEWER = "struct(s._kafka.partition, s._kafka.offset) > struct(t._kafka.partition, t._kafka.offset)"
@@ -38,12 +39,17 @@ def latest_per_key(frame: DataFrame) -> DataFrame:
     )
 
 
+def latest_schema(frame: DataFrame) -> StructType:
+    """The latest-row table's columns for a batch of parsed rows."""
+    return latest_per_key(frame).drop(_TOMBSTONE_FLAG).schema
+
+
 def merge_latest(spark: SparkSession, frame: DataFrame, path: str, app_id: str, batch_id: int) -> None:
     from delta.tables import DeltaTable
 
     source = latest_per_key(frame)
     columns = [c for c in source.columns if c != _TOMBSTONE_FLAG]
-    wanted = source.select(*columns).schema
+    wanted = latest_schema(frame)
     exists = DeltaTable.isDeltaTable(spark, path)
     if not exists or DeltaTable.forPath(spark, path).toDF().schema != wanted:
         # Create the table, or give it the columns the parsed schema gained, with an empty append.

@@ -7,7 +7,7 @@ Three layers:
   task uses to skip cheaply when nothing is due;
 * the Spark side (:func:`maintain`), run by ``jobs/maintain_table.py`` or in-process by tests.
 
-Which tables a topic has is answered in one place, :func:`maintained_tables`.
+Which tables a topic has is answered in one place, :func:`kafkalake.tables.topic_tables`.
 """
 
 from __future__ import annotations
@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING, Any
 from kafkalake.catalog import TopicConfig
 from kafkalake.failures import BadConfigError, Kind, failure
 from kafkalake.maintenance_config import DELTA_MIN_RETENTION, MaintenanceConfig
-from kafkalake.tables import topic_tables
+from kafkalake.table_settings import delta_ident, set_properties
+from kafkalake.tables import Table, topic_tables
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -31,19 +32,6 @@ log = logging.getLogger(__name__)
 
 _OPTIMIZE = "OPTIMIZE"
 _VACUUM_END = "VACUUM END"
-
-
-@dataclass(frozen=True)
-class TableRef:
-    """One Delta table kafkalake looks after."""
-
-    name: str
-    path: str
-
-
-def maintained_tables(topic: TopicConfig) -> list[TableRef]:
-    """Every table of the topic (:func:`kafkalake.tables.topic_tables`): bronze and parsed alike."""
-    return [TableRef(table.name, table.location) for table in topic_tables(topic)]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -180,10 +168,10 @@ def due_now(topic: TopicConfig, now: datetime | None = None) -> tuple[bool, list
     now = now or datetime.now(UTC)
     lines = []
     run = False
-    for table in maintained_tables(topic):
-        state = read_state(table.path)
+    for table in topic_tables(topic):
+        state = read_state(table.location)
         if state is None:
-            lines.append(f"{table.name}: no Delta table at {table.path} yet")
+            lines.append(f"{table.name}: no Delta table at {table.location} yet")
             continue
         due = decide(state, topic.maintenance, now)
         run = run or due.run
@@ -216,16 +204,8 @@ class TableReport:
         return f"{self.table}: {done}. Before: {self.before}; after: {self.after}"
 
 
-def _ident(path: str) -> str:
-    return "delta.`" + path.replace("`", "``") + "`"
-
-
-def _quote(value: str) -> str:
-    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
-
-
-def _detail(spark: SparkSession, table: TableRef) -> Any:
-    return spark.sql(f"DESCRIBE DETAIL {_ident(table.path)}").first()
+def _detail(spark: SparkSession, table: Table) -> Any:
+    return spark.sql(f"DESCRIBE DETAIL {delta_ident(table.location)}").first()
 
 
 def _size(detail: Any) -> Size:
@@ -242,11 +222,11 @@ def maintain(
     """
     config = topic.maintenance
     now = now or datetime.now(UTC)
-    states = {t: read_state(t.path) for t in maintained_tables(topic)}
+    states = {t: read_state(t.location) for t in topic_tables(topic)}
     for table in [t for t, state in states.items() if state is None]:
-        log.info("%s: no Delta table at %s yet; nothing to maintain", table.name, table.path)
+        log.info("%s: no Delta table at %s yet; nothing to maintain", table.name, table.location)
     existing = {t: state for t, state in states.items() if state is not None}
-    columns = {t.name: spark.read.format("delta").load(t.path).columns for t in existing}
+    columns = {t.name: spark.read.format("delta").load(t.location).columns for t in existing}
     layout = layout_plan(columns, config.layout_columns) if existing else {}
     reports = []
     for table, state in existing.items():
@@ -258,8 +238,7 @@ def maintain(
         changed = {k: properties[k] for k in (properties if force else due.properties)}
         changed = {k: v for k, v in changed.items() if state.properties.get(k) != v}
         if changed:
-            settings = ", ".join(f"{_quote(k)} = {_quote(v)}" for k, v in sorted(changed.items()))
-            spark.sql(f"ALTER TABLE {_ident(table.path)} SET TBLPROPERTIES ({settings})")
+            set_properties(spark, table.location, changed)
             report.actions.append(f"set {', '.join(f'{k}={v}' for k, v in sorted(changed.items()))}")
         if config.optimize_every is not None and (force or due.optimize):
             report.actions.append(_optimize(spark, table, config, layout[table.name], detail))
@@ -272,9 +251,9 @@ def maintain(
 
 
 def _optimize(
-    spark: SparkSession, table: TableRef, config: MaintenanceConfig, columns: tuple[str, ...], detail: Any
+    spark: SparkSession, table: Table, config: MaintenanceConfig, columns: tuple[str, ...], detail: Any
 ) -> str:
-    ident = _ident(table.path)
+    ident = delta_ident(table.location)
     cols = ", ".join(f"`{c}`" for c in columns)
     if columns and config.cluster_by:
         current = tuple(detail["clusteringColumns"] or ())
@@ -293,7 +272,7 @@ _RETENTION_CHECK = "spark.databricks.delta.retentionDurationCheck.enabled"
 _LISTING_PARALLELISM = "spark.sql.sources.parallelPartitionDiscovery.parallelism"
 
 
-def _vacuum(spark: SparkSession, table: TableRef, config: MaintenanceConfig) -> str:
+def _vacuum(spark: SparkSession, table: Table, config: MaintenanceConfig) -> str:
     """VACUUM with the catalog's retention. Directories starting with ``_`` (``_delta_log``,
     ``_kafkalake`` with the checkpoint and schema history) are never touched by Delta's VACUUM."""
     hours = retain_hours(config.vacuum_retain)
@@ -309,7 +288,7 @@ def _vacuum(spark: SparkSession, table: TableRef, config: MaintenanceConfig) -> 
             raise BadConfigError(f"{table.name}: vacuum_retain below 7 days without the opt-in")
         spark.conf.set(_RETENTION_CHECK, "false")
     try:
-        spark.sql(f"VACUUM {_ident(table.path)} RETAIN {hours} HOURS")
+        spark.sql(f"VACUUM {delta_ident(table.location)} RETAIN {hours} HOURS")
     finally:
         if below_guard:
             spark.conf.unset(_RETENTION_CHECK)

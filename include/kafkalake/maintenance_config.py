@@ -1,4 +1,5 @@
-"""A topic's ``maintenance:`` block: OPTIMIZE cadence and layout, VACUUM retention, table properties.
+"""A topic's ``maintenance:`` block: OPTIMIZE cadence and layout, VACUUM retention, partitioning,
+table properties.
 
 Parsed once, with the catalog, into a frozen :class:`MaintenanceConfig`; every error is a
 :class:`~kafkalake.catalog.CatalogError` naming the file, the topic and the field
@@ -15,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from kafkalake.durations import format_duration, parse_duration
+from kafkalake.parsed_config import ParsedConfig
 
 #: Builds the CatalogError of one key of the block.
 Fail = Callable[[str | None, str], Exception]
@@ -28,6 +30,15 @@ NEVER = "never"
 #: The property kafkalake sets on bronze and keeps: bronze only ever grows.
 APPEND_ONLY = "delta.appendOnly"
 RETENTION_PROPERTY = "delta.deletedFileRetentionDuration"
+#: ``partition_by`` value for a date column Delta derives from each table's ingestion time.
+INGESTION_DATE = "ingestion_date"
+#: Catalog switches for Delta's write-time file sizing, and the table property each one sets.
+SWITCHES = {
+    "optimize_write": "delta.autoOptimize.optimizeWrite",
+    "auto_compact": "delta.autoOptimize.autoCompact",
+}
+#: Parsed-table columns kafkalake writes itself (parsing.KAFKA_COLUMN, schemas.RESCUED_COLUMN).
+_OWN_PARSED_COLUMNS = ("_kafka", "_rescued_data")
 
 _KEYS = (
     "optimize_every",
@@ -35,10 +46,13 @@ _KEYS = (
     "cluster_by",
     "vacuum_retain",
     "allow_vacuum_retain_below_7d",
+    "partition_by",
+    *SWITCHES,
     "properties",
 )
 _COLUMN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # Delta's interval syntax for retention properties: "interval 30 days", "interval 12 hours".
+_COMPLEX = re.compile(r"\s*(struct|array|map)\s*<", re.IGNORECASE)
 _INTERVAL = re.compile(r"\s*interval\s+(\d+)\s+(week|day|hour|minute|second)s?\s*", re.IGNORECASE)
 
 
@@ -54,8 +68,12 @@ class MaintenanceConfig:
     cluster_by: tuple[str, ...] = ()
     vacuum_retain: timedelta = DELTA_MIN_RETENTION
     allow_vacuum_retain_below_7d: bool = False
-    #: Table properties kept in step with the catalog, sorted by key.
+    #: Table properties kept in step with the catalog, sorted by key (``optimize_write`` and
+    #: ``auto_compact`` included, as the properties they stand for).
     properties: tuple[tuple[str, str], ...] = ()
+    #: Partition column of new tables: :data:`INGESTION_DATE` (bronze, parsed, dead letters) or a
+    #: column of the parsed table (that table only); None: unpartitioned.
+    partition_by: str | None = None
 
     @property
     def layout_columns(self) -> tuple[str, ...]:
@@ -76,8 +94,13 @@ def interval_of(value: str) -> timedelta | None:
     return timedelta(**{unit + "s": amount})
 
 
-def parse_maintenance(file: Path, topic: str, raw: Any) -> MaintenanceConfig:
-    """Validate a topic's ``maintenance`` mapping (None or absent: every default)."""
+def parse_maintenance(
+    file: Path, topic: str, raw: Any, parsed: ParsedConfig | None = None
+) -> MaintenanceConfig:
+    """Validate a topic's ``maintenance`` mapping (None or absent: every default).
+
+    ``parsed`` is the topic's parsed-table config: a ``partition_by`` column is checked against it.
+    """
     from kafkalake.catalog import CatalogError
 
     def fail(key: str | None, message: str) -> CatalogError:
@@ -127,6 +150,10 @@ def parse_maintenance(file: Path, topic: str, raw: Any) -> MaintenanceConfig:
         )
 
     properties = _properties(raw.get("properties"), allow_below, fail)
+    properties = _with_switches(raw, properties, fail)
+    partition_by = _partition_by(
+        raw.get("partition_by"), parsed or ParsedConfig(), zorder_by, cluster_by, fail
+    )
     return MaintenanceConfig(
         optimize_every=optimize_every,
         zorder_by=zorder_by,
@@ -134,7 +161,60 @@ def parse_maintenance(file: Path, topic: str, raw: Any) -> MaintenanceConfig:
         vacuum_retain=vacuum_retain,
         allow_vacuum_retain_below_7d=allow_below,
         properties=properties,
+        partition_by=partition_by,
     )
+
+
+def _with_switches(
+    raw: Mapping[str, Any], properties: tuple[tuple[str, str], ...], fail: Fail
+) -> tuple[tuple[str, str], ...]:
+    """``optimize_write``/``auto_compact`` folded into the properties they set."""
+    merged = dict(properties)
+    for key, prop in SWITCHES.items():
+        if key not in raw:
+            continue
+        if not isinstance(raw[key], bool):
+            raise fail(key, f"must be true or false, not {raw[key]!r}")
+        if prop in merged:
+            raise fail(key, f"also set as properties.{prop}: keep one")
+        merged[prop] = str(raw[key]).lower()
+    return tuple(sorted(merged.items()))
+
+
+def _partition_by(
+    value: Any, parsed: ParsedConfig, zorder_by: tuple[str, ...], cluster_by: tuple[str, ...], fail: Fail
+) -> str | None:
+    """Checks what the catalog alone can tell; a column the inferred schema lacks fails the first run."""
+    if value is None:
+        return None
+    key = "partition_by"
+    if not isinstance(value, str) or not _COLUMN.fullmatch(value):
+        raise fail(key, f"must be {INGESTION_DATE!r} or a column name of the parsed table, not {value!r}")
+    if cluster_by:
+        raise fail(key, "a table is either partitioned or liquid-clustered (cluster_by), not both; keep one")
+    if value in zorder_by:
+        raise fail(key, f"Z-ORDER cannot use a partition column: remove {value!r} from zorder_by")
+    if value == INGESTION_DATE:
+        if parsed.schema is not None and any(name == INGESTION_DATE for name, _ in parsed.schema):
+            raise fail(
+                key, f"parsed.schema has a field {INGESTION_DATE!r}, the name of the derived partition column"
+            )
+        return value
+    if not parsed.enabled:
+        raise fail(
+            key,
+            f"bronze can only be partitioned by {INGESTION_DATE!r}; a column name partitions the parsed "
+            "table, and this topic has none (parsed: false)",
+        )
+    if value in _OWN_PARSED_COLUMNS:
+        raise fail(key, f"{value!r} is a struct kafkalake writes; partition by {INGESTION_DATE!r} instead")
+    if parsed.schema is not None:
+        types = dict(parsed.schema)
+        if value not in types:
+            raise fail(key, f"the pinned parsed.schema has no field {value!r} (it has {', '.join(types)})")
+        if _COMPLEX.match(types[value]):
+            raise fail(key, f"{value!r} is a {types[value]}: Delta partitions by simple types only")
+    return value
 
 
 def _columns(raw: Mapping[str, Any], key: str, fail: Fail) -> tuple[str, ...]:

@@ -1,16 +1,20 @@
-"""Reading tables back with an independent reader (delta-rs), and Kafka's own view of a topic."""
+"""Reading tables back with an independent reader (delta-rs), Kafka's own view of a topic, and one
+ingest run in the test session's SparkSession."""
 
 from __future__ import annotations
 
 from collections import Counter
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 from deltalake import DeltaTable
-from kafkalake.bronze import start_ingest
+from kafkalake.bronze import ensure_table, start_ingest
 from kafkalake.catalog import TopicConfig
 from kafkalake.landing import BatchWriter
+from kafkalake.maintenance_config import MaintenanceConfig
 from kafkalake.offsets import end_offsets
+from kafkalake.parsed_config import ParsedConfig
 from kafkalake.producer import Record
 
 Spot = tuple[int, int]
@@ -52,8 +56,29 @@ def assert_contents(rows: list[dict[str, Any]], produced: dict[Spot, Record]) ->
         assert headers_of(row) == list(record.headers), f"headers at {spot}"
 
 
-def run_stream(spark: Any, topic: TopicConfig, bootstrap: str) -> BatchWriter:
-    """One availableNow run of the topic's stream in ``spark``, as the ingest job does it."""
+def make_topic(
+    lake: Path,
+    name: str,
+    parsed: ParsedConfig,
+    max_offsets: int | None = None,
+    maintenance: MaintenanceConfig | None = None,
+) -> TopicConfig:
+    table = name.replace("-", "_")
+    return TopicConfig(
+        name=name,
+        freshness_sla=timedelta(hours=1),
+        table=table,
+        path=str(lake / "bronze" / table),
+        max_offsets_per_trigger=max_offsets,
+        parsed=parsed,
+        parsed_location=str(lake / "silver" / table),
+        maintenance=maintenance or MaintenanceConfig(),
+    )
+
+
+def run_ingest(spark: Any, topic: TopicConfig, bootstrap: str) -> BatchWriter:
+    """One availableNow run of the topic's stream, as the ingest job does it."""
+    ensure_table(spark, topic)
     writer = BatchWriter(spark, topic)
     query = start_ingest(spark, topic, {"bootstrap.servers": bootstrap}, writer)
     try:

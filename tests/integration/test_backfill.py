@@ -21,7 +21,7 @@ from kafkalake.offsets import read_checkpoint
 from kafkalake.producer import Record
 
 from .airflow_server import BACKFILL_TOPIC, START_TIMEOUT, AirflowServer, wait_for
-from .helpers import read_rows, run_stream
+from .helpers import read_rows, run_ingest
 
 pytestmark = pytest.mark.integration
 
@@ -66,7 +66,7 @@ def test_backfill_runs_do_table_care_and_never_ingest(airflow_server: AirflowSer
     dag_id = dag_id_for(BACKFILL_TOPIC)
     producer.create_topic(bootstrap, BACKFILL_TOPIC, partitions=2)
     producer.produce(bootstrap, BACKFILL_TOPIC, records(0, 300))
-    run_stream(spark, topic, bootstrap)
+    run_ingest(spark, topic, bootstrap)
     checkpoint = read_checkpoint(Path(topic.checkpoint_path), BACKFILL_TOPIC)
     assert checkpoint is not None and sum(checkpoint.committed.values()) == 300
 

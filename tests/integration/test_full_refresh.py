@@ -47,6 +47,7 @@ def landed_topic(spark, kafka: LocalKafka, tmp_path_factory) -> TopicConfig:
     topic = TopicConfig(
         name=name, freshness_sla=timedelta(hours=6), table="it_guard", path=str(path), parsed=BRONZE_ONLY
     )
+    ensure_table(spark, topic)
     writer = BatchWriter(spark, topic)
     query = start_ingest(spark, topic, {"bootstrap.servers": kafka.bootstrap_servers}, writer)
     query.awaitTermination()

@@ -6,6 +6,7 @@ more, then nothing new.
 
 from __future__ import annotations
 
+import re
 import subprocess
 from pathlib import Path
 
@@ -15,6 +16,7 @@ from kafkalake import local_airflow, producer, spark_jobs
 from kafkalake.broker import LocalKafka
 from kafkalake.catalog import TopicConfig, load_catalog
 from kafkalake.producer import Record
+from kafkalake.tables import topic_tables
 
 from .helpers import assert_contents, assert_exactly_once, read_rows, table_version
 
@@ -133,12 +135,18 @@ def test_idle_run_launches_no_spark_job_and_adds_no_version(airflow_env, kafka, 
     assert len(read_rows(Path(topic.path))) == 15_000
 
 
-def test_registered_table_is_read_by_name_from_a_new_spark_session(catalog_file, lake, topic):
+def test_every_registered_table_is_read_by_name_from_a_new_spark_session(catalog_file, lake, topic):
     # A separate JVM: nothing of the registering session survives but the metastore itself.
     cmd = spark_jobs.command("show_table", topic.name, catalog=catalog_file, lake=lake)
     shown = subprocess.run(
         cmd, env=spark_jobs.environment(catalog_file, lake), capture_output=True, text=True, timeout=300
     )
     assert shown.returncode == 0, shown.stderr[-3000:]
-    assert f"table={topic.qualified_table}" in shown.stdout
-    assert "rows=15000" in shown.stdout.splitlines()
+    # show_table prints "table=<name>", then "rows=<count>" for each table it read by name.
+    by_name = dict(re.findall(r"^table=(\S+)\nrows=(\d+)", shown.stdout, re.MULTILINE))
+    by_path = {t.name: str(len(read_rows(Path(t.location)))) for t in topic_tables(topic)}
+    assert [t.kind for t in topic_tables(topic)] == ["bronze", "parsed", "dead_letter", "latest"]
+    assert by_name == by_path, shown.stdout[-3000:]
+    assert by_name[topic.qualified_table] == "15000"
+    assert int(by_name[topic.parsed_table]) + int(by_name[topic.dead_letter_table]) == 15_000
+    assert int(by_name[topic.latest_table]) >= 101  # one row per key: user-0 … user-100 at least

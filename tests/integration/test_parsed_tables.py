@@ -9,36 +9,21 @@ from __future__ import annotations
 import json
 import random
 from dataclasses import replace
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 from kafkalake import producer
-from kafkalake.catalog import TopicConfig
 from kafkalake.failures import SchemaRejectedError
 from kafkalake.parsed_config import Expectation, ParsedConfig
 from kafkalake.producer import Record
 from kafkalake.schema_refresh import refresh
 from kafkalake.schemas import SchemaHistory
 
-from .helpers import assert_exactly_once, read_rows
-from .helpers import run_stream as run
+from .helpers import assert_exactly_once, make_topic, read_rows
+from .helpers import run_ingest as run
 
 pytestmark = pytest.mark.integration
-
-
-def make_topic(lake: Path, name: str, parsed: ParsedConfig, max_offsets: int | None = None) -> TopicConfig:
-    table = name.replace("-", "_")
-    return TopicConfig(
-        name=name,
-        freshness_sla=timedelta(hours=1),
-        table=table,
-        path=str(lake / "bronze" / table),
-        max_offsets_per_trigger=max_offsets,
-        parsed=parsed,
-        parsed_location=str(lake / "silver" / table),
-    )
 
 
 def spots(rows: list[dict[str, Any]]) -> list[tuple[int, int]]:

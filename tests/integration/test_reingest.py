@@ -28,7 +28,7 @@ from kafkalake.producer import Record
 from kafkalake.reingest import reingest
 from kafkalake.tables import topic_tables
 
-from .helpers import assert_exactly_once, read_rows, run_stream
+from .helpers import assert_exactly_once, read_rows, run_ingest
 
 pytestmark = pytest.mark.integration
 
@@ -114,7 +114,7 @@ def test_reingest_fills_each_tables_gaps_once_and_leaves_unread_records_to_the_s
 ):
     bootstrap = kafka.bootstrap_servers
     producer.produce(bootstrap, TOPIC, events(0, 900))
-    run_stream(spark, topic, bootstrap)
+    run_ingest(spark, topic, bootstrap)
     landed = committed(topic)
     assert len(landed) == 900
     # Gaps: bronze loses 70 records of partition 1; the parsed tables lose partition 2's first 30
@@ -139,7 +139,7 @@ def test_reingest_fills_each_tables_gaps_once_and_leaves_unread_records_to_the_s
     assert table_versions(topic) == versions
 
     # The stream then lands the 150 new records, once: the checkpoint was never touched.
-    run_stream(spark, topic, bootstrap)
+    run_ingest(spark, topic, bootstrap)
     assert_exactly_once(read_rows(Path(topic.path)), TOPIC, bootstrap)
     assert_tables_agree(topic, committed(topic))
     assert len(committed(topic)) == 1050

@@ -24,8 +24,8 @@ from kafkalake.replay import Selection, replay
 from kafkalake.run_lock import checkpoint_lock
 from kafkalake.schemas import SchemaHistory
 
-from .helpers import assert_exactly_once, read_rows, table_version
-from .test_parsed_tables import make_topic, run
+from .helpers import assert_exactly_once, make_topic, read_rows, table_version
+from .helpers import run_ingest as run
 
 pytestmark = pytest.mark.integration
 

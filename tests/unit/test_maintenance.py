@@ -10,16 +10,15 @@ from kafkalake.failures import NonRetryableError
 from kafkalake.full_refresh import plan
 from kafkalake.maintenance import (
     LayoutError,
-    TableRef,
     TableState,
     decide,
     is_due,
     layout_plan,
-    maintained_tables,
     retain_hours,
 )
 from kafkalake.maintenance_config import MaintenanceConfig
 from kafkalake.table_guard import TableFacts, refusal
+from kafkalake.tables import Table, topic_tables
 
 NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
 DAY = timedelta(days=1)
@@ -95,9 +94,9 @@ def test_properties_that_differ_make_maintenance_due():
     assert not in_step.run
 
 
-def test_maintained_tables_are_every_table_of_the_topic():
-    assert maintained_tables(topic())[0] == TableRef("bronze.orders", "/lake/o")
-    assert [t.name for t in maintained_tables(topic())] == [
+def test_maintenance_covers_every_table_of_the_topic():
+    assert topic_tables(topic())[0] == Table("bronze.orders", "/lake/o", "bronze")
+    assert [t.name for t in topic_tables(topic())] == [
         "bronze.orders",
         "silver.orders",
         "silver.orders_dead_letter",

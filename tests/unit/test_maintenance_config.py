@@ -97,6 +97,25 @@ def test_defaults_block_applies_to_topics(tmp_path):
             "maintenance.properties.delta.deletedFileRetentionDuration",
             "interval 7 days",
         ),
+        ("      optimize_write: 'yes'\n", "maintenance.optimize_write", "true or false"),
+        (
+            "      auto_compact: true\n      properties: {delta.autoOptimize.autoCompact: false}\n",
+            "maintenance.auto_compact",
+            "also set as properties.delta.autoOptimize.autoCompact",
+        ),
+        ("      partition_by: [a]\n", "maintenance.partition_by", "'ingestion_date' or a column name"),
+        ("      partition_by: 'event date'\n", "maintenance.partition_by", "a column name"),
+        (
+            "      partition_by: ingestion_date\n      cluster_by: [a]\n",
+            "maintenance.partition_by",
+            "either partitioned or liquid-clustered",
+        ),
+        (
+            "      partition_by: country\n      zorder_by: [country, id]\n",
+            "maintenance.partition_by",
+            "Z-ORDER cannot use a partition column",
+        ),
+        ("      partition_by: _kafka\n", "maintenance.partition_by", "a struct kafkalake writes"),
     ],
 )
 def test_every_error_names_file_topic_and_field(tmp_path, block, field, says):
@@ -143,3 +162,62 @@ def test_lenient_mode_keeps_the_other_topics(tmp_path):
 )
 def test_interval_of(text, expected):
     assert interval_of(text) == expected
+
+
+def test_partitioning_and_write_switches(tmp_path):
+    config = load_one(
+        tmp_path,
+        "      partition_by: ingestion_date\n      optimize_write: true\n      auto_compact: false\n"
+        "      properties: {delta.logRetentionDuration: 'interval 30 days'}\n",
+    )
+    assert config.partition_by == "ingestion_date"
+    # The switches are the properties they stand for: kept in step like every other property.
+    assert config.properties == (
+        ("delta.autoOptimize.autoCompact", "false"),
+        ("delta.autoOptimize.optimizeWrite", "true"),
+        ("delta.logRetentionDuration", "interval 30 days"),
+    )
+    assert load_one(tmp_path, "      partition_by: country\n").partition_by == "country"
+    assert MaintenanceConfig().partition_by is None
+
+
+def load_topic(tmp_path: Path, fields: str) -> None:
+    file = tmp_path / "topics.yaml"
+    file.write_text(f"topics:\n  - name: orders\n    freshness_sla: 6h\n{fields}")
+    load_catalog(file, tmp_path / "lake")
+
+
+@pytest.mark.parametrize(
+    ("fields", "says"),
+    [
+        (
+            "    parsed: false\n    maintenance: {partition_by: country}\n",
+            "bronze can only be partitioned by 'ingestion_date'",
+        ),
+        (
+            "    parsed: {schema: {id: bigint}}\n    maintenance: {partition_by: country}\n",
+            "the pinned parsed.schema has no field 'country' (it has id)",
+        ),
+        (
+            "    parsed: {schema: {tags: 'array<string>'}}\n    maintenance: {partition_by: tags}\n",
+            "Delta partitions by simple types only",
+        ),
+        (
+            "    parsed: {schema: {ingestion_date: date}}\n    maintenance: {partition_by: ingestion_date}\n",
+            "the name of the derived partition column",
+        ),
+    ],
+)
+def test_partition_by_is_checked_against_the_parsed_config(tmp_path, fields, says):
+    with pytest.raises(CatalogError) as raised:
+        load_topic(tmp_path, fields)
+    assert raised.value.field == "maintenance.partition_by"
+    assert raised.value.topic == "orders"
+    assert says in str(raised.value)
+
+
+def test_partition_by_a_pinned_field_or_ingestion_date_without_parsed_tables(tmp_path):
+    load_topic(
+        tmp_path, "    parsed: {schema: {country: string}}\n    maintenance: {partition_by: country}\n"
+    )
+    load_topic(tmp_path, "    parsed: false\n    maintenance: {partition_by: ingestion_date}\n")

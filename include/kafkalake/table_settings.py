@@ -1,0 +1,215 @@
+"""How a topic's tables are created and kept: partitioning and table properties.
+
+* At creation (:func:`create_table`): the catalog's partitioning (``maintenance.partition_by``), its
+  properties, and ``delta.appendOnly=true`` on bronze. ``ingestion_date`` is a Delta generated
+  column (``CAST(ingested_at AS DATE)``), so writers never supply it and readers filtering on
+  ``ingestion_date`` read only the matching partitions.
+* On every ingest run (:func:`check_partitioning`, :func:`keep_properties`): an existing table
+  partitioned otherwise than the catalog says fails the run (Delta cannot re-partition a table in
+  place), and properties that differ from the catalog are set.
+
+What each table should look like (:func:`settings_for`) is a pure function; the rest is I/O.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from kafkalake.catalog import TopicConfig
+from kafkalake.failures import BadConfigError, Kind, failure
+from kafkalake.maintenance_config import APPEND_ONLY, INGESTION_DATE
+from kafkalake.tables import Table, topic_tables
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+    from pyspark.sql.types import StructType
+
+log = logging.getLogger(__name__)
+
+#: Where each kind of table keeps its ingestion time; the latest-row table is never partitioned:
+#: MERGE updates its rows in place, and a row would move between partitions with every update.
+_INGESTED_AT = {"bronze": "ingested_at", "dead_letter": "ingested_at", "parsed": "_kafka.ingested_at"}
+
+
+@dataclass(frozen=True)
+class GeneratedColumn:
+    name: str
+    type: str
+    #: Spark SQL over the table's other columns; Delta computes it on every write.
+    expression: str
+
+
+@dataclass(frozen=True)
+class TableSettings:
+    """What the catalog asks of one table."""
+
+    partition_by: tuple[str, ...] = ()
+    generated: tuple[GeneratedColumn, ...] = ()
+    properties: tuple[tuple[str, str], ...] = ()
+
+
+def settings_for(topic: TopicConfig, table: Table) -> TableSettings:
+    """Partitioning and properties of one of the topic's tables (:func:`kafkalake.tables.topic_tables`)."""
+    config = topic.maintenance
+    properties = dict(config.properties)
+    if table.kind == "bronze":
+        properties[APPEND_ONLY] = "true"
+    partition_by: tuple[str, ...] = ()
+    generated: tuple[GeneratedColumn, ...] = ()
+    if config.partition_by == INGESTION_DATE and table.kind in _INGESTED_AT:
+        source = _INGESTED_AT[table.kind]
+        generated = (GeneratedColumn(INGESTION_DATE, "DATE", f"CAST({source} AS DATE)"),)
+        partition_by = (INGESTION_DATE,)
+    elif config.partition_by is not None and config.partition_by != INGESTION_DATE and table.kind == "parsed":
+        partition_by = (config.partition_by,)
+    return TableSettings(partition_by, generated, tuple(sorted(properties.items())))
+
+
+def partitioning_mismatch(table: Table, wanted: Sequence[str], actual: Sequence[str]) -> str | None:
+    """The on-call message when an existing table is partitioned otherwise than the catalog says."""
+    if tuple(wanted) == tuple(actual):
+        return None
+
+    def spelled(columns: Sequence[str]) -> str:
+        return f"partitioned by {', '.join(columns)}" if columns else "not partitioned"
+
+    now = f"maintenance.partition_by: {actual[0]}" if actual else "no maintenance.partition_by"
+    return (
+        f"table {table.name} at {table.location} is {spelled(actual)}, but the catalog wants it "
+        f"{spelled(wanted)}. Delta cannot re-partition a table in place. Either put the catalog back "
+        f"({now}), or rebuild the tables: pause the DAG, run `python -m kafkalake.full_refresh "
+        "--topic <topic> --yes` (while Kafka still holds every record) and unpause; the next run "
+        "creates them with the new partitioning"
+    )
+
+
+def properties_to_set(wanted: Mapping[str, str], current: Mapping[str, str]) -> dict[str, str]:
+    """The wanted properties whose value on the table differs (missing ones included)."""
+    return {k: v for k, v in sorted(wanted.items()) if current.get(k) != v}
+
+
+def as_nullable(schema: StructType) -> StructType:
+    """The schema with every field, element and value nullable, at any depth.
+
+    A table created from a DataFrame (an append) gets this; one created with the table builder
+    would keep NOT NULL from Kafka's columns and then refuse rows the appended tables accept.
+    """
+    from pyspark.sql.types import StructType
+
+    def loosen(node: Any) -> Any:
+        if isinstance(node, dict):
+            loose = {k: loosen(v) for k, v in node.items()}
+            for key in ("nullable", "containsNull", "valueContainsNull"):
+                if key in loose:
+                    loose[key] = True
+            return loose
+        if isinstance(node, list):
+            return [loosen(v) for v in node]
+        return node
+
+    return StructType.fromJson(loosen(json.loads(schema.json())))
+
+
+# ---------------------------------------------------------------------------------------------
+# Spark and Delta
+
+
+def delta_ident(location: str) -> str:
+    """A table's location as a Spark SQL identifier: ``delta.`<path>```."""
+    return "delta.`" + location.replace("`", "``") + "`"
+
+
+def _quote(value: str) -> str:
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def set_properties(spark: SparkSession, location: str, changes: Mapping[str, str]) -> None:
+    settings = ", ".join(f"{_quote(k)} = {_quote(v)}" for k, v in sorted(changes.items()))
+    spark.sql(f"ALTER TABLE {delta_ident(location)} SET TBLPROPERTIES ({settings})")
+
+
+def create_table(
+    spark: SparkSession, topic: TopicConfig, table: Table, schema: StructType, comment: str
+) -> None:
+    """Create the table with its partitioning and properties, unless there is one at its location."""
+    from delta.tables import DeltaTable
+
+    # An existing table is left as it is: check_partitioning and keep_properties look after it.
+    if DeltaTable.isDeltaTable(spark, table.location):
+        return
+    settings = settings_for(topic, table)
+    columns = {field.name for field in schema.fields} | {g.name for g in settings.generated}
+    missing = [c for c in settings.partition_by if c not in columns]
+    if missing:
+        raise BadConfigError(
+            failure(
+                Kind.BAD_CONFIG,
+                f"topic {topic.name!r}: maintenance.partition_by is {missing[0]!r}, but the first records "
+                f"of {table.name} have no such column (they have {', '.join(sorted(columns))}): fix "
+                "maintenance.partition_by, or pin parsed.schema with that field",
+            ).message
+        )
+    builder = (
+        DeltaTable.createIfNotExists(spark)
+        .location(table.location)
+        .addColumns(as_nullable(schema))
+        .comment(comment)
+    )
+    for column in settings.generated:
+        builder = builder.addColumn(column.name, column.type, generatedAlwaysAs=column.expression)
+    if settings.partition_by:
+        builder = builder.partitionedBy(*settings.partition_by)
+    for key, value in settings.properties:
+        builder = builder.property(key, value)
+    builder.execute()
+
+
+@dataclass(frozen=True)
+class _Existing:
+    table: Table
+    partition_columns: tuple[str, ...]
+    properties: Mapping[str, str]
+
+
+def _existing(spark: SparkSession, topic: TopicConfig) -> list[_Existing]:
+    """The topic's tables that exist, with their partitioning and properties.
+
+    Read through Spark, so object-store locations (``s3a://``) work as the job's writes do.
+    """
+    from delta.tables import DeltaTable
+
+    found = []
+    for table in topic_tables(topic):
+        if not DeltaTable.isDeltaTable(spark, table.location):
+            continue
+        detail = spark.sql(f"DESCRIBE DETAIL {delta_ident(table.location)}").first()
+        assert detail is not None
+        found.append(_Existing(table, tuple(detail["partitionColumns"]), dict(detail["properties"])))
+    return found
+
+
+def check_partitioning(spark: SparkSession, topic: TopicConfig) -> None:
+    """Raise :class:`BadConfigError` when an existing table's partitioning is not the catalog's."""
+    for existing in _existing(spark, topic):
+        wanted = settings_for(topic, existing.table).partition_by
+        reason = partitioning_mismatch(existing.table, wanted, existing.partition_columns)
+        if reason is not None:
+            raise BadConfigError(failure(Kind.BAD_CONFIG, f"topic {topic.name!r}: {reason}").message)
+
+
+def keep_properties(spark: SparkSession, topic: TopicConfig) -> list[str]:
+    """Set, on every existing table, the catalog's properties it lacks or has otherwise."""
+    done = []
+    for existing in _existing(spark, topic):
+        wanted = dict(settings_for(topic, existing.table).properties)
+        changes = properties_to_set(wanted, existing.properties)
+        if changes:
+            set_properties(spark, existing.table.location, changes)
+            line = f"{existing.table.name}: set {', '.join(f'{k}={v}' for k, v in changes.items())}"
+            log.info("%s", line)
+            done.append(line)
+    return done
