@@ -10,6 +10,9 @@ A failure the job can name (Kafka's data-loss check, bad configuration, a missin
 that does not answer) ends with one line ``KAFKALAKE_FAILURE kind=<kind> <what to do>`` and the
 kind's exit code (``kafkalake.failures.EXIT_CODES``), so Airflow decides retry-or-fail from that
 instead of from a Java stack trace.
+
+When ``KAFKALAKE_METRICS_FILE`` names a file, the job writes what it landed there as JSON
+(``kafkalake.run_metrics.JobMetrics``), on success and on failure; its Airflow task reads it.
 """
 
 from __future__ import annotations
@@ -18,6 +21,8 @@ import argparse
 import logging
 import os
 import sys
+import time
+from pathlib import Path
 
 from kafkalake.bronze import ensure_table, start_ingest
 from kafkalake.catalog import CatalogError, TopicConfig, load_catalog
@@ -37,12 +42,14 @@ from kafkalake.kafka_client import ENV_CLIENT_CONFIG_FILE, KafkaConfigError, rea
 from kafkalake.landing import BatchWriter
 from kafkalake.paths import catalog_path, lake_root
 from kafkalake.run_lock import checkpoint_lock
+from kafkalake.run_metrics import ENV_METRICS_FILE
 from kafkalake.table_guard import check_safe_to_start
 
 log = logging.getLogger("kafkalake.ingest")
 
 
 def main(argv: list[str] | None = None) -> int:
+    started = time.monotonic()
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--topic", required=True, help="topic name, as in the catalog")
     args = parser.parse_args(argv)
@@ -56,10 +63,10 @@ def main(argv: list[str] | None = None) -> int:
         client_config = read_config_file(config_file)
     except (CatalogError, KafkaConfigError) as err:
         return report(failure(Kind.BAD_CONFIG, f"topic {args.topic!r}: {err}"))
-    return ingest(topic, client_config)
+    return ingest(topic, client_config, started)
 
 
-def ingest(topic: TopicConfig, client_config: dict[str, str]) -> int:
+def ingest(topic: TopicConfig, client_config: dict[str, str], started: float) -> int:
     from pyspark.errors.exceptions.captured import CapturedException
     from pyspark.sql import SparkSession
 
@@ -67,6 +74,7 @@ def ingest(topic: TopicConfig, client_config: dict[str, str]) -> int:
     spark.sparkContext.setLogLevel("WARN")
     log.info("ingesting topic %s into %s (checkpoint %s)", topic.name, topic.path, topic.checkpoint_path)
     writer = BatchWriter(spark, topic)
+    streaming = None
     try:
         # Refuse to start when table and checkpoint disagree (a deleted table would otherwise be
         # re-created empty, a deleted checkpoint re-read Kafka): before the table is created.
@@ -77,9 +85,11 @@ def ingest(topic: TopicConfig, client_config: dict[str, str]) -> int:
         # Two runs of one topic never share the checkpoint, whatever started them.
         with checkpoint_lock(topic.checkpoint_path):
             query = start_ingest(spark, topic, client_config, writer)
+            streaming = time.monotonic()
             query.awaitTermination()
     except (CheckpointLockedError, TableStateError) as err:
         spark.stop()
+        write_metrics(writer, started, streaming)
         return report(failure_of(err))
     except CapturedException as err:
         if isinstance(writer.failure, KafkalakeError):
@@ -93,10 +103,24 @@ def ingest(topic: TopicConfig, client_config: dict[str, str]) -> int:
         log.error("the ingest of topic %s failed: %s", topic.name, err)
         log.info("landed before the failure: %s", writer.stats.summary())
         spark.stop()
+        write_metrics(writer, started, streaming)
         return report(failed)
     log.info("done: %s", writer.stats.summary())
     spark.stop()
+    write_metrics(writer, started, streaming)
     return 0
+
+
+def write_metrics(writer: BatchWriter, started: float, streaming: float | None) -> None:
+    """Hand what the run landed to the Airflow task, in the file it named (if it named one)."""
+    path = os.environ.get(ENV_METRICS_FILE)
+    if not path:
+        return
+    done = time.monotonic()
+    # A run that failed before its stream started spent all its time starting up.
+    startup = (streaming if streaming is not None else done) - started
+    metrics = writer.stats.job_metrics(startup_seconds=startup, processing_seconds=done - (streaming or done))
+    Path(path).write_text(metrics.to_json())
 
 
 def error_text(err: Exception) -> str:

@@ -8,6 +8,11 @@ from __future__ import annotations
 import json
 import logging
 import os
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +20,7 @@ from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOpe
 from airflow.sdk import BaseHook
 from airflow.sdk.exceptions import AirflowException, AirflowNotFoundException, AirflowSkipException
 
-from kafkalake import failures, kafka_client, maintenance, offsets
+from kafkalake import airflow_metrics, failures, kafka_client, maintenance, offsets, run_metrics
 from kafkalake.catalog import TopicConfig
 from kafkalake.jars import jar_files
 from kafkalake.paths import jobs_dir
@@ -36,17 +41,25 @@ def kafka_config_for(conn_id: str) -> dict[str, str]:
 
 
 def check_new_offsets(
-    topic_name: str, checkpoint: str, kafka_conn_id: str, fail_on_data_loss: bool = True
+    topic_name: str,
+    checkpoint: str,
+    kafka_conn_id: str,
+    fail_on_data_loss: bool = True,
+    table_path: str | None = None,
+    ti: Any = None,
 ) -> bool:
     """ShortCircuit callable: true when the ingest job has work to do.
 
     Fails at once (:class:`~kafkalake.failures.OffsetsExpiredError`, not retried) when Kafka has
-    already deleted records the table never read, unless the topic accepts that loss.
+    already deleted records the table never read, unless the topic accepts that loss. An idle run
+    publishes its run metrics here (lag 0, the age of the table's newest record), since no ingest
+    task will: a topic whose producers stopped shows a growing age, not a gap.
     """
     config = kafka_config_for(kafka_conn_id)
     marks = offsets.watermarks(config, topic_name)
+    state = offsets.read_checkpoint(Path(checkpoint), topic_name)
     decision = offsets.decide(
-        offsets.read_checkpoint(Path(checkpoint), topic_name),
+        state,
         {p: high for p, (_low, high) in marks.items()},
         {p: low for p, (low, _high) in marks.items()},
     )
@@ -64,6 +77,10 @@ def check_new_offsets(
         )
     if not decision.run:
         log.info("skipping the Spark job: the table already holds every offset Kafka has")
+        newest = airflow_metrics.table_newest_timestamp_ms(table_path) if table_path else None
+        airflow_metrics.publish(
+            run_metrics.idle_metrics(topic_name, dict(decision.lag), newest, datetime.now(UTC)), ti
+        )
     return decision.run
 
 
@@ -127,16 +144,60 @@ class TopicSparkSubmitOperator(SparkSubmitOperator):  # type: ignore[misc]  # pr
 class IngestOperator(TopicSparkSubmitOperator):
     """The ingest job, handed its Kafka settings in a private file (secrets never on a command line)."""
 
-    def __init__(self, *, kafka_conn_id: str, **kwargs: Any) -> None:
-        super().__init__(job="ingest_topic.py", **kwargs)
+    def __init__(self, *, kafka_conn_id: str, topic: TopicConfig, **kwargs: Any) -> None:
+        super().__init__(job="ingest_topic.py", topic=topic, **kwargs)
         self.kafka_conn_id = kafka_conn_id
+        self.topic = topic
 
     def execute(self, context: Any) -> None:
-        java_config = kafka_client.java_client_config(kafka_config_for(self.kafka_conn_id))
+        client_config = kafka_config_for(self.kafka_conn_id)
+        java_config = kafka_client.java_client_config(client_config)
         self.log.info("Kafka client settings: %s", kafka_client.redacted(java_config))
-        with kafka_client.config_file(java_config) as path:
-            self.env_vars = {**(self.env_vars or {}), kafka_client.ENV_CLIENT_CONFIG_FILE: str(path)}
+        # Measured just before the job: its availableNow run reads up to the end offsets it sees at start.
+        lag_before = airflow_metrics.lag_now(client_config, self.topic)
+        with kafka_client.config_file(java_config) as path, job_metrics_file() as metrics_path:
+            self.env_vars = {
+                **(self.env_vars or {}),
+                kafka_client.ENV_CLIENT_CONFIG_FILE: str(path),
+                run_metrics.ENV_METRICS_FILE: str(metrics_path),
+            }
+            started = time.monotonic()
             super().execute(context)
+            duration = time.monotonic() - started
+            job = read_job_metrics(metrics_path)
+        if job is None:
+            return
+        metrics = run_metrics.ingest_metrics(
+            self.topic.name,
+            job,
+            lag_before=lag_before,
+            lag_after=airflow_metrics.lag_now(client_config, self.topic),
+            # Only read when the job landed nothing: the Delta log then says how old the table is.
+            table_newest_ms=(
+                None
+                if job.newest_timestamp_ms is not None
+                else airflow_metrics.table_newest_timestamp_ms(self.topic.path)
+            ),
+            duration_seconds=duration,
+            now=datetime.now(UTC),
+        )
+        airflow_metrics.publish(metrics, context.get("ti"))
+
+
+@contextmanager
+def job_metrics_file() -> Iterator[Path]:
+    """A fresh path for the job to write its metrics to, removed afterwards."""
+    with tempfile.TemporaryDirectory(prefix="kafkalake-metrics-") as folder:
+        yield Path(folder) / "metrics.json"
+
+
+def read_job_metrics(path: Path) -> run_metrics.JobMetrics | None:
+    """What the job wrote; None (with a warning) when it wrote nothing usable: metrics never fail a run."""
+    try:
+        return run_metrics.JobMetrics.from_json(path.read_text(), source=str(path))
+    except (OSError, ValueError) as err:
+        log.warning("no run metrics from the ingest job: %s", err)
+        return None
 
 
 class MaintenanceOperator(TopicSparkSubmitOperator):
