@@ -14,6 +14,9 @@ A failure the job can name (Kafka's data-loss check, bad configuration, a missin
 that does not answer) ends with one line ``KAFKALAKE_FAILURE kind=<kind> <what to do>`` and the
 kind's exit code (``kafkalake.failures.EXIT_CODES``), so Airflow decides retry-or-fail from that
 instead of from a Java stack trace.
+
+When ``KAFKALAKE_METRICS_FILE`` names a file, the job writes what it landed there as JSON
+(``kafkalake.run_metrics.JobMetrics``), on success and on failure; its Airflow task reads it.
 """
 
 from __future__ import annotations
@@ -22,7 +25,9 @@ import argparse
 import logging
 import os
 import sys
+import time
 from datetime import UTC, datetime
+from pathlib import Path
 
 from kafkalake import reingest as landing_gaps
 from kafkalake.bronze import ensure_table, start_ingest
@@ -45,6 +50,7 @@ from kafkalake.kafka_client import ENV_CLIENT_CONFIG_FILE, KafkaConfigError, rea
 from kafkalake.landing import BatchWriter
 from kafkalake.paths import catalog_path, lake_root
 from kafkalake.run_lock import checkpoint_lock
+from kafkalake.run_metrics import ENV_METRICS_FILE
 from kafkalake.run_modes import parse_reingest_from
 from kafkalake.table_guard import check_safe_to_start
 
@@ -52,6 +58,7 @@ log = logging.getLogger("kafkalake.ingest")
 
 
 def main(argv: list[str] | None = None) -> int:
+    started = time.monotonic()
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--topic", required=True, help="topic name, as in the catalog")
     parser.add_argument("--reingest-from", help="ISO timestamp: re-ingest the gap repair from then")
@@ -68,10 +75,10 @@ def main(argv: list[str] | None = None) -> int:
         return report(failure(Kind.BAD_CONFIG, f"topic {args.topic!r}: {err}"))
     if args.reingest_from is not None:
         return reingest(topic, client_config, args.reingest_from)
-    return ingest(topic, client_config)
+    return ingest(topic, client_config, started)
 
 
-def ingest(topic: TopicConfig, client_config: dict[str, str]) -> int:
+def ingest(topic: TopicConfig, client_config: dict[str, str], started: float) -> int:
     from pyspark.errors.exceptions.captured import CapturedException
     from pyspark.sql import SparkSession
 
@@ -79,6 +86,7 @@ def ingest(topic: TopicConfig, client_config: dict[str, str]) -> int:
     spark.sparkContext.setLogLevel("WARN")
     log.info("ingesting topic %s into %s (checkpoint %s)", topic.name, topic.path, topic.checkpoint_path)
     writer = BatchWriter(spark, topic)
+    streaming = None
     try:
         # Refuse to start when table and checkpoint disagree (a deleted table would otherwise be
         # re-created empty, a deleted checkpoint re-read Kafka): before the table is created.
@@ -90,9 +98,11 @@ def ingest(topic: TopicConfig, client_config: dict[str, str]) -> int:
         # Two runs of one topic never share the checkpoint, whatever started them.
         with checkpoint_lock(topic.checkpoint_path):
             query = start_ingest(spark, topic, client_config, writer)
+            streaming = time.monotonic()
             query.awaitTermination()
     except (BadConfigError, CheckpointLockedError, TableStateError) as err:
         spark.stop()
+        write_metrics(writer, started, streaming)
         return report(failure_of(err))
     except CapturedException as err:
         if isinstance(writer.failure, KafkalakeError):
@@ -106,9 +116,11 @@ def ingest(topic: TopicConfig, client_config: dict[str, str]) -> int:
         log.error("the ingest of topic %s failed: %s", topic.name, err)
         log.info("landed before the failure: %s", writer.stats.summary())
         spark.stop()
+        write_metrics(writer, started, streaming)
         return report(failed)
     log.info("done: %s", writer.stats.summary())
     spark.stop()
+    write_metrics(writer, started, streaming)
     return 0
 
 
@@ -134,6 +146,18 @@ def reingest(topic: TopicConfig, client_config: dict[str, str], reingest_from: s
         spark.stop()
     log.info("done: %s", outcome.summary())
     return 0
+
+
+def write_metrics(writer: BatchWriter, started: float, streaming: float | None) -> None:
+    """Hand what the run landed to the Airflow task, in the file it named (if it named one)."""
+    path = os.environ.get(ENV_METRICS_FILE)
+    if not path:
+        return
+    done = time.monotonic()
+    # A run that failed before its stream started spent all its time starting up.
+    startup = (streaming if streaming is not None else done) - started
+    metrics = writer.stats.job_metrics(startup_seconds=startup, processing_seconds=done - (streaming or done))
+    Path(path).write_text(metrics.to_json())
 
 
 def error_text(err: Exception) -> str:

@@ -42,7 +42,7 @@ from airflow.sdk.definitions.timetables.simple import NullTimetable
 from airflow.sdk.definitions.timetables.trigger import DeltaTriggerTimetable
 from airflow.sdk.exceptions import AirflowException, AirflowNotFoundException
 from airflow.serialization.serialized_objects import DagSerialization
-from kafkalake import kafka_client
+from kafkalake import airflow_metrics, kafka_client, run_metrics
 from kafkalake.airflow_tasks import MaintenanceOperator
 from kafkalake.assets import topic_assets
 from kafkalake.catalog import CatalogError, load_catalog
@@ -623,6 +623,9 @@ def test_spark_tasks_use_spark_default_local_jars_and_an_existing_application(
 def ingest_task(monkeypatch, tmp_path) -> Any:
     """A fresh ``ingest`` task (tests below change its state) from a parsed DAG."""
     set_catalog(monkeypatch, FOUR_TOPICS, tmp_path / "lake", strict=True)
+    # The lag metrics ask Kafka for offsets; these tests' brokers do not exist, and each ask would
+    # wait for its timeout. tests/integration/test_ingest_dag.py measures the lag on a real broker.
+    monkeypatch.setattr(airflow_metrics, "lag_now", lambda config, topic: None)
     return parse_dags().dags["ingest_payments"].get_task("ingest")
 
 
@@ -728,6 +731,8 @@ def test_ingest_execute_hands_secrets_in_a_private_file_not_on_the_command_line(
     assert command[command.index("--jars") + 1] == str(jar)
     assert command[command.index("--master") + 1] == master
     assert command[-2:] == ["--topic", "payments"]
+    # The job's metrics file, like the settings file, is named in its environment, never in argv.
+    assert run_metrics.ENV_METRICS_FILE in seen["env_vars"]
     if master == "yarn":
         conf_file_setting = f"spark.yarn.appMasterEnv.{kafka_client.ENV_CLIENT_CONFIG_FILE}={seen['path']}"
         assert conf_file_setting in command

@@ -8,7 +8,10 @@ from __future__ import annotations
 import json
 import logging
 import os
-from collections.abc import Mapping
+import tempfile
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -17,7 +20,7 @@ from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOpe
 from airflow.sdk import BaseHook
 from airflow.sdk.exceptions import AirflowException, AirflowNotFoundException, AirflowSkipException
 
-from kafkalake import failures, kafka_client, maintenance, offsets, reingest
+from kafkalake import airflow_metrics, failures, kafka_client, maintenance, offsets, reingest, run_metrics
 from kafkalake.catalog import TopicConfig
 from kafkalake.jars import jar_files
 from kafkalake.paths import jobs_dir
@@ -50,13 +53,17 @@ def check_new_offsets(
     fail_on_data_loss: bool = True,
     dag_run: Any = None,
     params: Mapping[str, Any] | None = None,
+    table_path: str | None = None,
+    ti: Any = None,
 ) -> bool:
     """ShortCircuit callable: true when the ingest job has work to do.
 
     Fails at once (:class:`~kafkalake.failures.OffsetsExpiredError`, not retried) when Kafka has
     already deleted records the table never read, unless the topic accepts that loss. A backfill
     run never ingests; a confirmed re-ingest checks its window here, without a JVM
-    (:mod:`kafkalake.run_modes`). ``dag_run`` and ``params`` come from the task's context.
+    (:mod:`kafkalake.run_modes`). ``dag_run``, ``params`` and ``ti`` come from the task's context.
+    An idle run publishes its run metrics here (lag 0, the age of the table's newest record), since
+    no ingest task will: a topic whose producers stopped shows a growing age, not a gap.
     """
     mode = current_mode(dag_run, params)
     if mode.note:
@@ -72,8 +79,9 @@ def check_new_offsets(
             log.info("skipping the Spark job: Kafka has nothing in the window the stream has passed")
         return window.records > 0
     marks = offsets.watermarks(config, topic_name)
+    state = offsets.read_checkpoint(Path(checkpoint), topic_name)
     decision = offsets.decide(
-        offsets.read_checkpoint(Path(checkpoint), topic_name),
+        state,
         {p: high for p, (_low, high) in marks.items()},
         {p: low for p, (low, _high) in marks.items()},
     )
@@ -91,6 +99,10 @@ def check_new_offsets(
         )
     if not decision.run:
         log.info("skipping the Spark job: the table already holds every offset Kafka has")
+        newest = airflow_metrics.table_newest_timestamp_ms(table_path) if table_path else None
+        airflow_metrics.publish(
+            run_metrics.idle_metrics(topic_name, dict(decision.lag), newest, datetime.now(UTC)), ti
+        )
     return decision.run
 
 
@@ -163,9 +175,10 @@ class TopicSparkSubmitOperator(KafkalakeSparkSubmitOperator):
 class IngestOperator(TopicSparkSubmitOperator):
     """The ingest job, handed its Kafka settings in a private file (secrets never on a command line)."""
 
-    def __init__(self, *, kafka_conn_id: str, **kwargs: Any) -> None:
-        super().__init__(job="ingest_topic.py", **kwargs)
+    def __init__(self, *, kafka_conn_id: str, topic: TopicConfig, **kwargs: Any) -> None:
+        super().__init__(job="ingest_topic.py", topic=topic, **kwargs)
         self.kafka_conn_id = kafka_conn_id
+        self.topic = topic
 
     def execute(self, context: Any) -> None:
         mode = current_mode(context.get("dag_run"), context.get("params"))
@@ -180,11 +193,54 @@ class IngestOperator(TopicSparkSubmitOperator):
                 "--reingest-from",
                 mode.reingest_from.isoformat(),
             ]
-        java_config = kafka_client.java_client_config(kafka_config_for(self.kafka_conn_id))
+        client_config = kafka_config_for(self.kafka_conn_id)
+        java_config = kafka_client.java_client_config(client_config)
         self.log.info("Kafka client settings: %s", kafka_client.redacted(java_config))
-        with kafka_client.config_file(java_config) as path:
-            self.env_vars = {**(self.env_vars or {}), kafka_client.ENV_CLIENT_CONFIG_FILE: str(path)}
+        # Measured just before the job: its availableNow run reads up to the end offsets it sees at start.
+        lag_before = airflow_metrics.lag_now(client_config, self.topic)
+        with kafka_client.config_file(java_config) as path, job_metrics_file() as metrics_path:
+            self.env_vars = {
+                **(self.env_vars or {}),
+                kafka_client.ENV_CLIENT_CONFIG_FILE: str(path),
+                run_metrics.ENV_METRICS_FILE: str(metrics_path),
+            }
+            started = time.monotonic()
             super().execute(context)
+            duration = time.monotonic() - started
+            job = read_job_metrics(metrics_path)
+        if job is None:
+            return
+        metrics = run_metrics.ingest_metrics(
+            self.topic.name,
+            job,
+            lag_before=lag_before,
+            lag_after=airflow_metrics.lag_now(client_config, self.topic),
+            # Only read when the job landed nothing: the Delta log then says how old the table is.
+            table_newest_ms=(
+                None
+                if job.newest_timestamp_ms is not None
+                else airflow_metrics.table_newest_timestamp_ms(self.topic.path)
+            ),
+            duration_seconds=duration,
+            now=datetime.now(UTC),
+        )
+        airflow_metrics.publish(metrics, context.get("ti"))
+
+
+@contextmanager
+def job_metrics_file() -> Iterator[Path]:
+    """A fresh path for the job to write its metrics to, removed afterwards."""
+    with tempfile.TemporaryDirectory(prefix="kafkalake-metrics-") as folder:
+        yield Path(folder) / "metrics.json"
+
+
+def read_job_metrics(path: Path) -> run_metrics.JobMetrics | None:
+    """What the job wrote; None (with a warning) when it wrote nothing usable: metrics never fail a run."""
+    try:
+        return run_metrics.JobMetrics.from_json(path.read_text(), source=str(path))
+    except (OSError, ValueError) as err:
+        log.warning("no run metrics from the ingest job: %s", err)
+        return None
 
 
 class MaintenanceOperator(TopicSparkSubmitOperator):

@@ -15,6 +15,7 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from kafkalake.paths import ENV_CATALOG, ENV_LAKE_ROOT, REPO_ROOT
 from kafkalake.pools import DEFAULT_SPARK_SLOTS, SPARK_POOL, pools_set_args
@@ -194,6 +195,16 @@ def asset_events(airflow_home: Path, asset_name: str) -> list[AssetEvent]:
             (asset_name,),
         ).fetchall()
     return [AssetEvent(*row) for row in rows]
+
+
+def xcom_value(airflow_home: Path, run: DagRunResult, task_id: str, key: str = "return_value") -> Any:
+    """A task's XCom value in a run, from the metadata DB; None when it pushed none under ``key``."""
+    with sqlite3.connect(airflow_home / "airflow.db") as db:
+        row = db.execute(
+            "SELECT value FROM xcom WHERE dag_id = ? AND run_id = ? AND task_id = ? AND key = ?",
+            (run.dag_id, run.run_id, task_id, key),
+        ).fetchone()
+    return json.loads(row[0]) if row and row[0] is not None else None
 
 
 def task_seconds(airflow_home: Path, run: DagRunResult, task_id: str) -> float:

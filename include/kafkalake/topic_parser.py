@@ -18,10 +18,11 @@ from typing import TYPE_CHECKING, Any
 from kafkalake import parsing
 from kafkalake.catalog import TopicConfig
 from kafkalake.failures import ExpectationFailedError, SchemaRejectedError
+from kafkalake.run_metrics import JobMetrics
 from kafkalake.schemas import RESCUED_COLUMN, Schema, SchemaHistory, merge
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import Column, DataFrame, SparkSession
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +33,10 @@ class RunStats:
 
     batches: int = 0
     bronze_rows: int = 0
+    #: Bytes of the Kafka keys and values landed in bronze.
+    bronze_bytes: int = 0
+    #: Newest Kafka timestamp landed, ms since the epoch.
+    newest_timestamp_ms: int | None = None
     parsed_rows: int = 0
     rescued_rows: int = 0
     tombstones: int = 0
@@ -43,10 +48,54 @@ class RunStats:
         dead = ", ".join(f"{r}={n}" for r, n in sorted(self.dead_letters.items())) or "none"
         broken = ", ".join(f"{r}={n}" for r, n in sorted(self.expectation_violations.items())) or "none"
         return (
-            f"{self.batches} micro-batches, {self.bronze_rows} rows to bronze, {self.parsed_rows} parsed "
+            f"{self.batches} micro-batches, {self.bronze_rows} rows to bronze ({self.bronze_bytes} bytes of "
+            f"keys and values), {self.parsed_rows} parsed "
             f"({self.rescued_rows} with _rescued_data), {self.tombstones} tombstones; dead letters: {dead}; "
             f"expectation violations: {broken}; new schema versions: {self.schema_versions or 'none'}"
         )
+
+    def add_landed(self, counts: dict[str, Any]) -> None:
+        """Add one batch's :func:`landed_aggregates` (an empty batch's sum and max are null)."""
+        self.bronze_rows += counts.get("rows") or 0
+        self.bronze_bytes += counts.get("bytes") or 0
+        newest = counts.get("newest_timestamp_ms")
+        if newest is not None and (self.newest_timestamp_ms is None or newest > self.newest_timestamp_ms):
+            self.newest_timestamp_ms = newest
+
+    def job_metrics(self, startup_seconds: float, processing_seconds: float) -> JobMetrics:
+        return JobMetrics(
+            batches=self.batches,
+            rows=self.bronze_rows,
+            bytes=self.bronze_bytes,
+            parsed_rows=self.parsed_rows,
+            dead_letters=dict(sorted(self.dead_letters.items())),
+            newest_timestamp_ms=self.newest_timestamp_ms,
+            startup_seconds=startup_seconds,
+            processing_seconds=processing_seconds,
+        )
+
+
+def landed_aggregates(key: Column, value: Column, timestamp: Column) -> list[Column]:
+    """Rows, key + value bytes and newest Kafka timestamp of a batch: part of the batch's one
+    aggregate, so measuring what landed costs no extra pass over the data."""
+    from pyspark.sql import functions as F
+
+    return [
+        F.count(F.lit(1)).alias("rows"),
+        F.sum(F.coalesce(F.octet_length(key), F.lit(0)) + F.coalesce(F.octet_length(value), F.lit(0))).alias(
+            "bytes"
+        ),
+        # Milliseconds, not a timestamp: collecting a timestamp would turn it into local time.
+        F.max(F.unix_millis(timestamp)).alias("newest_timestamp_ms"),
+    ]
+
+
+def landed_counts(bronze: DataFrame) -> dict[str, Any]:
+    """:func:`landed_aggregates` of rows with the bronze table's columns."""
+    from pyspark.sql import functions as F
+
+    row = bronze.agg(*landed_aggregates(F.col("key"), F.col("value"), F.col("kafka_timestamp"))).first()
+    return row.asDict() if row else {}
 
 
 @dataclass(frozen=True)
@@ -112,7 +161,7 @@ class TopicParser:
 
     def add_stats(self, counts: dict[str, int]) -> None:
         """Count a parsed frame into the run's stats, once its tables are written."""
-        self.stats.bronze_rows += counts.get("rows", 0)
+        self.stats.add_landed(counts)
         self.stats.parsed_rows += counts.get("parsed", 0)
         self.stats.rescued_rows += counts.get("rescued", 0)
         self.stats.tombstones += counts.get(parsing.TOMBSTONE, 0)
@@ -139,7 +188,11 @@ class TopicParser:
         from pyspark.sql import functions as F
 
         reason = F.col(parsing.REASON)
-        aggregates = [F.count(F.lit(1)).alias("rows"), F.count_if(reason.isNull()).alias("parsed")]
+        kafka = F.col(parsing.KAFKA_COLUMN)
+        aggregates = [
+            *landed_aggregates(kafka["key"], F.col(parsing.VALUE), kafka["timestamp"]),
+            F.count_if(reason.isNull()).alias("parsed"),
+        ]
         if RESCUED_COLUMN in frame.columns:
             aggregates.append(
                 F.count_if(reason.isNull() & F.col(RESCUED_COLUMN).isNotNull()).alias("rescued")

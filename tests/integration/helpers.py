@@ -3,6 +3,7 @@ ingest run in the test session's SparkSession."""
 
 from __future__ import annotations
 
+import socket
 from collections import Counter
 from datetime import timedelta
 from pathlib import Path
@@ -88,3 +89,39 @@ def run_ingest(spark: Any, topic: TopicConfig, bootstrap: str) -> BatchWriter:
             raise writer.failure from None
         raise
     return writer
+
+
+class StatsdReceiver:
+    """A StatsD server for one test module: a UDP socket on loopback that keeps what it receives."""
+
+    def __init__(self) -> None:
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        # Airflow sends its own metrics too: room for a whole DAG run's worth between two reads.
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.setblocking(False)
+        self.port: int = self.sock.getsockname()[1]
+
+    def drain(self) -> list[str]:
+        """Every metric line received since the last call (``name:value|type``)."""
+        lines = []
+        while True:
+            try:
+                data = self.sock.recv(65536)
+            except BlockingIOError:
+                return lines
+            lines += data.decode().splitlines()
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def metric_values(lines: list[str], prefix: str) -> dict[tuple[str, str], float]:
+    """``{(name without prefix, type): last value}`` of the lines whose name starts with ``prefix``."""
+    values = {}
+    for line in lines:
+        name, _, rest = line.partition(":")
+        if name.startswith(prefix):
+            value, _, kind = rest.partition("|")
+            values[(name[len(prefix) :], kind)] = float(value)
+    return values

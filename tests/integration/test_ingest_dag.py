@@ -1,14 +1,20 @@
 """A topic's DAG, run through Airflow against the real broker, Spark and Delta.
 
 The tests run in order and share one topic: first no events at all, then 10,000 events, then 5,000
-more, then nothing new.
+more, then nothing new. The runs with 10,000 events and with nothing new send their run metrics to
+a StatsD server in the test (Airflow's ``[metrics] statsd_on``), which checks them against the
+tables read back.
 """
 
 from __future__ import annotations
 
 import re
 import subprocess
+from collections import Counter
+from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 from deltalake import DeltaTable
@@ -18,7 +24,14 @@ from kafkalake.catalog import TopicConfig, load_catalog
 from kafkalake.producer import Record
 from kafkalake.tables import topic_tables
 
-from .helpers import assert_contents, assert_exactly_once, read_rows, table_version
+from .helpers import (
+    StatsdReceiver,
+    assert_contents,
+    assert_exactly_once,
+    metric_values,
+    read_rows,
+    table_version,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -57,6 +70,34 @@ def produced() -> dict[tuple[int, int], Record]:
     return {}
 
 
+@pytest.fixture(scope="module")
+def statsd() -> Iterator[StatsdReceiver]:
+    receiver = StatsdReceiver()
+    yield receiver
+    receiver.close()
+
+
+@pytest.fixture(scope="module")
+def metrics_env(airflow_env: dict[str, str], statsd: StatsdReceiver) -> dict[str, str]:
+    """The DAG runs' environment with Airflow's StatsD metrics on, sent to the test's receiver."""
+    return {
+        **airflow_env,
+        "AIRFLOW__METRICS__STATSD_ON": "True",
+        "AIRFLOW__METRICS__STATSD_HOST": "127.0.0.1",
+        "AIRFLOW__METRICS__STATSD_PORT": str(statsd.port),
+    }
+
+
+def topic_metrics(statsd: StatsdReceiver) -> dict[tuple[str, str], float]:
+    """This module's topic's metrics received since the last call, Airflow's prefix and ours removed."""
+    return metric_values(statsd.drain(), f"airflow.kafkalake.{TOPIC}.")
+
+
+def newest_ms(rows: list[dict[str, Any]]) -> int:
+    newest: datetime = max(r["kafka_timestamp"] for r in rows)
+    return round(newest.timestamp() * 1000)
+
+
 def produce(kafka: LocalKafka, records: list[Record], produced: dict[tuple[int, int], Record]) -> None:
     spots = producer.produce(kafka.bootstrap_servers, TOPIC, records)
     assert len(spots) == len(records)
@@ -78,10 +119,11 @@ def test_first_run_on_an_empty_topic_leaves_an_empty_table(airflow_env, topic):
     assert DeltaTable(topic.path).metadata().configuration.get("delta.appendOnly") == "true"
 
 
-def test_first_events_land_once_each(airflow_env, kafka, topic, produced):
+def test_first_events_land_once_each(metrics_env, statsd, kafka, topic, produced):
     produce(kafka, json_events(0, 10_000 - len(ODD_RECORDS)) + ODD_RECORDS, produced)
+    statsd.drain()
 
-    run = local_airflow.test_dag(airflow_env, topic.dag_id, sync=False)
+    run = local_airflow.test_dag(metrics_env, topic.dag_id, sync=False)
 
     assert run.task_states == {
         "check_new_offsets": "success",
@@ -101,6 +143,29 @@ def test_first_events_land_once_each(airflow_env, kafka, topic, produced):
     assert len(parsed) + len(dead) == 10_000
     assert len(parsed) >= 10_000 - len(ODD_RECORDS) and all(r["reason"] for r in dead)
 
+    # Run metrics: what the tables hold, as StatsD gauges, in XCom and in the task log.
+    sent = topic_metrics(statsd)
+    true_bytes = sum(len(r["key"] or b"") + len(r["value"] or b"") for r in rows)
+    assert sent[("rows", "g")] == 10_000
+    assert sent[("bytes", "g")] == true_bytes
+    assert sent[("dead_letters", "g")] == len(dead) > 0
+    assert sent[("lag_before", "g")] == 10_000  # the empty first run left a checkpoint at 0
+    assert sent[("lag", "g")] == 0
+    assert {sent[(f"partition_lag.{p}", "g")] for p in range(3)} == {0}
+    assert sent[("batches", "g")] >= 1
+    assert 0 <= sent[("freshness_seconds", "g")] < 900
+    assert sent[("duration", "ms")] > sent[("processing", "ms")] > 0
+    xcom = local_airflow.xcom_value(Path(metrics_env["AIRFLOW_HOME"]), run, "ingest", "run_metrics")
+    assert xcom["rows"] == 10_000 and xcom["bytes"] == true_bytes
+    assert xcom["dead_letter_count"] == len(dead)
+    assert xcom["parsed_rows"] == len(parsed)
+    # The table was empty: each partition's lag before was every row it now holds.
+    per_partition = Counter(r["partition"] for r in rows)
+    assert xcom["lag_before"] == {str(p): n for p, n in per_partition.items()} and xcom["lag"] == 0
+    assert xcom["newest_timestamp_ms"] == newest_ms(rows)
+    assert "run metrics of topic it-events" in run.output
+    assert "landed:    10,000 rows" in run.output
+
 
 def test_next_run_adds_exactly_the_new_events(airflow_env, kafka, topic, produced):
     before = {(r["partition"], r["offset"]) for r in read_rows(Path(topic.path))}
@@ -116,10 +181,11 @@ def test_next_run_adds_exactly_the_new_events(airflow_env, kafka, topic, produce
     assert_contents(rows, produced)
 
 
-def test_idle_run_launches_no_spark_job_and_adds_no_version(airflow_env, kafka, topic):
+def test_idle_run_launches_no_spark_job_and_adds_no_version(metrics_env, statsd, kafka, topic):
     version = table_version(Path(topic.path))
+    statsd.drain()
 
-    run = local_airflow.test_dag(airflow_env, topic.dag_id, sync=False)
+    run = local_airflow.test_dag(metrics_env, topic.dag_id, sync=False)
 
     assert run.task_states == {
         "check_new_offsets": "success",
@@ -132,7 +198,22 @@ def test_idle_run_launches_no_spark_job_and_adds_no_version(airflow_env, kafka, 
     assert "nothing new since the last run" in run.output
     assert "no table maintenance due (no Spark job started)" in run.output
     assert table_version(Path(topic.path)) == version
-    assert len(read_rows(Path(topic.path))) == 15_000
+    rows = read_rows(Path(topic.path))
+    assert len(rows) == 15_000
+
+    # An idle run still reports: nothing landed, no lag, and how old the newest record is, which
+    # the Delta log's statistics give without a Spark job.
+    sent = topic_metrics(statsd)
+    assert sent[("rows", "g")] == 0
+    assert sent[("lag", "g")] == 0
+    assert sent[("freshness_seconds", "g")] > 0
+    assert ("duration", "ms") not in sent
+    xcom = local_airflow.xcom_value(
+        Path(metrics_env["AIRFLOW_HOME"]), run, "check_new_offsets", "run_metrics"
+    )
+    assert xcom["ingested"] is False
+    assert xcom["newest_timestamp_ms"] == newest_ms(rows)
+    assert "nothing: no new offsets in Kafka" in run.output
 
 
 def test_every_registered_table_is_read_by_name_from_a_new_spark_session(catalog_file, lake, topic):

@@ -1,0 +1,110 @@
+"""Run metrics in Airflow: measured around the ingest job, then logged, pushed to XCom and sent
+through Airflow's own metrics layer (StatsD or OpenTelemetry, as its ``[metrics]`` settings say).
+
+The numbers and their names are :mod:`kafkalake.run_metrics`; this module is its I/O edge: Kafka's
+offsets and the checkpoint for the lag, the Delta log for the newest timestamp, Airflow for the rest.
+None of it needs a JVM.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from kafkalake import offsets
+from kafkalake.catalog import TopicConfig
+from kafkalake.failures import KafkalakeError
+from kafkalake.run_metrics import XCOM_KEY, PartitionLag, RunMetrics, metric_points, partition_lag
+
+log = logging.getLogger(__name__)
+
+#: The bronze column whose Delta statistics (max per file) give the newest Kafka timestamp landed.
+TIMESTAMP_COLUMN = "kafka_timestamp"
+
+
+def lag_now(client_config: Mapping[str, str], topic: TopicConfig) -> PartitionLag | None:
+    """Records Kafka holds that the table does not, per partition; None when Kafka does not answer.
+
+    A metric must never fail a run that landed its data: an unanswered question is logged and the
+    lag reported as unknown.
+    """
+    from confluent_kafka import KafkaException
+
+    try:
+        marks = offsets.watermarks(client_config, topic.name)
+    except (KafkaException, KafkalakeError) as err:
+        log.warning("topic %s: lag unknown, Kafka's offsets could not be read: %s", topic.name, err)
+        return None
+    return lag_of(marks, offsets.read_checkpoint(Path(topic.checkpoint_path), topic.name), topic)
+
+
+def lag_of(
+    marks: Mapping[int, tuple[int, int]], checkpoint: offsets.CheckpointState | None, topic: TopicConfig
+) -> PartitionLag:
+    """The lag from Kafka's (earliest, end) offsets and the checkpoint, both already read."""
+    return partition_lag(
+        {p: high for p, (_low, high) in marks.items()},
+        checkpoint.committed if checkpoint is not None else None,
+        {p: low for p, (low, _high) in marks.items()},
+        topic.starting_offsets,
+    )
+
+
+def table_newest_timestamp_ms(path: str) -> int | None:
+    """The newest Kafka timestamp in a bronze table, from the Delta log's per-file statistics.
+
+    Reads the log only (no data file, no JVM); None when there is no table, no row or no statistics.
+    """
+    import pyarrow as pa
+    from deltalake import DeltaTable
+
+    if not DeltaTable.is_deltatable(path):
+        return None
+    actions = pa.table(DeltaTable(path).get_add_actions(flatten=True))
+    column = f"max.{TIMESTAMP_COLUMN}"
+    if column not in actions.column_names:
+        return None
+    newest = max((v for v in actions.column(column).to_pylist() if v is not None), default=None)
+    return round(newest.timestamp() * 1000) if newest is not None else None
+
+
+def publish(metrics: RunMetrics, ti: Any | None) -> dict[str, Any]:
+    """Log the summary, push the metrics to XCom (key :data:`XCOM_KEY`), send them as Airflow metrics."""
+    log.info("%s", metrics.summary())
+    value = metrics.as_xcom()
+    if ti is not None:
+        ti.xcom_push(key=XCOM_KEY, value=value)
+    send(metrics)
+    return value
+
+
+def send(metrics: RunMetrics) -> None:
+    """Gauges and timers through Airflow's metrics layer: its backend, prefix, allow/block lists."""
+    stats = _airflow_stats()
+    for point in metric_points(metrics):
+        if point.kind == "timing":
+            stats.timing(point.name, timedelta(seconds=point.value), tags=point.tags)
+        else:
+            stats.gauge(point.name, point.value, tags=point.tags)
+
+
+def _airflow_stats() -> Any:
+    """Airflow's ``Stats`` functions, with their backend set up from Airflow's ``[metrics]`` config.
+
+    A worker's task runner sets the backend up before a task runs; ``airflow dags test`` (the demo,
+    the tests) runs tasks in its own process without doing so, and every metric would be dropped.
+    """
+    from airflow.sdk._shared.observability.metrics import stats as singleton
+    from airflow.sdk.configuration import conf
+    from airflow.sdk.observability import stats
+    from airflow.sdk.observability.metrics import stats_utils
+
+    if getattr(singleton, "_factory", None) is None:
+        stats.initialize(
+            factory=stats_utils.get_stats_factory(),
+            export_legacy_names=conf.getboolean("metrics", "legacy_names_on"),
+        )
+    return stats
