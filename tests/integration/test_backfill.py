@@ -1,21 +1,22 @@
-"""``airflow backfill create`` on a topic's DAG, run by a real scheduler: table care, never an ingest.
+"""A backfill of a topic's DAG, run by a real scheduler: table care, never an ingest.
 
 The ingest is checkpoint-driven, so a backfill run must not ingest (kafkalake.run_modes). The topic
 is landed first (in the session's SparkSession), the DAG is unpaused and its first scheduled run
 finds nothing new; then records arrive that no run has read, and a backfill over past intervals is
-created with the CLI, as on-call would. Every backfill run must succeed without starting the ingest,
+created through the REST API, as the UI does. Every backfill run must succeed without starting the ingest,
 and bronze and its checkpoint must be exactly as before.
 """
 
 from __future__ import annotations
 
 import sqlite3
-import subprocess
+import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import httpx
 import pytest
-from kafkalake import local_airflow, producer
+from kafkalake import producer
 from kafkalake.catalog import dag_id_for, load_catalog
 from kafkalake.offsets import read_checkpoint
 from kafkalake.producer import Record
@@ -60,6 +61,20 @@ def task_log(server: AirflowServer, run_id: str, task_id: str) -> str:
 
 
 @pytest.mark.timeout(START_TIMEOUT + 1200)  # may be the test that starts the server
+def create_backfill(server: AirflowServer, body: dict[str, object]) -> dict[str, object]:
+    """POST /backfills; again on a server error: the API server shares the SQLite DB with the
+    scheduler too, and a create that failed on a locked DB was rolled back whole."""
+    for attempt in range(3):
+        try:
+            created: dict[str, object] = server.api("POST", "/backfills", json=body)
+            return created
+        except httpx.HTTPStatusError as err:
+            if err.response.status_code < 500 or attempt == 2:
+                raise
+            time.sleep(5)
+    raise AssertionError("unreachable")
+
+
 def test_backfill_runs_do_table_care_and_never_ingest(airflow_server: AirflowServer, kafka, spark):
     server, bootstrap = airflow_server, kafka.bootstrap_servers
     topic = load_catalog(server.catalog, server.lake).topic(BACKFILL_TOPIC)
@@ -82,25 +97,19 @@ def test_backfill_runs_do_table_care_and_never_ingest(airflow_server: AirflowSer
         # Records no run has read: a run that ingested would land them.
         producer.produce(bootstrap, BACKFILL_TOPIC, records(300, 200))
         now = datetime.now(UTC)
-        created = subprocess.run(
-            local_airflow.airflow_command(
-                "backfill",
-                "create",
-                "--dag-id",
-                dag_id,
-                "--from-date",
-                (now - timedelta(hours=7)).isoformat(),
-                "--to-date",
-                (now - timedelta(hours=1)).isoformat(),
-                "--max-active-runs",
-                "1",
-            ),
-            env=server.env,
-            capture_output=True,
-            text=True,
-            timeout=300,
+        # Through the REST API, as the UI's Backfill dialog does. `airflow backfill create` does the
+        # same but writes the metadata DB from its own process: on the embedded SQLite DB, beside a
+        # running scheduler, that can fail with "database is locked" (it did in a CI run).
+        created = create_backfill(
+            server,
+            {
+                "dag_id": dag_id,
+                "from_date": (now - timedelta(hours=7)).isoformat(),
+                "to_date": (now - timedelta(hours=1)).isoformat(),
+                "max_active_runs": 1,
+            },
         )
-        assert created.returncode == 0, created.stdout[-3000:] + created.stderr[-3000:]
+        assert created["dag_id"] == dag_id, created
 
         def backfill_runs() -> list[tuple[str, str]]:
             return [(run_id, state) for run_id, kind, state in dag_runs(server, dag_id) if kind == "backfill"]
