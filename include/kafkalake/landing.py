@@ -25,8 +25,6 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import StructType
 
-__all__ = ["BatchWriter", "RunStats", "write_idempotent"]
-
 
 def write_idempotent(
     frame: DataFrame, path: str, app_id: str, batch_id: int, merge_schema: bool = False

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING
 from kafkalake.catalog import TopicConfig
 from kafkalake.landing import BatchWriter
 from kafkalake.offsets import Offsets, read_checkpoint, watermarks
-from kafkalake.run_lock import checkpoint_lock
+from kafkalake.run_lock import checkpoint_lock, local_path
 from kafkalake.run_modes import refused
 
 if TYPE_CHECKING:
@@ -160,12 +160,13 @@ def offsets_for_time(
 
 def local_checkpoint(topic_name: str, checkpoint: str) -> Path:
     """The checkpoint's local path; a re-ingest needs one (its lock and its offsets are files)."""
-    if "://" in checkpoint and not checkpoint.startswith("file:"):
+    path = local_path(checkpoint)
+    if path is None:
         raise refused(
             f"topic {topic_name!r}: its checkpoint {checkpoint} is not on a local filesystem; a re-ingest "
             "reads the checkpoint's offsets and holds its run lock, which need local (or file://) tables"
         )
-    return Path(checkpoint.removeprefix("file:"))
+    return path
 
 
 def resolve_window(
