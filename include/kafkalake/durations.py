@@ -1,9 +1,10 @@
-"""Durations written the way people write them in config: ``90s``, ``15m``, ``6h``, ``1d``, ``1h30m``."""
+"""Durations written the way people write them in config (``90s``, ``15m``, ``6h``, ``1d``,
+``1h30m``), and the ISO 8601 timestamps people give on a command line or in a DAG param."""
 
 from __future__ import annotations
 
 import re
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
 _PART = re.compile(r"(\d+)([smhdw])")
@@ -38,3 +39,12 @@ def format_duration(value: timedelta) -> str:
             parts.append(f"{seconds // size}{unit}")
             seconds %= size
     return "".join(parts) or "0s"
+
+
+def parse_timestamp(text: str) -> datetime:
+    """An ISO 8601 timestamp, timezone-aware: one that names no zone is UTC.
+
+    Raises ``ValueError`` when the text is not ISO 8601; the caller says which setting it was.
+    """
+    value = datetime.fromisoformat(text.strip())
+    return value if value.tzinfo else value.replace(tzinfo=UTC)

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-from kafkalake import parsing
+from kafkalake import durations, parsing
 from kafkalake.catalog import TopicConfig
 from kafkalake.failures import BadConfigError, IngestUnfinishedError, Kind, failure
 from kafkalake.offsets import read_checkpoint
@@ -97,7 +97,7 @@ class Selection:
 def parse_timestamp(topic: str, name: str, text: str) -> datetime:
     """An ISO 8601 timestamp from a command line or a DAG param; without a zone it is UTC."""
     try:
-        value = datetime.fromisoformat(text.strip())
+        return durations.parse_timestamp(text)
     except ValueError:
         raise BadConfigError(
             failure(
@@ -105,7 +105,6 @@ def parse_timestamp(topic: str, name: str, text: str) -> datetime:
                 f"topic {topic!r}: {name} {text!r} is not an ISO 8601 timestamp, e.g. 2026-11-22T10:00:00Z",
             ).message
         ) from None
-    return value if value.tzinfo else value.replace(tzinfo=UTC)
 
 
 def selection_from(

@@ -23,6 +23,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
+from kafkalake.durations import parse_timestamp
 from kafkalake.failures import Kind, ReingestRefusedError, failure
 
 #: DAG params (Airflow ``Param``), shown in the "Trigger DAG w/ config" form.
@@ -95,14 +96,12 @@ def parse_reingest_from(raw: object, now: datetime) -> datetime:
     """An ISO 8601 timestamp (UTC when it names no zone), not later than ``now``."""
     text = str(raw).strip()
     try:
-        since = datetime.fromisoformat(text)
+        since = parse_timestamp(text).astimezone(UTC)
     except ValueError:
         raise refused(
             f"{PARAM_REINGEST_FROM}={text!r} is not an ISO timestamp: write e.g. 2026-05-01T10:00:00Z "
             "or 2026-05-01T12:00:00+02:00"
         ) from None
-    since = since if since.tzinfo else since.replace(tzinfo=UTC)
-    since = since.astimezone(UTC)
     if since > now:
         raise refused(
             f"{PARAM_REINGEST_FROM}={text!r} is in the future (now is {now.isoformat(timespec='seconds')}): "
