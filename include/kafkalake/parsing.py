@@ -48,26 +48,46 @@ DEAD_LETTER_REASONS = (
 )
 
 
-def _lossy(raw: Column, parsed: Column, data_type: Any) -> Column:
-    """True where the raw JSON text holds something the parsed value lost (at any depth)."""
+def _has_unknown(raw_fields: Column, names: Sequence[str]) -> Column:
+    """True where the JSON object (as a map) has a key that is not one of ``names``.
+
+    Counted rather than filtered: ``map_filter`` runs an interpreted lambda on every key of every
+    record, and almost every record has no unknown key. A key whose JSON value is null still counts
+    (``map_contains_key``, not a lookup).
+    """
+    from pyspark.sql import functions as F
+
+    known = F.lit(0)
+    for name in names:
+        known = known + F.map_contains_key(raw_fields, F.lit(name)).cast("int")
+    return F.size(raw_fields) > known
+
+
+def _lossy(raw: Column, parsed: Column, data_type: Any, unknown_lost: bool = True) -> Column:
+    """True where the raw JSON text holds something the parsed value lost (at any depth).
+
+    Args:
+        unknown_lost: whether a struct's key that the schema does not know counts as lost (to
+            rescue), or is ignored (mode ``none``, at every depth as at the top).
+    """
     from pyspark.sql import functions as F
 
     present = raw.isNotNull()
     if isinstance(data_type, dict) and data_type["type"] == "struct":
         fields = data_type["fields"]
         raw_fields = F.from_json(raw, "map<string,string>")
-        names = [f["name"] for f in fields]
-        unknown = F.size(F.map_filter(raw_fields, lambda k, _v: ~k.isin(names))) > 0
-        lost = unknown
+        lost = _has_unknown(raw_fields, [f["name"] for f in fields]) if unknown_lost else F.lit(False)
         for field in fields:
-            lost = lost | _lossy(raw_fields[field["name"]], parsed[field["name"]], field["type"])
+            name = field["name"]
+            lost = lost | _lossy(raw_fields[name], parsed[name], field["type"], unknown_lost)
         return present & (parsed.isNull() | lost)
     if isinstance(data_type, dict) and data_type["type"] == "array":
         element = data_type["elementType"]
         raw_elements = F.from_json(raw, "array<string>")
         if isinstance(element, dict) and element["type"] in ("struct", "array"):
             inner = F.exists(
-                F.zip_with(raw_elements, parsed, lambda r, p: _lossy(r, p, element)), lambda x: x
+                F.zip_with(raw_elements, parsed, lambda r, p: _lossy(r, p, element, unknown_lost)),
+                lambda x: x,
             )
         else:
             # A scalar element that does not convert makes Spark null the whole array.
@@ -115,23 +135,25 @@ def parse_batch(bronze: DataFrame, schema: Schema, config: ParsedConfig) -> Data
     raw_fields = F.col("_kafka_fields")
     parsed = F.col("_kafka_parsed")
     names = [f["name"] for f in schema["fields"]]
-    # Fields to rescue: unknown to the schema, or present in the JSON but lost by the parse.
-    lost_names = [
-        F.when(_lossy(raw_fields[f["name"]], parsed[f["name"]], f["type"]), F.lit(f["name"]))
-        for f in schema["fields"]
-    ]
-    unknown_names = F.map_keys(F.map_filter(raw_fields, lambda k, _v: ~k.isin(names)))
-    mismatched = F.filter(F.array(*lost_names), lambda n: n.isNotNull()) if lost_names else F.array()
-    rescue_names = F.array_union(unknown_names, mismatched.cast("array<string>"))
+    # Per record, the common case costs one boolean per field: which fields were lost and which keys
+    # are unknown is only spelled out (arrays, lambdas, a third parse) for the few that need it.
+    rescue_mode = config.evolution != "none"
+    types = [f["type"] for f in schema["fields"]]
+    lost = [_lossy(raw_fields[n], parsed[n], t, rescue_mode) for n, t in zip(names, types, strict=True)]
+    any_lost = F.lit(False)
+    for field_lost in lost:
+        any_lost = any_lost | field_lost
+    flagged = [F.when(hit, F.lit(name)) for hit, name in zip(lost, names, strict=True)]
+    mismatched = F.array_compact(F.array(*flagged)) if flagged else F.array().cast("array<string>")
     rescued = F.when(
-        F.size(rescue_names) > 0,
+        _has_unknown(raw_fields, names) | any_lost,
         F.to_json(
             F.map_filter(
-                F.from_json(TEXT, "map<string,variant>"), lambda k, _v: F.array_contains(rescue_names, k)
+                F.from_json(TEXT, "map<string,variant>"),
+                lambda k, _v: ~k.isin(names) | F.array_contains(mismatched, k),
             )
         ),
     )
-    rescue_mode = config.evolution != "none"
     empty_value = F.lit(TOMBSTONE) if config.changelog else F.lit("empty_value")
     reason = (
         F.when(F.col(VALUE).isNull(), empty_value)
@@ -152,9 +174,9 @@ def parse_batch(bronze: DataFrame, schema: Schema, config: ParsedConfig) -> Data
         ),
     )
     if not rescue_mode:
-        reason = reason.when(F.size(mismatched) > 0, F.lit("type_mismatch"))
+        reason = reason.when(any_lost, F.lit("type_mismatch"))
         detail = detail.when(
-            F.size(mismatched) > 0,
+            any_lost,
             F.concat(F.lit("fields not of their schema type: "), F.array_join(mismatched, ", ")),
         )
     columns = [F.col(KAFKA_COLUMN), *(parsed[n].alias(n) for n in names)]

@@ -1,0 +1,99 @@
+"""parse_batch on bronze rows built in memory: where each record ends, and what it keeps.
+
+No Kafka here: the rows are what the stream hands the writer, so the cases can be exact. The
+end-to-end path (Kafka → tables, read back with delta-rs) is in test_parsed_tables.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+from kafkalake import parsing
+from kafkalake.bronze import bronze_schema
+from kafkalake.parsed_config import ParsedConfig
+
+pytestmark = pytest.mark.integration
+
+SCHEMA = {
+    "type": "struct",
+    "fields": [
+        {"name": "id", "type": "long", "nullable": True, "metadata": {}},
+        {"name": "amount", "type": "double", "nullable": True, "metadata": {}},
+        {
+            "name": "detail",
+            "type": {
+                "type": "struct",
+                "fields": [{"name": "qty", "type": "integer", "nullable": True, "metadata": {}}],
+            },
+            "nullable": True,
+            "metadata": {},
+        },
+    ],
+}
+
+VALUES: dict[str, bytes | None] = {
+    "clean": b'{"id": 1, "amount": 2.5, "detail": {"qty": 3}}',
+    "fields_missing": b'{"id": 2}',
+    "json_null": b'{"id": 3, "amount": null}',
+    "unknown_key": b'{"id": 4, "extra": "x"}',
+    "unknown_key_null": b'{"id": 5, "extra": null}',
+    "wrong_type": b'{"id": 6, "amount": "a lot"}',
+    "nested_unknown": b'{"id": 7, "detail": {"qty": 1, "note": "gift"}}',
+    "nested_wrong": b'{"id": 8, "detail": {"qty": "three"}}',
+    "malformed": b'{"id": ',
+    "array": b"[1, 2]",
+    "tombstone": None,
+}
+
+
+def parse(spark: Any, config: ParsedConfig) -> dict[str, dict[str, Any]]:
+    now = datetime(2026, 11, 23, tzinfo=UTC)
+    rows = [
+        (name.encode(), value, [], "t", 0, offset, now, 0, now)
+        for offset, (name, value) in enumerate(VALUES.items())
+    ]
+    bronze = spark.createDataFrame(rows, bronze_schema())
+    frame = parsing.parse_batch(bronze, SCHEMA, config)
+    return {row["_kafka"]["key"].decode(): row.asDict(recursive=True) for row in frame.collect()}
+
+
+def rescued(row: dict[str, Any]) -> Any:
+    return None if row["_rescued_data"] is None else json.loads(row["_rescued_data"])
+
+
+def test_rescue_keeps_unknown_and_mistyped_fields_as_json_and_nothing_else(spark):
+    out = parse(spark, ParsedConfig(evolution="rescue"))
+
+    for name in ("clean", "fields_missing", "json_null"):
+        assert out[name][parsing.REASON] is None, name
+        assert out[name]["_rescued_data"] is None, name
+    assert out["clean"]["detail"] == {"qty": 3}
+    # An unknown key is kept even when its value is JSON null: it was in the record.
+    assert rescued(out["unknown_key"]) == {"extra": "x"}
+    assert rescued(out["unknown_key_null"]) == {"extra": None}
+    assert rescued(out["wrong_type"]) == {"amount": "a lot"} and out["wrong_type"]["amount"] is None
+    # Inside a struct, the whole top-level field is rescued: nothing of it is lost.
+    assert rescued(out["nested_unknown"]) == {"detail": {"qty": 1, "note": "gift"}}
+    assert rescued(out["nested_wrong"]) == {"detail": {"qty": "three"}}
+    assert out["malformed"][parsing.REASON] == "malformed_json"
+    assert out["array"][parsing.REASON] == "not_an_object"
+    assert out["tombstone"][parsing.REASON] == "empty_value"
+    # Dead letters carry no rescued data: their bytes are in the dead-letter table.
+    assert out["malformed"]["_rescued_data"] is None
+
+
+def test_mode_none_dead_letters_a_type_mismatch_and_names_the_fields(spark):
+    out = parse(spark, ParsedConfig(evolution="none", changelog=True))
+
+    assert "_rescued_data" not in out["clean"]
+    assert out["wrong_type"][parsing.REASON] == "type_mismatch"
+    assert out["wrong_type"][parsing.DETAIL] == "fields not of their schema type: amount"
+    assert out["nested_wrong"][parsing.REASON] == "type_mismatch"
+    assert out["nested_wrong"][parsing.DETAIL] == "fields not of their schema type: detail"
+    # Unknown keys are no mismatch: mode none drops them, as it says.
+    for name in ("clean", "fields_missing", "json_null", "unknown_key", "nested_unknown"):
+        assert out[name][parsing.REASON] is None, name
+    assert out["tombstone"][parsing.REASON] == parsing.TOMBSTONE
