@@ -94,7 +94,7 @@ def ingest(topic: TopicConfig, client_config: dict[str, str], started: float) ->
         # The table first: the run lock's file lives in the table's folder, and Delta creates a
         # table only in a folder that is empty or already a table. Tables partitioned otherwise
         # than the catalog says fail here (bad_config), before anything is written.
-        ensure_table(spark, topic)
+        writer.tables_exist(ensure_table(spark, topic))
         # Two runs of one topic never share the checkpoint, whatever started them.
         with checkpoint_lock(topic.checkpoint_path):
             query = start_ingest(spark, topic, client_config, writer)

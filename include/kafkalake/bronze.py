@@ -62,7 +62,7 @@ def bronze_schema() -> StructType:
     )
 
 
-def ensure_table(spark: SparkSession, topic: TopicConfig) -> None:
+def ensure_table(spark: SparkSession, topic: TopicConfig) -> frozenset[str]:
     """Check the topic's tables against the catalog, then create bronze if it is missing.
 
     Creating it up front gives even a topic with no events yet a table to register. Its
@@ -70,19 +70,29 @@ def ensure_table(spark: SparkSession, topic: TopicConfig) -> None:
     (``delta.appendOnly``: Delta refuses deletes and updates). Every existing table whose partitioning
     differs from the catalog fails the run here, before anything is written, and properties that
     differ are set.
+
+    Returns:
+        The kinds of the topic's tables (:attr:`kafkalake.tables.Table.kind`) that exist now, so
+        the batches need not look for them again.
     """
     from kafkalake import table_settings
     from kafkalake.tables import topic_tables
 
-    table_settings.check_partitioning(spark, topic)
-    table_settings.create_table(
-        spark,
-        topic,
-        topic_tables(topic)[0],
-        bronze_schema(),
-        f"Kafka topic {topic.name}, as landed by kafkalake (bronze: bytes as they came)",
-    )
-    table_settings.keep_properties(spark, topic)
+    existing = table_settings.existing_tables(spark, topic)
+    table_settings.check_partitioning(topic, existing)
+    kinds = {found.table.kind for found in existing}
+    bronze = topic_tables(topic)[0]
+    if bronze.kind not in kinds:
+        table_settings.create_table(
+            spark,
+            topic,
+            bronze,
+            bronze_schema(),
+            f"Kafka topic {topic.name}, as landed by kafkalake (bronze: bytes as they came)",
+        )
+        kinds.add(bronze.kind)
+    table_settings.keep_properties(spark, topic, existing)
+    return frozenset(kinds)
 
 
 #: Larger fetches than the Java client's 1 MiB per partition: a backlog drains in fewer round trips

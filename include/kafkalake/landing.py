@@ -15,6 +15,7 @@ a failing expectation), the bytes are safe and the run can resume from the same 
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from kafkalake import parsing
@@ -54,6 +55,11 @@ class BatchWriter:
         self._started = threading.Event()
         #: Kinds of table (tables.Table.kind) known to exist in this run.
         self._created: set[str] = set()
+
+    def tables_exist(self, kinds: Iterable[str]) -> None:
+        """Kinds of the topic's tables known to exist (what :func:`kafkalake.bronze.ensure_table`
+        returns): the batches write to them without looking for them first."""
+        self._created.update(kinds)
 
     @property
     def stats(self) -> RunStats:

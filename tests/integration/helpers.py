@@ -79,8 +79,8 @@ def make_topic(
 
 def run_ingest(spark: Any, topic: TopicConfig, bootstrap: str) -> BatchWriter:
     """One availableNow run of the topic's stream, as the ingest job does it."""
-    ensure_table(spark, topic)
     writer = BatchWriter(spark, topic)
+    writer.tables_exist(ensure_table(spark, topic))
     query = start_ingest(spark, topic, {"bootstrap.servers": bootstrap}, writer)
     try:
         query.awaitTermination()
