@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 from kafkalake import parsing
 from kafkalake.catalog import TopicConfig
-from kafkalake.topic_parser import RunStats, TopicParser, landed_counts
+from kafkalake.topic_parser import RunStats, TopicParser, write_measured
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -85,9 +85,12 @@ class BatchWriter:
             raise
 
     def _write(self, batch: DataFrame, batch_id: int) -> None:
+        app_id = self.app_id
+        if not self.config.enabled:
+            self._write_bronze(batch, batch_id, app_id)
+            return
         from pyspark import StorageLevel
 
-        app_id = self.app_id
         # One read of Kafka per batch: the bronze rows are cached, and every table is written from them.
         bronze = batch.persist(StorageLevel.MEMORY_AND_DISK)
         try:
@@ -95,16 +98,23 @@ class BatchWriter:
             if to_bronze is not None:
                 write_idempotent(to_bronze, self.topic.path, app_id, batch_id)
             self.stats.batches += 1
-            if self.config.enabled:
-                to_parse = self.rows_for("parsed", bronze)
-                if to_parse is not None:
-                    self._write_parsed(to_parse, batch_id, app_id)
-            elif to_bronze is not None:
-                # Bronze only: one aggregate over the cached batch, which the write just filled. The
-                # parsed path folds the same figures into the aggregate it runs anyway.
-                self.stats.add_landed(landed_counts(to_bronze))
+            to_parse = self.rows_for("parsed", bronze)
+            if to_parse is not None:
+                self._write_parsed(to_parse, batch_id, app_id)
         finally:
             bronze.unpersist()
+
+    def _write_bronze(self, batch: DataFrame, batch_id: int, app_id: str) -> None:
+        """Bronze only: the batch streams from Kafka into bronze once, nothing cached; what landed
+        is measured during the write. (The parsed path folds the same figures into the aggregate
+        it runs anyway.)"""
+        to_bronze = self.rows_for("bronze", batch)
+        if to_bronze is not None:
+            landed = write_measured(
+                to_bronze, lambda rows: write_idempotent(rows, self.topic.path, app_id, batch_id)
+            )
+            self.stats.add_landed(landed)
+        self.stats.batches += 1
 
     def rows_for(self, tables: str, bronze: DataFrame) -> DataFrame | None:
         """The batch's rows to write to ``tables`` ("bronze", or "parsed": parsed, dead-letter and

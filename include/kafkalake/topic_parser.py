@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -96,6 +97,25 @@ def landed_counts(bronze: DataFrame) -> dict[str, Any]:
 
     row = bronze.agg(*landed_aggregates(F.col("key"), F.col("value"), F.col("kafka_timestamp"))).first()
     return row.asDict() if row else {}
+
+
+def write_measured(bronze: DataFrame, write: Callable[[DataFrame], None]) -> dict[str, Any]:
+    """``write(bronze)``, measuring :func:`landed_aggregates` on the way: no cache, no second pass.
+
+    The aggregates ride along the write as a Spark ``Observation``, which Spark fills in before
+    the write returns. A write that Delta skipped (its batch was committed by an earlier attempt)
+    ran nothing to measure: those rows are counted with one aggregate, as :func:`landed_counts`.
+    """
+    from pyspark.sql import Observation
+    from pyspark.sql import functions as F
+
+    observation = Observation("kafkalake_landed")
+    measures = landed_aggregates(F.col("key"), F.col("value"), F.col("kafka_timestamp"))
+    write(bronze.observe(observation, *measures))
+    java = observation._jo
+    if java is not None and java.future().isCompleted():
+        return dict(observation.get)
+    return landed_counts(bronze)
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from kafkalake import producer
 from kafkalake.failures import SchemaRejectedError
+from kafkalake.landing import BatchWriter
 from kafkalake.parsed_config import Expectation, ParsedConfig
 from kafkalake.producer import Record
 from kafkalake.schema_refresh import refresh
@@ -179,10 +180,26 @@ def test_bronze_only_topic_writes_no_parsed_tables(spark, kafka, tmp_path):
     topic = make_topic(tmp_path, name, replace(ParsedConfig(), enabled=False))
     producer.create_topic(kafka.bootstrap_servers, name, partitions=1)
     produce_events(kafka.bootstrap_servers, name, 0, 10, {})
-    run(spark, topic, kafka.bootstrap_servers)
-    assert len(read_rows(Path(topic.path))) == 10
+    writer = run(spark, topic, kafka.bootstrap_servers)
+    bronze = read_rows(Path(topic.path))
+    assert len(bronze) == 10
     assert not Path(topic.parsed_path).exists()
     assert SchemaHistory(topic.schema_dir).versions() == []
+    # What landed is measured during the write (no cache, no second pass), and matches the table.
+    assert writer.stats.bronze_rows == 10
+    assert writer.stats.bronze_bytes == sum(len(r["key"]) + len(r["value"]) for r in bronze)
+    newest = max(r["kafka_timestamp"] for r in bronze)
+    assert writer.stats.newest_timestamp_ms == round(newest.timestamp() * 1000)
+
+    # A batch written again (a retry after its commit) is skipped by Delta, and still counted.
+    from pyspark.sql import functions as F
+
+    again = BatchWriter(spark, topic)
+    again.started(writer.app_id)
+    first_batch = spark.read.format("delta").load(topic.path).drop("ingestion_date")
+    again(first_batch.where(F.col("offset") < 4), 0)
+    assert len(read_rows(Path(topic.path))) == 10
+    assert (again.stats.bronze_rows, again.stats.batches) == (4, 1)
 
 
 def test_schema_refresh_writes_a_version_only_when_the_schema_changed(spark, kafka, tmp_path):
