@@ -218,17 +218,6 @@ def task_seconds(airflow_home: Path, run: DagRunResult, task_id: str) -> float:
     return float(row[0]) if row and row[0] is not None else float("nan")
 
 
-def run_seconds(airflow_home: Path, run: DagRunResult) -> float:
-    """How long a DAG run took from its start to its end, from the metadata DB (no CLI start-up)."""
-    with sqlite3.connect(airflow_home / "airflow.db") as db:
-        row = db.execute(
-            "SELECT (julianday(end_date) - julianday(start_date)) * 86400 FROM dag_run"
-            " WHERE dag_id = ? AND run_id = ?",
-            (run.dag_id, run.run_id),
-        ).fetchone()
-    return float(row[0]) if row and row[0] is not None else float("nan")
-
-
 def test_dag(
     env: Mapping[str, str],
     dag_id: str,

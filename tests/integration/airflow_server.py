@@ -8,24 +8,20 @@ touch the topics the ``airflow dags test`` tests use. The browser test and the d
 from __future__ import annotations
 
 import json
-import os
-import signal
-import socket
-import sqlite3
-import subprocess
 import threading
-import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Iterator
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 from kafkalake import local_airflow
 from kafkalake.broker import LocalKafka
 from kafkalake.catalog import dag_id_for
+from kafkalake.standalone_airflow import StandaloneAirflow, free_port, wait_for
+
+__all__ = ["AirflowServer", "airflow_server", "free_port", "wait_for"]
 
 #: The topic the browser test triggers from the UI.
 UI_TOPIC = "ui-events"
@@ -49,24 +45,6 @@ topics:
     freshness_sla: 6h
 """
 START_TIMEOUT = 420  # seconds; on a loaded 2-core machine the four components take a while
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def wait_for(condition: Callable[[], Any], *, what: str, timeout: float, every: float = 1.0) -> Any:
-    """Poll ``condition`` until it returns something truthy; fail naming ``what`` after ``timeout``."""
-    deadline = time.monotonic() + timeout
-    while True:
-        result = condition()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
-        time.sleep(every)
 
 
 class WebhookReceiver:
@@ -101,85 +79,13 @@ class WebhookReceiver:
         self.server.server_close()
 
 
-@dataclass
-class AirflowServer:
-    url: str
-    home: Path
-    env: dict[str, str]
-    log: Path
+@dataclass(kw_only=True)
+class AirflowServer(StandaloneAirflow):
+    """The tests' server: its own lake and catalog, and the SLA webhook's receiver."""
+
     lake: Path
     catalog: Path
     webhook: WebhookReceiver
-    process: subprocess.Popen[bytes] | None = None
-    _token: str | None = field(default=None, repr=False)
-
-    @property
-    def password(self) -> str:
-        password = local_airflow.admin_password(self.home)
-        assert password, f"no generated admin password in {self.home}"
-        return password
-
-    def output(self, last: int = 8000) -> str:
-        return self.log.read_text(errors="replace")[-last:] if self.log.exists() else ""
-
-    def start(self) -> None:
-        with self.log.open("wb") as out:
-            self.process = subprocess.Popen(
-                local_airflow.airflow_command("standalone"),
-                env=self.env,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,  # its own process group: stop() ends all four components
-            )
-
-    def running(self) -> bool:
-        return self.process is not None and self.process.poll() is None
-
-    def healthy(self) -> bool:
-        if not self.running():
-            raise AssertionError(f"airflow standalone exited:\n{self.output()}")
-        try:
-            health = httpx.get(f"{self.url}/api/v2/monitor/health", timeout=5).json()
-        except (httpx.HTTPError, ValueError):
-            return False
-        parts = ("metadatabase", "scheduler", "triggerer", "dag_processor")
-        return all((health.get(part) or {}).get("status") == "healthy" for part in parts)
-
-    def dags_parsed(self, *dag_ids: str) -> bool:
-        try:
-            with sqlite3.connect(self.home / "airflow.db", timeout=5) as db:
-                found = {row[0] for row in db.execute("SELECT dag_id FROM dag WHERE is_stale = 0")}
-        except sqlite3.OperationalError:
-            return False
-        return set(dag_ids) <= found
-
-    def api(self, method: str, path: str, **kwargs: Any) -> Any:
-        """Call the REST API as admin (JWT from ``/auth/token``)."""
-        if self._token is None:
-            answer = httpx.post(
-                f"{self.url}/auth/token", json={"username": "admin", "password": self.password}, timeout=30
-            )
-            answer.raise_for_status()
-            self._token = answer.json()["access_token"]
-        response = httpx.request(
-            method,
-            f"{self.url}/api/v2{path}",
-            headers={"Authorization": f"Bearer {self._token}"},
-            timeout=30,
-            **kwargs,
-        )
-        response.raise_for_status()
-        return response.json() if response.content else None
-
-    def stop(self) -> None:
-        if self.running():
-            assert self.process is not None
-            os.killpg(self.process.pid, signal.SIGTERM)
-            try:
-                self.process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.process.pid, signal.SIGKILL)
-                self.process.wait(timeout=30)
 
 
 def server_environment(

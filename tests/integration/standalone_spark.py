@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import time
 import urllib.request
@@ -14,12 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pyspark
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+from kafkalake.standalone_airflow import free_port
 
 
 @dataclass

@@ -1,0 +1,171 @@
+"""A real Airflow (``airflow standalone``: api-server, scheduler, dag-processor, triggerer) driven
+from Python: start it, wait until it is healthy, call its REST API, trigger a run and wait for it.
+
+The tests share one (tests/integration/airflow_server.py); the benchmark times an idle run in one,
+as a scheduler runs it, rather than through ``airflow dags test`` and its in-process API server.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import sqlite3
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from kafkalake import local_airflow
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def wait_for(condition: Callable[[], Any], *, what: str, timeout: float, every: float = 1.0) -> Any:
+    """Poll ``condition`` until it returns something truthy; fail naming ``what`` after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        result = condition()
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
+        time.sleep(every)
+
+
+@dataclass(frozen=True)
+class FinishedRun:
+    """A DAG run the scheduler finished, with Airflow's own timestamps."""
+
+    run_id: str
+    state: str
+    queued_at: datetime
+    start_date: datetime
+    end_date: datetime
+    #: task_id → state
+    task_states: dict[str, str]
+    #: task_id → seconds from its start to its end (tasks that ran)
+    task_seconds: dict[str, float]
+
+    @property
+    def seconds(self) -> float:
+        """From queued (the trigger) to the end of its last task."""
+        return (self.end_date - self.queued_at).total_seconds()
+
+
+@dataclass
+class StandaloneAirflow:
+    url: str
+    home: Path
+    env: dict[str, str]
+    log: Path
+    process: subprocess.Popen[bytes] | None = None
+    _token: str | None = field(default=None, repr=False)
+
+    @property
+    def password(self) -> str:
+        password = local_airflow.admin_password(self.home)
+        assert password, f"no generated admin password in {self.home}"
+        return password
+
+    def output(self, last: int = 8000) -> str:
+        return self.log.read_text(errors="replace")[-last:] if self.log.exists() else ""
+
+    def start(self) -> None:
+        with self.log.open("wb") as out:
+            self.process = subprocess.Popen(
+                local_airflow.airflow_command("standalone"),
+                env=self.env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # its own process group: stop() ends all four components
+            )
+
+    def running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def healthy(self) -> bool:
+        import httpx
+
+        if not self.running():
+            raise AssertionError(f"airflow standalone exited:\n{self.output()}")
+        try:
+            health = httpx.get(f"{self.url}/api/v2/monitor/health", timeout=5).json()
+        except (httpx.HTTPError, ValueError):
+            return False
+        parts = ("metadatabase", "scheduler", "triggerer", "dag_processor")
+        return all((health.get(part) or {}).get("status") == "healthy" for part in parts)
+
+    def dags_parsed(self, *dag_ids: str) -> bool:
+        try:
+            with sqlite3.connect(self.home / "airflow.db", timeout=5) as db:
+                found = {row[0] for row in db.execute("SELECT dag_id FROM dag WHERE is_stale = 0")}
+        except sqlite3.OperationalError:
+            return False
+        return set(dag_ids) <= found
+
+    def api(self, method: str, path: str, **kwargs: Any) -> Any:
+        """Call the REST API as admin (JWT from ``/auth/token``)."""
+        import httpx
+
+        if self._token is None:
+            answer = httpx.post(
+                f"{self.url}/auth/token", json={"username": "admin", "password": self.password}, timeout=30
+            )
+            answer.raise_for_status()
+            self._token = answer.json()["access_token"]
+        response = httpx.request(
+            method,
+            f"{self.url}/api/v2{path}",
+            headers={"Authorization": f"Bearer {self._token}"},
+            timeout=30,
+            **kwargs,
+        )
+        response.raise_for_status()
+        return response.json() if response.content else None
+
+    def finished_run(self, dag_id: str, run_id: str) -> FinishedRun | None:
+        """The run once it is over (success or failed); None while it is not."""
+        run = self.api("GET", f"/dags/{dag_id}/dagRuns/{run_id}")
+        if run["state"] not in ("success", "failed"):
+            return None
+        tasks = self.api("GET", f"/dags/{dag_id}/dagRuns/{run_id}/taskInstances")["task_instances"]
+        return FinishedRun(
+            run_id=run_id,
+            state=run["state"],
+            queued_at=datetime.fromisoformat(run["queued_at"]),
+            start_date=datetime.fromisoformat(run["start_date"]),
+            end_date=datetime.fromisoformat(run["end_date"]),
+            task_states={t["task_id"]: t["state"] for t in tasks},
+            task_seconds={t["task_id"]: t["duration"] for t in tasks if t.get("duration") is not None},
+        )
+
+    def trigger_and_wait(
+        self, dag_id: str, timeout: float, conf: dict[str, Any] | None = None
+    ) -> FinishedRun:
+        """Trigger a run now (as "Trigger DAG" in the UI does) and wait for the scheduler to finish it."""
+        run = self.api("POST", f"/dags/{dag_id}/dagRuns", json={"logical_date": None, "conf": conf or {}})
+        found: FinishedRun = wait_for(
+            lambda: self.finished_run(dag_id, run["dag_run_id"]),
+            what=f"run {run['dag_run_id']} of {dag_id} to finish",
+            timeout=timeout,
+            every=0.5,
+        )
+        return found
+
+    def stop(self) -> None:
+        if self.running():
+            assert self.process is not None
+            os.killpg(self.process.pid, signal.SIGTERM)
+            try:
+                self.process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait(timeout=30)
