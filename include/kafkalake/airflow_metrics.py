@@ -57,15 +57,16 @@ def table_newest_timestamp_ms(path: str) -> int | None:
     """The newest Kafka timestamp in a bronze table, from the Delta log's per-file statistics.
 
     Reads the log only (no data file, no JVM); None when there is no table, no row or no statistics.
+    The add actions are read as delta-rs returns them: converting them to a pyarrow table first
+    cost ~2 s of an idle run's ~3 s pre-flight task, for a 24-file table.
     """
-    import pyarrow as pa
     from deltalake import DeltaTable
 
     if not DeltaTable.is_deltatable(path):
         return None
-    actions = pa.table(DeltaTable(path).get_add_actions(flatten=True))
+    actions = DeltaTable(path).get_add_actions(flatten=True)
     column = f"max.{TIMESTAMP_COLUMN}"
-    if column not in actions.column_names:
+    if column not in actions.schema.names:
         return None
     newest = max((v for v in actions.column(column).to_pylist() if v is not None), default=None)
     return round(newest.timestamp() * 1000) if newest is not None else None

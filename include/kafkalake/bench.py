@@ -260,11 +260,11 @@ def drain(
 
 def _files(path: str) -> tuple[int, int, int]:
     """Rows, bytes and number of the table's current data files, from its Delta log."""
-    import pyarrow as pa
     from deltalake import DeltaTable
 
-    adds = pa.table(DeltaTable(path).get_add_actions(flatten=True)).to_pylist()
-    return sum(int(a["num_records"]) for a in adds), sum(int(a["size_bytes"]) for a in adds), len(adds)
+    adds = DeltaTable(path).get_add_actions(flatten=True)
+    rows = sum(int(n) for n in adds.column("num_records").to_pylist())
+    return rows, sum(int(n) for n in adds.column("size_bytes").to_pylist()), len(adds)
 
 
 def _tail(log: Path) -> str:
