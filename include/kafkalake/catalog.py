@@ -89,7 +89,7 @@ class TopicConfig:
     name: str
     freshness_sla: timedelta
     starting_offsets: str = "earliest"
-    max_offsets_per_trigger: int | None = 100_000
+    max_offsets_per_trigger: int | None = 500_000
     database: str = "bronze"
     table: str = ""
     #: Absolute table location; derived from the lake root when the catalog gives none.
@@ -378,7 +378,7 @@ def _topic(file: Path, index: int, entry: Mapping[str, Any], lake_root: Path) ->
     if starting not in STARTING_OFFSETS:
         raise fail("starting_offsets", f"must be one of {', '.join(STARTING_OFFSETS)}, not {starting!r}")
 
-    max_offsets = entry.get("max_offsets_per_trigger", 100_000)
+    max_offsets = entry.get("max_offsets_per_trigger", 500_000)
     if max_offsets is not None and (
         isinstance(max_offsets, bool) or not isinstance(max_offsets, int) or max_offsets < 1
     ):

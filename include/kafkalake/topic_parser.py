@@ -125,6 +125,16 @@ class ParsedFrame:
     frame: DataFrame
     counts: dict[str, int]
 
+    @property
+    def parsed_rows(self) -> int:
+        return self.counts.get("parsed") or 0
+
+    @property
+    def dead_letters(self) -> int:
+        """Rows for the dead-letter table: neither parsed nor a tombstone."""
+        rows = self.counts.get("rows") or 0
+        return rows - self.parsed_rows - (self.counts.get(parsing.TOMBSTONE) or 0)
+
 
 class TopicParser:
     """Parses bronze rows of one topic with its current schema; keeps the run's stats."""

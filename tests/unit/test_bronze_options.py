@@ -22,7 +22,7 @@ def test_default_options():
         "startingOffsets": "earliest",
         "failOnDataLoss": "true",
         "includeHeaders": "true",
-        "maxOffsetsPerTrigger": "100000",
+        "maxOffsetsPerTrigger": "500000",
         "kafka.bootstrap.servers": "broker:9092",
         "kafka.security.protocol": "PLAINTEXT",
         "kafka.max.partition.fetch.bytes": "8388608",
