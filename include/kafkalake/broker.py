@@ -61,7 +61,8 @@ def new_cluster_id(random_bytes: Callable[[], bytes] = lambda: uuid.uuid4().byte
             return candidate
 
 
-def _free_port() -> int:
+def free_port() -> int:
+    """A TCP port on loopback that nothing listens on now."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
@@ -137,8 +138,8 @@ class LocalKafka:
             self._wait_ready(timeout)
             log.info("broker already running at %s", self.bootstrap_servers)
             return self
-        self.port = self.port or _free_port()
-        self.controller_port = self.controller_port or _free_port()
+        self.port = self.port or free_port()
+        self.controller_port = self.controller_port or free_port()
         for port in (self.port, self.controller_port):
             if _port_open(port):
                 raise BrokerError(f"port {port} is taken: stop what uses it or pick another with --port")

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import sqlite3
 import subprocess
 import time
@@ -20,12 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from kafkalake import local_airflow
+from kafkalake.broker import free_port
 
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+__all__ = ["FinishedRun", "StandaloneAirflow", "free_port", "wait_for"]
 
 
 def wait_for(condition: Callable[[], Any], *, what: str, timeout: float, every: float = 1.0) -> Any:
