@@ -91,11 +91,16 @@ def landed_aggregates(key: Column, value: Column, timestamp: Column) -> list[Col
     ]
 
 
-def landed_counts(bronze: DataFrame) -> dict[str, Any]:
-    """:func:`landed_aggregates` of rows with the bronze table's columns."""
+def _bronze_aggregates() -> list[Column]:
+    """:func:`landed_aggregates` over the bronze table's columns."""
     from pyspark.sql import functions as F
 
-    row = bronze.agg(*landed_aggregates(F.col("key"), F.col("value"), F.col("kafka_timestamp"))).first()
+    return landed_aggregates(F.col("key"), F.col("value"), F.col("kafka_timestamp"))
+
+
+def landed_counts(bronze: DataFrame) -> dict[str, Any]:
+    """:func:`landed_aggregates` of rows with the bronze table's columns."""
+    row = bronze.agg(*_bronze_aggregates()).first()
     return row.asDict() if row else {}
 
 
@@ -107,11 +112,9 @@ def write_measured(bronze: DataFrame, write: Callable[[DataFrame], None]) -> dic
     ran nothing to measure: those rows are counted with one aggregate, as :func:`landed_counts`.
     """
     from pyspark.sql import Observation
-    from pyspark.sql import functions as F
 
     observation = Observation("kafkalake_landed")
-    measures = landed_aggregates(F.col("key"), F.col("value"), F.col("kafka_timestamp"))
-    write(bronze.observe(observation, *measures))
+    write(bronze.observe(observation, *_bronze_aggregates()))
     java = observation._jo
     if java is not None and java.future().isCompleted():
         return dict(observation.get)
