@@ -26,7 +26,7 @@ $(STAMP): requirements.txt requirements-dev.txt pyproject.toml
 	touch $(STAMP)
 
 setup: $(STAMP)  ## install Python deps into .venv and resolve the JVM jars into .jars
-	$(PY) -m kafkalake.jars
+	$(PY) -m kafkalake.core.jars
 
 $(CHROMIUM):
 	@if [ "$$(id -u)" = 0 ]; then SUDO=; elif sudo -n true 2>/dev/null; then SUDO=sudo; else \
@@ -34,10 +34,10 @@ $(CHROMIUM):
 	$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium
 
 demo: setup  ## start Kafka, produce sample events, run the orders DAG, show the Delta table
-	$(PY) -m kafkalake.demo
+	$(PY) -m kafkalake.dev.demo
 
 airflow: setup  ## the real Airflow UI on the DAGs (airflow standalone), http://127.0.0.1:8080 or AIRFLOW_PORT=
-	$(PY) -m kafkalake.airflow_ui --port $(AIRFLOW_PORT)
+	$(PY) -m kafkalake.dev.airflow_ui --port $(AIRFLOW_PORT)
 
 test: setup $(CHROMIUM)  ## run the whole test suite (real broker, Spark and Delta, Chromium for the UI test)
 	$(PY) -m pytest
@@ -45,19 +45,20 @@ test: setup $(CHROMIUM)  ## run the whole test suite (real broker, Spark and Del
 test-unit: setup  ## only the fast unit tests
 	$(PY) -m pytest tests/unit
 
-check: setup  ## lint and type-check
+check: setup  ## lint, type-check, and the layer rule (lint-imports, tests/unit/test_layers.py)
 	$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check . && $(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports --no-cache && $(PY) -m pytest -q -p no:cacheprovider tests/unit/test_layers.py
 
 bench: setup  ## benchmark: drain 2,000,000 events into bronze vs a raw Kafka read (not part of test)
-	$(PY) -m kafkalake.bench $(BENCH_ARGS)
+	$(PY) -m kafkalake.dev.bench $(BENCH_ARGS)
 
 kafka-start: setup  ## start the local broker on 127.0.0.1:9092
-	$(PY) -m kafkalake.broker start
+	$(PY) -m kafkalake.dev.broker start
 
 kafka-stop:  ## stop the local broker
-	$(PY) -m kafkalake.broker stop
+	$(PY) -m kafkalake.dev.broker stop
 
 clean:  ## remove local state (lake, broker data, Airflow DB); keeps .venv and .jars
-	-$(PY) -m kafkalake.broker stop
-	-$(PY) -m kafkalake.broker stop --dir .bench/kafka
+	-$(PY) -m kafkalake.dev.broker stop
+	-$(PY) -m kafkalake.dev.broker stop --dir .bench/kafka
 	rm -rf .lake .kafka .airflow .airflow-ui .bench

@@ -4,6 +4,6 @@ The logic lives in the ``kafkalake`` package (include/kafkalake); this file only
 generated DAGs where Airflow's DAG processor finds them.
 """
 
-from kafkalake.dag_factory import register_dags
+from kafkalake.airflow.dag_factory import register_dags
 
 register_dags(globals())

@@ -4,7 +4,7 @@
     spark-submit --jars ... jobs/ingest_topic.py --topic orders --reingest-from 2026-05-01T10:00:00Z
 
 With ``--reingest-from`` the job does not stream: it re-reads Kafka from that time up to the
-checkpoint as a batch and lands only what the tables lack (:mod:`kafkalake.reingest`).
+checkpoint as a batch and lands only what the tables lack (:mod:`kafkalake.spark.reingest`).
 
 The topic's settings come from the catalog (``KAFKALAKE_CATALOG``, ``KAFKALAKE_LAKE_ROOT``); the
 Kafka client settings, secrets included, from the private file named by
@@ -12,11 +12,11 @@ Kafka client settings, secrets included, from the private file named by
 
 A failure the job can name (Kafka's data-loss check, bad configuration, a missing topic, a broker
 that does not answer) ends with one line ``KAFKALAKE_FAILURE kind=<kind> <what to do>`` and the
-kind's exit code (``kafkalake.failures.EXIT_CODES``), so Airflow decides retry-or-fail from that
+kind's exit code (``kafkalake.core.errors.EXIT_CODES``), so Airflow decides retry-or-fail from that
 instead of from a Java stack trace.
 
 When ``KAFKALAKE_METRICS_FILE`` names a file, the job writes what it landed there as JSON
-(``kafkalake.run_metrics.JobMetrics``), on success and on failure; its Airflow task reads it.
+(``kafkalake.core.metrics.JobMetrics``), on success and on failure; its Airflow task reads it.
 """
 
 from __future__ import annotations
@@ -29,30 +29,31 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-from kafkalake import reingest as landing_gaps
-from kafkalake.bronze import ensure_table, start_ingest
-from kafkalake.catalog import CatalogError, TopicConfig, load_catalog
-from kafkalake.failures import (
+from kafkalake.config.catalog import load_catalog
+from kafkalake.config.topic import TopicConfig
+from kafkalake.core.errors import (
     BadConfigError,
+    CatalogError,
     CheckpointLockedError,
     Failure,
+    KafkaConfigError,
     KafkalakeError,
     Kind,
     ReingestRefusedError,
     TableStateError,
-    classify_spark_error,
-    exit_code,
     failure,
-    failure_line,
     failure_of,
 )
-from kafkalake.kafka_client import ENV_CLIENT_CONFIG_FILE, KafkaConfigError, read_config_file
-from kafkalake.landing import BatchWriter
-from kafkalake.paths import catalog_path, lake_root
-from kafkalake.run_lock import checkpoint_lock
-from kafkalake.run_metrics import ENV_METRICS_FILE
-from kafkalake.run_modes import parse_reingest_from
-from kafkalake.table_guard import check_safe_to_start
+from kafkalake.core.job_failures import classify_spark_error, exit_code, failure_line
+from kafkalake.core.metrics import ENV_METRICS_FILE
+from kafkalake.core.paths import catalog_path, lake_root
+from kafkalake.core.run_mode import parse_reingest_from
+from kafkalake.kafka.client_config import ENV_CLIENT_CONFIG_FILE, read_config_file
+from kafkalake.lake.checkpoint_lock import checkpoint_lock
+from kafkalake.lake.table_guard import check_safe_to_start
+from kafkalake.spark import reingest as landing_gaps
+from kafkalake.spark.batch_writer import BatchWriter
+from kafkalake.spark.stream import ensure_table, start_ingest
 
 log = logging.getLogger("kafkalake.ingest")
 

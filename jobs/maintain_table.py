@@ -13,11 +13,11 @@ import argparse
 import logging
 import sys
 
-from kafkalake.catalog import CatalogError, load_catalog
-from kafkalake.failures import BadConfigError, Failure, Kind, failure
-from kafkalake.job_args import report
-from kafkalake.maintenance import maintain
-from kafkalake.paths import catalog_path, lake_root
+from kafkalake.config.catalog import load_catalog
+from kafkalake.core.errors import BadConfigError, CatalogError, Failure, Kind, failure
+from kafkalake.core.paths import catalog_path, lake_root
+from kafkalake.spark.job_args import report
+from kafkalake.spark.table_care import maintain
 
 log = logging.getLogger("kafkalake.maintain")
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 import logging
 import sys
 
-from kafkalake.job_args import topic_from_args
-from kafkalake.schema_refresh import refresh
+from kafkalake.spark.job_args import topic_from_args
+from kafkalake.spark.schema_refresh import refresh
 
 log = logging.getLogger("kafkalake.schema")
 

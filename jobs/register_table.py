@@ -8,10 +8,10 @@ from __future__ import annotations
 import logging
 import sys
 
-from kafkalake.job_args import topic_from_args
-from kafkalake.paths import lake_root
-from kafkalake.registration import metastore_lock, register
-from kafkalake.spark_config import metastore_dir
+from kafkalake.config.spark_conf import metastore_dir
+from kafkalake.core.paths import lake_root
+from kafkalake.spark.job_args import topic_from_args
+from kafkalake.spark.registration import metastore_lock, register
 
 log = logging.getLogger("kafkalake.register")
 

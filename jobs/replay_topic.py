@@ -6,7 +6,7 @@
 Re-parses, with today's code, schema history and catalog settings, every record of the bronze
 snapshot (default: its latest version) and replaces their rows in the parsed and dead-letter tables,
 one commit each; rebuilds the latest-row table. Bronze and the checkpoint are never written
-(``kafkalake.replay``). Empty option values mean "not given", so a DAG passes its params as they are.
+(``kafkalake.spark.replay``). Empty option values mean "not given", so a DAG passes its params as they are.
 
 A failure the job can name ends with one line ``KAFKALAKE_FAILURE kind=<kind> <what to do>`` and the
 kind's exit code: ``bad_config`` (a bronze-only topic, a version beyond the table, a timestamp
@@ -20,13 +20,13 @@ import argparse
 import logging
 import sys
 
-from kafkalake.catalog import CatalogError, load_catalog
-from kafkalake.failures import KafkalakeError, Kind, failure
-from kafkalake.job_args import LOG_FORMAT, failure_of_error, report
-from kafkalake.paths import catalog_path, lake_root
-from kafkalake.replay import replay, selection_from
+from kafkalake.config.catalog import load_catalog
+from kafkalake.core.errors import CatalogError, KafkalakeError, Kind, failure
+from kafkalake.core.paths import catalog_path, lake_root
+from kafkalake.spark.job_args import LOG_FORMAT, failure_of_error, report
+from kafkalake.spark.replay import replay, selection_from
 
-log = logging.getLogger("kafkalake.replay")
+log = logging.getLogger("kafkalake.spark.replay")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -12,10 +12,11 @@ import argparse
 import sys
 from typing import TYPE_CHECKING
 
-from kafkalake.catalog import TopicConfig, load_catalog
-from kafkalake.paths import catalog_path, lake_root
-from kafkalake.registration import metastore_lock
-from kafkalake.spark_config import metastore_dir
+from kafkalake.config.catalog import load_catalog
+from kafkalake.config.spark_conf import metastore_dir
+from kafkalake.config.topic import TopicConfig
+from kafkalake.core.paths import catalog_path, lake_root
+from kafkalake.spark.registration import metastore_lock
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -19,8 +19,8 @@ os.environ.setdefault("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
 # Test traffic stays on loopback: Spark would otherwise bind the machine's external address.
 os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
 
-from kafkalake import local_airflow
-from kafkalake.broker import LocalKafka
+from kafkalake.dev import local_airflow
+from kafkalake.dev.broker import LocalKafka
 
 #: Topics the integration tests use; each test owns its topic, so tests never see each other's data.
 INTEGRATION_CATALOG = """\
@@ -94,9 +94,10 @@ def airflow_env(
 @pytest.fixture(scope="session")
 def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """One in-process SparkSession for the whole run, with the jobs' own settings and jars."""
-    from kafkalake.jars import jar_files
-    from kafkalake.spark_config import base_conf
     from pyspark.sql import SparkSession
+
+    from kafkalake.config.spark_conf import base_conf
+    from kafkalake.core.jars import jar_files
 
     conf = {
         **base_conf(tmp_path_factory.mktemp("spark-lake")),

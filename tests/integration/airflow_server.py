@@ -16,10 +16,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kafkalake import local_airflow
-from kafkalake.broker import LocalKafka
-from kafkalake.catalog import dag_id_for
-from kafkalake.standalone_airflow import StandaloneAirflow, free_port, wait_for
+
+from kafkalake.config.topic import dag_id_for
+from kafkalake.dev import local_airflow
+from kafkalake.dev.broker import LocalKafka
+from kafkalake.dev.standalone_airflow import StandaloneAirflow, free_port, wait_for
 
 __all__ = ["AirflowServer", "airflow_server", "free_port", "wait_for"]
 

@@ -10,13 +10,14 @@ from pathlib import Path
 from typing import Any
 
 from deltalake import DeltaTable
-from kafkalake.bronze import ensure_table, start_ingest
-from kafkalake.catalog import TopicConfig
-from kafkalake.landing import BatchWriter
-from kafkalake.maintenance_config import MaintenanceConfig
-from kafkalake.offsets import end_offsets
-from kafkalake.parsed_config import ParsedConfig
-from kafkalake.producer import Record
+
+from kafkalake.config.maintenance import MaintenanceConfig
+from kafkalake.config.parsed import ParsedConfig
+from kafkalake.config.topic import TopicConfig
+from kafkalake.dev.producer import Record
+from kafkalake.kafka.offsets import end_offsets
+from kafkalake.spark.batch_writer import BatchWriter
+from kafkalake.spark.stream import ensure_table, start_ingest
 
 Spot = tuple[int, int]
 

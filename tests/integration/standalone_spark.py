@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import pyspark
-from kafkalake.standalone_airflow import free_port
+
+from kafkalake.dev.standalone_airflow import free_port
 
 
 @dataclass

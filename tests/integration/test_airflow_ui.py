@@ -16,10 +16,12 @@ from urllib.parse import unquote
 
 import pytest
 from deltalake import DeltaTable
-from kafkalake import producer
-from kafkalake.broker import LocalKafka
-from kafkalake.catalog import dag_id_for, load_catalog
-from kafkalake.producer import Record
+
+from kafkalake.config.catalog import load_catalog
+from kafkalake.config.topic import dag_id_for
+from kafkalake.dev import producer
+from kafkalake.dev.broker import LocalKafka
+from kafkalake.dev.producer import Record
 
 from .airflow_server import LATE_TOPIC, START_TIMEOUT, UI_TOPIC, AirflowServer
 

@@ -10,11 +10,13 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from kafkalake import local_airflow, producer
-from kafkalake.broker import LocalKafka
-from kafkalake.catalog import TopicConfig, load_catalog
-from kafkalake.pools import DEFAULT_SPARK_SLOTS, SPARK_POOL
-from kafkalake.producer import Record
+
+from kafkalake.airflow.pools import DEFAULT_SPARK_SLOTS, SPARK_POOL
+from kafkalake.config.catalog import load_catalog
+from kafkalake.config.topic import TopicConfig
+from kafkalake.dev import local_airflow, producer
+from kafkalake.dev.broker import LocalKafka
+from kafkalake.dev.producer import Record
 
 from .helpers import read_rows
 

@@ -1,6 +1,6 @@
 """A backfill of a topic's DAG, run by a real scheduler: table care, never an ingest.
 
-The ingest is checkpoint-driven, so a backfill run must not ingest (kafkalake.run_modes). The topic
+The ingest is checkpoint-driven, so a backfill run must not ingest (kafkalake.core.run_mode). The topic
 is landed first (in the session's SparkSession), the DAG is unpaused and its first scheduled run
 finds nothing new; then records arrive that no run has read, and a backfill over past intervals is
 created through the REST API, as the UI does. Every backfill run must succeed without starting the ingest,
@@ -16,10 +16,12 @@ from pathlib import Path
 
 import httpx
 import pytest
-from kafkalake import producer
-from kafkalake.catalog import dag_id_for, load_catalog
-from kafkalake.offsets import read_checkpoint
-from kafkalake.producer import Record
+
+from kafkalake.config.catalog import load_catalog
+from kafkalake.config.topic import dag_id_for
+from kafkalake.dev import producer
+from kafkalake.dev.producer import Record
+from kafkalake.lake.checkpoint import read_checkpoint
 
 from .airflow_server import BACKFILL_TOPIC, START_TIMEOUT, AirflowServer, wait_for
 from .helpers import read_rows, run_ingest

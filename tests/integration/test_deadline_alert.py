@@ -14,7 +14,8 @@ import sqlite3
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from kafkalake.catalog import dag_id_for
+
+from kafkalake.config.topic import dag_id_for
 
 from .airflow_server import LATE_TOPIC, START_TIMEOUT, WEBHOOK_PATH, AirflowServer, wait_for
 

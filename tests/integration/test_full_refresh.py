@@ -1,7 +1,7 @@
 """Full-refresh protection against the real broker, Spark and Delta.
 
 * the start guard refuses a table without its checkpoint, and a checkpoint without its table;
-* ``python -m kafkalake.full_refresh`` deletes table and checkpoint only while Kafka holds every
+* ``python -m kafkalake.cli.full_refresh`` deletes table and checkpoint only while Kafka holds every
   record from offset 0, and otherwise refuses naming the partitions and the records lost.
 """
 
@@ -17,14 +17,17 @@ import pytest
 from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient
 from deltalake import write_deltalake
-from kafkalake import full_refresh, producer
-from kafkalake.broker import LocalKafka
-from kafkalake.bronze import ensure_table, start_ingest
-from kafkalake.catalog import TopicConfig, load_catalog
-from kafkalake.failures import NonRetryableError, TableStateError
-from kafkalake.landing import BatchWriter
-from kafkalake.parsed_config import ParsedConfig
-from kafkalake.table_guard import check_safe_to_start
+
+from kafkalake.cli import full_refresh
+from kafkalake.config.catalog import load_catalog
+from kafkalake.config.parsed import ParsedConfig
+from kafkalake.config.topic import TopicConfig
+from kafkalake.core.errors import NonRetryableError, TableStateError
+from kafkalake.dev import producer
+from kafkalake.dev.broker import LocalKafka
+from kafkalake.lake.table_guard import check_safe_to_start
+from kafkalake.spark.batch_writer import BatchWriter
+from kafkalake.spark.stream import ensure_table, start_ingest
 
 from .helpers import read_rows
 
@@ -75,7 +78,7 @@ def test_guard_refuses_a_table_with_data_and_no_checkpoint(copy_of):
     assert isinstance(raised.value, NonRetryableError)
     assert message.startswith("[table_state]")
     assert "holds 40 rows" in message and "checkpoint" in message and "missing or empty" in message
-    assert "kafkalake.full_refresh" in message  # what on-call can do instead
+    assert "kafkalake.cli.full_refresh" in message  # what on-call can do instead
 
 
 def test_guard_refuses_a_checkpoint_whose_table_is_gone(copy_of):

@@ -18,11 +18,14 @@ from typing import Any
 
 import pytest
 from deltalake import DeltaTable
-from kafkalake import local_airflow, producer, spark_jobs
-from kafkalake.broker import LocalKafka
-from kafkalake.catalog import TopicConfig, load_catalog
-from kafkalake.producer import Record
-from kafkalake.tables import topic_tables
+
+from kafkalake.config import jobs
+from kafkalake.config.catalog import load_catalog
+from kafkalake.config.tables import topic_tables
+from kafkalake.config.topic import TopicConfig
+from kafkalake.dev import local_airflow, producer
+from kafkalake.dev.broker import LocalKafka
+from kafkalake.dev.producer import Record
 
 from .helpers import (
     StatsdReceiver,
@@ -218,9 +221,9 @@ def test_idle_run_launches_no_spark_job_and_adds_no_version(metrics_env, statsd,
 
 def test_every_registered_table_is_read_by_name_from_a_new_spark_session(catalog_file, lake, topic):
     # A separate JVM: nothing of the registering session survives but the metastore itself.
-    cmd = spark_jobs.command("show_table", topic.name, catalog=catalog_file, lake=lake)
+    cmd = jobs.command("show_table", topic.name, catalog=catalog_file, lake=lake)
     shown = subprocess.run(
-        cmd, env=spark_jobs.environment(catalog_file, lake), capture_output=True, text=True, timeout=300
+        cmd, env=jobs.environment(catalog_file, lake), capture_output=True, text=True, timeout=300
     )
     assert shown.returncode == 0, shown.stderr[-3000:]
     # show_table prints "table=<name>", then "rows=<count>" for each table it read by name.

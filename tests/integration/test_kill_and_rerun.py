@@ -10,12 +10,16 @@ import time
 from pathlib import Path
 
 import pytest
-from kafkalake import producer, spark_jobs
-from kafkalake.broker import LocalKafka
-from kafkalake.catalog import TopicConfig, load_catalog
-from kafkalake.kafka_client import ENV_CLIENT_CONFIG_FILE
-from kafkalake.offsets import decide, end_offsets, read_checkpoint
-from kafkalake.producer import Record
+
+from kafkalake.config import jobs
+from kafkalake.config.catalog import load_catalog
+from kafkalake.config.topic import TopicConfig
+from kafkalake.dev import producer
+from kafkalake.dev.broker import LocalKafka
+from kafkalake.dev.producer import Record
+from kafkalake.kafka.client_config import ENV_CLIENT_CONFIG_FILE
+from kafkalake.kafka.offsets import decide, end_offsets
+from kafkalake.lake.checkpoint import read_checkpoint
 
 from .helpers import assert_exactly_once, read_rows
 
@@ -41,8 +45,8 @@ def topic(catalog_file: Path, lake: Path, kafka: LocalKafka) -> TopicConfig:
 def start_ingest(
     topic: TopicConfig, catalog: Path, lake: Path, settings: Path, started: list[subprocess.Popen[bytes]]
 ) -> subprocess.Popen[bytes]:
-    cmd = spark_jobs.command("ingest_topic", topic.name, catalog=catalog, lake=lake)
-    env = {**spark_jobs.environment(catalog, lake), ENV_CLIENT_CONFIG_FILE: str(settings)}
+    cmd = jobs.command("ingest_topic", topic.name, catalog=catalog, lake=lake)
+    env = {**jobs.environment(catalog, lake), ENV_CLIENT_CONFIG_FILE: str(settings)}
     process = subprocess.Popen(
         cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
     )  # its own group, so the JVM dies with it

@@ -13,13 +13,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kafkalake import producer
-from kafkalake.failures import SchemaRejectedError
-from kafkalake.landing import BatchWriter
-from kafkalake.parsed_config import Expectation, ParsedConfig
-from kafkalake.producer import Record
-from kafkalake.schema_refresh import refresh
-from kafkalake.schemas import SchemaHistory
+
+from kafkalake.config.parsed import Expectation, ParsedConfig
+from kafkalake.core.errors import SchemaRejectedError
+from kafkalake.dev import producer
+from kafkalake.dev.producer import Record
+from kafkalake.lake.schema_history import SchemaHistory
+from kafkalake.spark.batch_writer import BatchWriter
+from kafkalake.spark.schema_refresh import refresh
 
 from .helpers import assert_exactly_once, make_topic, read_rows
 from .helpers import run_ingest as run

@@ -11,9 +11,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from kafkalake import parsing
-from kafkalake.bronze import bronze_schema
-from kafkalake.parsed_config import ParsedConfig
+
+from kafkalake.config.parsed import ParsedConfig
+from kafkalake.spark import parse_columns
+from kafkalake.spark.stream import bronze_schema
 
 pytestmark = pytest.mark.integration
 
@@ -56,7 +57,7 @@ def parse(spark: Any, config: ParsedConfig) -> dict[str, dict[str, Any]]:
         for offset, (name, value) in enumerate(VALUES.items())
     ]
     bronze = spark.createDataFrame(rows, bronze_schema())
-    frame = parsing.parse_batch(bronze, SCHEMA, config)
+    frame = parse_columns.parse_batch(bronze, SCHEMA, config)
     return {row["_kafka"]["key"].decode(): row.asDict(recursive=True) for row in frame.collect()}
 
 
@@ -68,7 +69,7 @@ def test_rescue_keeps_unknown_and_mistyped_fields_as_json_and_nothing_else(spark
     out = parse(spark, ParsedConfig(evolution="rescue"))
 
     for name in ("clean", "fields_missing", "json_null"):
-        assert out[name][parsing.REASON] is None, name
+        assert out[name][parse_columns.REASON] is None, name
         assert out[name]["_rescued_data"] is None, name
     assert out["clean"]["detail"] == {"qty": 3}
     # An unknown key is kept even when its value is JSON null: it was in the record.
@@ -78,9 +79,9 @@ def test_rescue_keeps_unknown_and_mistyped_fields_as_json_and_nothing_else(spark
     # Inside a struct, the whole top-level field is rescued: nothing of it is lost.
     assert rescued(out["nested_unknown"]) == {"detail": {"qty": 1, "note": "gift"}}
     assert rescued(out["nested_wrong"]) == {"detail": {"qty": "three"}}
-    assert out["malformed"][parsing.REASON] == "malformed_json"
-    assert out["array"][parsing.REASON] == "not_an_object"
-    assert out["tombstone"][parsing.REASON] == "empty_value"
+    assert out["malformed"][parse_columns.REASON] == "malformed_json"
+    assert out["array"][parse_columns.REASON] == "not_an_object"
+    assert out["tombstone"][parse_columns.REASON] == "empty_value"
     # Dead letters carry no rescued data: their bytes are in the dead-letter table.
     assert out["malformed"]["_rescued_data"] is None
 
@@ -89,11 +90,11 @@ def test_mode_none_dead_letters_a_type_mismatch_and_names_the_fields(spark):
     out = parse(spark, ParsedConfig(evolution="none", changelog=True))
 
     assert "_rescued_data" not in out["clean"]
-    assert out["wrong_type"][parsing.REASON] == "type_mismatch"
-    assert out["wrong_type"][parsing.DETAIL] == "fields not of their schema type: amount"
-    assert out["nested_wrong"][parsing.REASON] == "type_mismatch"
-    assert out["nested_wrong"][parsing.DETAIL] == "fields not of their schema type: detail"
+    assert out["wrong_type"][parse_columns.REASON] == "type_mismatch"
+    assert out["wrong_type"][parse_columns.DETAIL] == "fields not of their schema type: amount"
+    assert out["nested_wrong"][parse_columns.REASON] == "type_mismatch"
+    assert out["nested_wrong"][parse_columns.DETAIL] == "fields not of their schema type: detail"
     # Unknown keys are no mismatch: mode none drops them, as it says.
     for name in ("clean", "fields_missing", "json_null", "unknown_key", "nested_unknown"):
-        assert out[name][parsing.REASON] is None, name
-    assert out["tombstone"][parsing.REASON] == parsing.TOMBSTONE
+        assert out[name][parse_columns.REASON] is None, name
+    assert out["tombstone"][parse_columns.REASON] == parse_columns.TOMBSTONE

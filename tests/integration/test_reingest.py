@@ -19,14 +19,16 @@ import pytest
 from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient
 from deltalake import DeltaTable
-from kafkalake import local_airflow, producer
-from kafkalake.broker import LocalKafka
-from kafkalake.catalog import TopicConfig, load_catalog
-from kafkalake.failures import ReingestRefusedError
-from kafkalake.offsets import read_checkpoint
-from kafkalake.producer import Record
-from kafkalake.reingest import reingest
-from kafkalake.tables import topic_tables
+
+from kafkalake.config.catalog import load_catalog
+from kafkalake.config.tables import topic_tables
+from kafkalake.config.topic import TopicConfig
+from kafkalake.core.errors import ReingestRefusedError
+from kafkalake.dev import local_airflow, producer
+from kafkalake.dev.broker import LocalKafka
+from kafkalake.dev.producer import Record
+from kafkalake.lake.checkpoint import read_checkpoint
+from kafkalake.spark.reingest import reingest
 
 from .helpers import assert_exactly_once, read_rows, run_ingest
 

@@ -14,15 +14,16 @@ from typing import Any
 
 import pytest
 from deltalake import DeltaTable
-from kafkalake import local_airflow, producer
-from kafkalake.catalog import load_catalog
-from kafkalake.dag_factory import REPLAY_DAG_ID
-from kafkalake.failures import BadConfigError, CheckpointLockedError
-from kafkalake.parsed_config import Expectation, ParsedConfig
-from kafkalake.producer import Record
-from kafkalake.replay import Selection, replay
-from kafkalake.run_lock import checkpoint_lock
-from kafkalake.schemas import SchemaHistory
+
+from kafkalake.airflow.dag_factory import REPLAY_DAG_ID
+from kafkalake.config.catalog import load_catalog
+from kafkalake.config.parsed import Expectation, ParsedConfig
+from kafkalake.core.errors import BadConfigError, CheckpointLockedError
+from kafkalake.dev import local_airflow, producer
+from kafkalake.dev.producer import Record
+from kafkalake.lake.checkpoint_lock import checkpoint_lock
+from kafkalake.lake.schema_history import SchemaHistory
+from kafkalake.spark.replay import Selection, replay
 
 from .helpers import assert_exactly_once, make_topic, read_rows, table_version
 from .helpers import run_ingest as run

@@ -18,13 +18,17 @@ from pathlib import Path
 import pytest
 from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient
-from kafkalake import local_airflow, producer, spark_jobs
-from kafkalake.broker import LocalKafka
-from kafkalake.catalog import TopicConfig, load_catalog
-from kafkalake.failures import EXIT_CODES, Kind
-from kafkalake.local_airflow import DagRunError
-from kafkalake.offsets import watermarks
-from kafkalake.producer import Record
+
+from kafkalake.cli import run_job
+from kafkalake.config import jobs
+from kafkalake.config.catalog import load_catalog
+from kafkalake.config.topic import TopicConfig
+from kafkalake.core.errors import EXIT_CODES, Kind
+from kafkalake.dev import local_airflow, producer
+from kafkalake.dev.broker import LocalKafka
+from kafkalake.dev.local_airflow import DagRunError
+from kafkalake.dev.producer import Record
+from kafkalake.kafka.offsets import watermarks
 
 from .helpers import assert_exactly_once, read_rows
 
@@ -187,10 +191,8 @@ def test_the_ingest_job_itself_reports_expired_offsets_with_its_exit_code(
 ):
     """Without the pre-flight (a run already under way when retention strikes), Spark's data-loss
     check fails the job; it says so in one line and exits with the non-retryable code."""
-    cmd = spark_jobs.command("ingest_topic", EXPIRED_TOPIC, catalog=catalog_file, lake=lake)
-    with spark_jobs.kafka_settings(
-        kafka.bootstrap_servers, spark_jobs.environment(catalog_file, lake)
-    ) as env:
+    cmd = jobs.command("ingest_topic", EXPIRED_TOPIC, catalog=catalog_file, lake=lake)
+    with run_job.kafka_settings(kafka.bootstrap_servers, jobs.environment(catalog_file, lake)) as env:
         done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
 
     output = done.stdout + done.stderr  # spark-submit hands on the driver's stderr as its stdout

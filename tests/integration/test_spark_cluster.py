@@ -7,9 +7,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from kafkalake import local_airflow, producer
-from kafkalake.catalog import load_catalog
-from kafkalake.producer import Record
+
+from kafkalake.config.catalog import load_catalog
+from kafkalake.dev import local_airflow, producer
+from kafkalake.dev.producer import Record
 
 from .helpers import assert_exactly_once, read_rows
 from .standalone_spark import StandaloneSpark

@@ -16,15 +16,17 @@ from typing import Any
 
 import pytest
 from deltalake import DeltaTable
-from kafkalake import producer
-from kafkalake.bronze import bronze_schema, ensure_table, start_ingest
-from kafkalake.catalog import TopicConfig
-from kafkalake.landing import BatchWriter
-from kafkalake.maintenance import maintain, read_state
-from kafkalake.maintenance_config import MaintenanceConfig
-from kafkalake.parsed_config import ParsedConfig
-from kafkalake.producer import Record
-from kafkalake.tables import topic_tables
+
+from kafkalake.config.maintenance import MaintenanceConfig
+from kafkalake.config.parsed import ParsedConfig
+from kafkalake.config.tables import topic_tables
+from kafkalake.config.topic import TopicConfig
+from kafkalake.dev import producer
+from kafkalake.dev.producer import Record
+from kafkalake.lake.care_due import read_state
+from kafkalake.spark.batch_writer import BatchWriter
+from kafkalake.spark.stream import bronze_schema, ensure_table, start_ingest
+from kafkalake.spark.table_care import maintain
 
 from .helpers import assert_exactly_once, make_topic, read_rows
 
@@ -208,7 +210,7 @@ def test_properties_follow_the_catalog_and_zorder_names_a_missing_column(spark, 
     assert config["delta.appendOnly"] == "true"
     assert "OPTIMIZE ZORDER BY (partition, offset)" in report.actions
 
-    from kafkalake.maintenance import LayoutError
+    from kafkalake.spark.table_care import LayoutError
 
     missing = bronze_topic(tmp_path / "care_props", zorder_by=("customer_id",))
     with pytest.raises(LayoutError, match=r"customer_id.*bronze\.care_props|bronze\.care_props.*customer_id"):
@@ -225,8 +227,9 @@ def test_maintenance_task_runs_its_spark_job_in_a_dag_run(airflow_env, catalog_f
 
     import pyarrow as pa
     from deltalake import write_deltalake
-    from kafkalake import local_airflow
-    from kafkalake.catalog import load_catalog
+
+    from kafkalake.config.catalog import load_catalog
+    from kafkalake.dev import local_airflow
 
     topic = load_catalog(catalog_file, lake).topic("it-care")
     for run_number in range(4):

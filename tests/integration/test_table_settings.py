@@ -16,13 +16,14 @@ from zoneinfo import ZoneInfo
 
 import pytest
 from deltalake import DeltaTable
-from kafkalake import producer
-from kafkalake.catalog import TopicConfig
-from kafkalake.failures import BadConfigError
-from kafkalake.maintenance_config import MaintenanceConfig
-from kafkalake.parsed_config import ParsedConfig
-from kafkalake.producer import Record
-from kafkalake.tables import topic_tables
+
+from kafkalake.config.maintenance import MaintenanceConfig
+from kafkalake.config.parsed import ParsedConfig
+from kafkalake.config.tables import topic_tables
+from kafkalake.config.topic import TopicConfig
+from kafkalake.core.errors import BadConfigError
+from kafkalake.dev import producer
+from kafkalake.dev.producer import Record
 
 from .helpers import assert_exactly_once, make_topic, read_rows, run_ingest
 
@@ -115,7 +116,7 @@ def test_ingestion_date_partitioning_and_properties_kept_in_step_on_every_run(sp
     message = str(refused.value)
     assert f"table bronze.{topic.table} at {topic.path} is partitioned by ingestion_date" in message
     assert "but the catalog wants it not partitioned" in message
-    assert "(maintenance.partition_by: ingestion_date)" in message and "kafkalake.full_refresh" in message
+    assert "(maintenance.partition_by: ingestion_date)" in message and "kafkalake.cli.full_refresh" in message
     assert versions(topic) == before
     assert len(read_rows(Path(topic.path))) == 401
 

@@ -17,8 +17,8 @@ from pathlib import Path
 
 from airflow.sdk import Asset
 
-from kafkalake.catalog import TopicConfig
-from kafkalake.tables import Table, topic_tables
+from kafkalake.config.tables import Table, topic_tables
+from kafkalake.config.topic import TopicConfig
 
 
 def asset_uri(location: str) -> str:

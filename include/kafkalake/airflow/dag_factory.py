@@ -20,24 +20,24 @@ from airflow.sdk import DAG, Param
 from airflow.sdk.definitions.retry_policy import ExceptionRetryPolicy, RetryAction, RetryRule
 from airflow.sdk.exceptions import AirflowNotFoundException
 
-from kafkalake import runbook
-from kafkalake.airflow_tasks import (
+from kafkalake.airflow import runbook
+from kafkalake.airflow.assets import topic_assets
+from kafkalake.airflow.pools import SPARK_POOL
+from kafkalake.airflow.sla_alerts import deadline_alert
+from kafkalake.airflow.tasks import (
     IngestOperator,
     MaintenanceOperator,
     ReplayOperator,
     TopicSparkSubmitOperator,
     check_new_offsets,
 )
-from kafkalake.assets import topic_assets
-from kafkalake.catalog import Catalog, CatalogError, TopicConfig, load_catalog
-from kafkalake.durations import format_duration
-from kafkalake.failures import NonRetryableError, TransientError
-from kafkalake.kafka_client import KafkaConfigError
-from kafkalake.paths import catalog_path, lake_root
-from kafkalake.pools import SPARK_POOL
-from kafkalake.run_modes import PARAM_CONFIRM, PARAM_REINGEST_FROM
-from kafkalake.schedule import sla_plan
-from kafkalake.sla_alerts import deadline_alert
+from kafkalake.config.catalog import Catalog, load_catalog
+from kafkalake.config.schedule import sla_plan
+from kafkalake.config.topic import TopicConfig
+from kafkalake.core.durations import format_duration
+from kafkalake.core.errors import CatalogError, NonRetryableError, TransientError
+from kafkalake.core.paths import catalog_path, lake_root
+from kafkalake.core.run_mode import PARAM_CONFIRM, PARAM_REINGEST_FROM
 
 log = logging.getLogger(__name__)
 
@@ -51,9 +51,9 @@ RETRY_DELAY = timedelta(minutes=1)
 
 #: Failures a retry cannot fix fail the task at once; the others keep retries with backoff.
 NOT_RETRYABLE: tuple[type[BaseException], ...] = (
-    NonRetryableError,  # offsets expired, topic missing, bad config, as classified by kafkalake
-    CatalogError,
-    KafkaConfigError,
+    # Every kafkalake error a retry cannot mend: config errors (BadConfigError and its subclasses),
+    # offsets expired, topic missing, table state, as classified by kafkalake.core.errors.
+    NonRetryableError,
     AirflowNotFoundException,  # e.g. the DAG's Kafka connection is not defined
 )
 

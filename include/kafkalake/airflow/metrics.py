@@ -1,7 +1,7 @@
 """Run metrics in Airflow: measured around the ingest job, then logged, pushed to XCom and sent
 through Airflow's own metrics layer (StatsD or OpenTelemetry, as its ``[metrics]`` settings say).
 
-The numbers and their names are :mod:`kafkalake.run_metrics`; this module is its I/O edge: Kafka's
+The numbers and their names are :mod:`kafkalake.core.metrics`; this module is its I/O edge: Kafka's
 offsets and the checkpoint for the lag, the Delta log for the newest timestamp, Airflow for the rest.
 None of it needs a JVM.
 """
@@ -14,10 +14,11 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from kafkalake import offsets
-from kafkalake.catalog import TopicConfig
-from kafkalake.failures import KafkalakeError
-from kafkalake.run_metrics import XCOM_KEY, PartitionLag, RunMetrics, metric_points, partition_lag
+from kafkalake.config.topic import TopicConfig
+from kafkalake.core.errors import KafkalakeError
+from kafkalake.core.metrics import XCOM_KEY, PartitionLag, RunMetrics, metric_points, partition_lag
+from kafkalake.kafka import offsets
+from kafkalake.lake.checkpoint import CheckpointState, read_checkpoint
 
 log = logging.getLogger(__name__)
 
@@ -38,11 +39,11 @@ def lag_now(client_config: Mapping[str, str], topic: TopicConfig) -> PartitionLa
     except (KafkaException, KafkalakeError) as err:
         log.warning("topic %s: lag unknown, Kafka's offsets could not be read: %s", topic.name, err)
         return None
-    return lag_of(marks, offsets.read_checkpoint(Path(topic.checkpoint_path), topic.name), topic)
+    return lag_of(marks, read_checkpoint(Path(topic.checkpoint_path), topic.name), topic)
 
 
 def lag_of(
-    marks: Mapping[int, tuple[int, int]], checkpoint: offsets.CheckpointState | None, topic: TopicConfig
+    marks: Mapping[int, tuple[int, int]], checkpoint: CheckpointState | None, topic: TopicConfig
 ) -> PartitionLag:
     """The lag from Kafka's (earliest, end) offsets and the checkpoint, both already read."""
     return partition_lag(

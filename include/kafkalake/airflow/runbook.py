@@ -15,8 +15,8 @@ from __future__ import annotations
 import os
 import re
 
-from kafkalake.failures import Kind
-from kafkalake.paths import REPO_ROOT
+from kafkalake.core.errors import Kind
+from kafkalake.core.paths import REPO_ROOT
 
 ENV_RUNBOOK_URL = "KAFKALAKE_RUNBOOK_URL"
 RUNBOOK_FILE = REPO_ROOT / "RUNBOOK.md"

@@ -1,7 +1,7 @@
 """What happens when a topic's run misses its deadline: its table is out of its freshness SLA.
 
 Every generated DAG carries a Deadline Alert (:func:`deadline_alert`): measured from the run's queued
-time, the deadline is ``SLA - run interval`` (see :class:`kafkalake.schedule.SlaPlan`). When a run
+time, the deadline is ``SLA - run interval`` (see :class:`kafkalake.config.schedule.SlaPlan`). When a run
 has not finished by then, Airflow's scheduler queues :func:`on_sla_miss`, which the triggerer runs.
 It always logs one ``SLA miss`` line naming the DAG, the run, the SLA and the deadline; when the topic
 names an HTTP connection (catalog field ``sla_webhook_conn_id``, or ``KAFKALAKE_SLA_WEBHOOK_CONN_ID``
@@ -24,9 +24,9 @@ import httpx
 from airflow.sdk.definitions.callback import AsyncCallback
 from airflow.sdk.definitions.deadline import DeadlineAlert, DeadlineReference
 
-from kafkalake.catalog import TopicConfig
-from kafkalake.durations import format_duration
-from kafkalake.schedule import sla_plan
+from kafkalake.config.schedule import sla_plan
+from kafkalake.config.topic import TopicConfig
+from kafkalake.core.durations import format_duration
 
 log = logging.getLogger(__name__)
 
@@ -123,7 +123,7 @@ async def on_sla_miss(
     message = miss_message(context, topic=topic, table=table, sla=sla, deadline=deadline)
     run = (context or {}).get("dag_run") or {}
     if str(run.get("run_type")) in ("backfill", "DagRunType.BACKFILL_JOB"):
-        # A backfill run never ingests (kafkalake.run_modes) and waits behind the backfill's other
+        # A backfill run never ingests (kafkalake.core.run_mode) and waits behind the backfill's other
         # runs: its lateness says nothing about the table's freshness. Log it, page no one.
         log.info("not an SLA miss: backfill run %s does not ingest (%s)", _run_id(run), message)
         return message

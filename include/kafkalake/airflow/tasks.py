@@ -20,14 +20,22 @@ from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOpe
 from airflow.sdk import BaseHook
 from airflow.sdk.exceptions import AirflowException, AirflowNotFoundException, AirflowSkipException
 
-from kafkalake import airflow_metrics, failures, kafka_client, maintenance, offsets, reingest, run_metrics
-from kafkalake.catalog import TopicConfig
-from kafkalake.jars import jar_files
-from kafkalake.paths import jobs_dir
-from kafkalake.pools import SPARK_POOL
-from kafkalake.run_modes import Mode, RunMode, run_mode
-from kafkalake.spark_config import topic_conf
-from kafkalake.spark_jobs import job_environment
+from kafkalake.airflow import metrics as airflow_metrics
+from kafkalake.airflow.connections import kafka_config_for
+from kafkalake.airflow.pools import SPARK_POOL
+from kafkalake.config.jobs import job_environment
+from kafkalake.config.spark_conf import topic_conf
+from kafkalake.config.topic import TopicConfig
+from kafkalake.core import errors as failures
+from kafkalake.core import job_failures
+from kafkalake.core import metrics as run_metrics
+from kafkalake.core.jars import jar_files
+from kafkalake.core.paths import jobs_dir
+from kafkalake.core.run_mode import Mode, RunMode, run_mode
+from kafkalake.kafka import client_config as kafka_client
+from kafkalake.kafka import offsets, windows
+from kafkalake.lake import care_due
+from kafkalake.lake.checkpoint import read_checkpoint
 
 log = logging.getLogger(__name__)
 
@@ -38,12 +46,6 @@ LOCAL_SPARK_MASTER = "local[*]"
 def current_mode(dag_run: Any, params: Mapping[str, Any] | None) -> RunMode:
     """What this run does (ingest, backfill: table care only, or re-ingest), from its context."""
     return run_mode(getattr(dag_run, "run_type", None), params, datetime.now(UTC))
-
-
-def kafka_config_for(conn_id: str) -> dict[str, str]:
-    """librdkafka settings from an Airflow connection (extra = librdkafka settings)."""
-    conn = BaseHook.get_connection(conn_id)
-    return kafka_client.librdkafka_config(conn_id, conn.host, conn.port, conn.extra_dejson)
 
 
 def check_new_offsets(
@@ -58,10 +60,10 @@ def check_new_offsets(
 ) -> bool:
     """ShortCircuit callable: true when the ingest job has work to do.
 
-    Fails at once (:class:`~kafkalake.failures.OffsetsExpiredError`, not retried) when Kafka has
+    Fails at once (:class:`~kafkalake.core.errors.OffsetsExpiredError`, not retried) when Kafka has
     already deleted records the table never read, unless the topic accepts that loss. A backfill
     run never ingests; a confirmed re-ingest checks its window here, without a JVM
-    (:mod:`kafkalake.run_modes`). ``dag_run``, ``params`` and ``ti`` come from the task's context.
+    (:mod:`kafkalake.core.run_mode`). ``dag_run``, ``params`` and ``ti`` come from the task's context.
     An idle run publishes its run metrics here (lag 0, the age of the table's newest record), since
     no ingest task will: a topic whose producers stopped shows a growing age, not a gap.
     """
@@ -73,13 +75,13 @@ def check_new_offsets(
     config = kafka_config_for(kafka_conn_id)
     if mode.mode is Mode.REINGEST:
         assert mode.reingest_from is not None
-        window = reingest.resolve_window(topic_name, checkpoint, config, mode.reingest_from)
+        window = windows.resolve_window(topic_name, checkpoint, config, mode.reingest_from)
         log.info("re-ingest window: %s", window.describe())
         if not window.records:
             log.info("skipping the Spark job: Kafka has nothing in the window the stream has passed")
         return window.records > 0
     marks = offsets.watermarks(config, topic_name)
-    state = offsets.read_checkpoint(Path(checkpoint), topic_name)
+    state = read_checkpoint(Path(checkpoint), topic_name)
     decision = offsets.decide(
         state,
         {p: high for p, (_low, high) in marks.items()},
@@ -87,7 +89,7 @@ def check_new_offsets(
     )
     log.info("topic %s: %s; lag per partition %s", topic_name, decision.reason, decision.lag or "unknown")
     if decision.expired and fail_on_data_loss:
-        message = failures.offsets_expired_message(topic_name, decision.expired)
+        message = job_failures.offsets_expired_message(topic_name, decision.expired)
         log.error("%s", message)
         raise failures.OffsetsExpiredError(message)
     if decision.expired:
@@ -112,7 +114,7 @@ class KafkalakeSparkSubmitOperator(SparkSubmitOperator):  # type: ignore[misc]  
     Three guarantees on top of the provider's operator: when the Spark connection is missing it runs
     on ``local[*]`` (the provider would silently submit to YARN), jars are local files resolved at
     set-up (no ``--packages``, no network at run time), and every Spark task takes a slot of the
-    pool :data:`~kafkalake.pools.SPARK_POOL`, which caps the Spark jobs running at once.
+    pool :data:`~kafkalake.airflow.pools.SPARK_POOL`, which caps the Spark jobs running at once.
     """
 
     def __init__(self, *, job: str, catalog_file: Path, lake_root: Path, **kwargs: Any) -> None:
@@ -152,7 +154,7 @@ class KafkalakeSparkSubmitOperator(SparkSubmitOperator):  # type: ignore[misc]  
         except AirflowException as err:
             # The provider's error holds the exit code and the job's last lines: turn it into a
             # typed error the DAG's retry policy acts on, with the on-call message first.
-            failed = failures.classify_job_failure(Path(self.application).name, self.topic_name, str(err))
+            failed = job_failures.classify_job_failure(Path(self.application).name, self.topic_name, str(err))
             self.log.error("%s", failed.message)
             raise failed.error() from err
 
@@ -255,7 +257,7 @@ class MaintenanceOperator(TopicSparkSubmitOperator):
         self.topic = topic
 
     def execute(self, context: Any) -> None:
-        run, lines = maintenance.due_now(self.topic)
+        run, lines = care_due.due_now(self.topic)
         for line in lines:
             self.log.info("%s", line)
         if not run:
@@ -274,7 +276,7 @@ class ReplayOperator(KafkalakeSparkSubmitOperator):
         super().__init__(job="replay_topic.py", **kwargs)
 
     def execute(self, context: Any) -> None:
-        from kafkalake.catalog import load_catalog
+        from kafkalake.config.catalog import load_catalog
 
         params = context["params"]
         lake = Path(self.lake_root)

@@ -1,7 +1,7 @@
 """Full refresh of a topic: delete its tables and checkpoint so the next run re-reads Kafka.
 
-    python -m kafkalake.full_refresh --topic orders            # says what it would do
-    python -m kafkalake.full_refresh --topic orders --yes      # does it
+    python -m kafkalake.cli.full_refresh --topic orders            # says what it would do
+    python -m kafkalake.cli.full_refresh --topic orders --yes      # does it
 
 Allowed only while Kafka still holds every record from offset 0 on every partition (and the topic
 starts from ``earliest``): then the next run lands exactly what the tables held, and more.
@@ -18,10 +18,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kafkalake.catalog import TopicConfig, load_catalog
-from kafkalake.offsets import watermarks
-from kafkalake.paths import catalog_path, lake_root
-from kafkalake.tables import topic_tables
+from kafkalake.config.catalog import load_catalog
+from kafkalake.config.tables import topic_tables
+from kafkalake.config.topic import TopicConfig
+from kafkalake.core.paths import catalog_path, lake_root
+from kafkalake.kafka.offsets import watermarks
 
 
 @dataclass(frozen=True)
@@ -74,7 +75,7 @@ def delete_tables(topic: TopicConfig) -> list[str]:
 def kafka_config(topic: TopicConfig, bootstrap_servers: str | None) -> dict[str, str]:
     if bootstrap_servers:
         return {"bootstrap.servers": bootstrap_servers}
-    from kafkalake.airflow_tasks import kafka_config_for
+    from kafkalake.airflow.connections import kafka_config_for
 
     return kafka_config_for(topic.kafka_conn_id)
 

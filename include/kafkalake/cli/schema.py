@@ -1,8 +1,8 @@
 """A topic's schema history from the command line: list it, show a version, accept a proposal.
 
-    python -m kafkalake.schema_cli list --topic orders
-    python -m kafkalake.schema_cli show --topic orders [--version N]
-    python -m kafkalake.schema_cli accept --topic orders
+    python -m kafkalake.cli.schema list --topic orders
+    python -m kafkalake.cli.schema show --topic orders [--version N]
+    python -m kafkalake.cli.schema accept --topic orders
 
 ``accept`` is the documented answer to a ``schema_rejected`` failure (``failOnNewColumns``): the
 proposed schema becomes the next version, and the next run parses the new fields.
@@ -15,9 +15,9 @@ import json
 import sys
 from collections.abc import Sequence
 
-from kafkalake.catalog import load_catalog
-from kafkalake.paths import catalog_path, lake_root
-from kafkalake.schemas import SchemaHistory, diff, type_string
+from kafkalake.config.catalog import load_catalog
+from kafkalake.core.paths import catalog_path, lake_root
+from kafkalake.lake.schema_history import SchemaHistory, diff, type_string
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -2,7 +2,7 @@
 table properties.
 
 Parsed once, with the catalog, into a frozen :class:`MaintenanceConfig`; every error is a
-:class:`~kafkalake.catalog.CatalogError` naming the file, the topic and the field
+:class:`~kafkalake.core.errors.CatalogError` naming the file, the topic and the field
 (``maintenance.<key>``). Pure: no Spark, no I/O.
 """
 
@@ -15,8 +15,9 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from kafkalake.durations import format_duration, parse_duration
-from kafkalake.parsed_config import ParsedConfig
+from kafkalake.config.parsed import ParsedConfig
+from kafkalake.core.durations import format_duration, parse_duration
+from kafkalake.core.errors import CatalogError
 
 #: Builds the CatalogError of one key of the block.
 Fail = Callable[[str | None, str], Exception]
@@ -101,7 +102,6 @@ def parse_maintenance(
 
     ``parsed`` is the topic's parsed-table config: a ``partition_by`` column is checked against it.
     """
-    from kafkalake.catalog import CatalogError
 
     def fail(key: str | None, message: str) -> CatalogError:
         return CatalogError(file, message, topic, f"{FIELD}.{key}" if key else FIELD)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kafkalake.catalog import TopicConfig
+from kafkalake.config.topic import TopicConfig
 
 DELTA_SETTINGS = {
     "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kafkalake.catalog import TopicConfig
+from kafkalake.config.topic import TopicConfig
 
 
 @dataclass(frozen=True)

@@ -18,10 +18,10 @@ Airflow, no Spark, no I/O.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
+from pathlib import Path
 
 #: The one line a job prints when it knows why it failed: ``KAFKALAKE_FAILURE kind=<kind> <message>``.
 FAILURE_MARKER = "KAFKALAKE_FAILURE"
@@ -68,7 +68,7 @@ EXIT_CODES: Mapping[Kind, int] = {
     Kind.BAD_CONFIG: 78,
     Kind.CHECKPOINT_LOCKED: 73,  # EX_CANTCREAT: the run could not take its checkpoint's lock
 }
-_KIND_OF_EXIT = {code: kind for kind, code in EXIT_CODES.items()}
+KIND_OF_EXIT = {code: kind for kind, code in EXIT_CODES.items()}
 
 RUNBOOK_OFFSETS_EXPIRED = (
     "These records are gone from Kafka and cannot be recovered from it (re-publish them from the "
@@ -90,8 +90,8 @@ RUNBOOK_BAD_CONFIG = (
 RUNBOOK_SCHEMA_REJECTED = (
     "The topic's evolution mode is failOnNewColumns and its events gained the fields named above. "
     "Bronze already holds these records; the parsed tables wait. To accept the new fields, run "
-    "`python -m kafkalake.schema_cli accept --topic <topic>` (it makes the proposed schema, shown "
-    "by `python -m kafkalake.schema_cli show --topic <topic>`, the current version), then clear the "
+    "`python -m kafkalake.cli.schema accept --topic <topic>` (it makes the proposed schema, shown "
+    "by `python -m kafkalake.cli.schema show --topic <topic>`, the current version), then clear the "
     "task: the run lands everything from where it stopped, nothing twice. To refuse them, fix the "
     "producer; the records stay in bronze."
 )
@@ -105,7 +105,7 @@ RUNBOOK_TABLE_STATE = (
     "The table and its checkpoint disagree, and starting the stream now would lose or duplicate "
     "data. Find out what removed one of them (a manual delete, a restore from backup, a changed "
     "'path' in the catalog) and put it back. To start over on purpose, run `python -m "
-    "kafkalake.full_refresh --topic <topic>`: it deletes table and checkpoint together, and only "
+    "kafkalake.cli.full_refresh --topic <topic>`: it deletes table and checkpoint together, and only "
     "while Kafka still holds every record. Never delete only the checkpoint or only the table."
 )
 RUNBOOK_INGEST_UNFINISHED = (
@@ -174,8 +174,44 @@ class TopicMissingError(NonRetryableError):
     kind = Kind.TOPIC_MISSING
 
 
-class BadConfigError(NonRetryableError):
+class BadConfigError(NonRetryableError, ValueError):
+    """The base of every configuration error: a catalog, a connection, a job's arguments, set-up."""
+
     kind = Kind.BAD_CONFIG
+
+
+class CatalogError(BadConfigError):
+    """A catalog file that cannot be used, with the file, topic and field it is about."""
+
+    def __init__(self, file: Path, message: str, topic: str | None = None, field: str | None = None) -> None:
+        where = str(file)
+        if topic is not None:
+            where += f": topic {topic!r}"
+        if field is not None:
+            where += f": field {field!r}"
+        super().__init__(f"{where}: {message}")
+        self.file = file
+        self.topic = topic
+        self.field = field
+
+
+class ParsedConfigError(BadConfigError):
+    """A bad `parsed:` setting; `field` is its dotted name, e.g. ``parsed.expectations[0].rule``.
+
+    The catalog turns it into a :class:`CatalogError` that names the file and the topic too.
+    """
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+class KafkaConfigError(BadConfigError):
+    """A Kafka connection whose settings cannot be used."""
+
+
+class JarsMissingError(BadConfigError):
+    """The JVM jars were never resolved on this machine (or for other versions)."""
 
 
 class SchemaRejectedError(NonRetryableError):
@@ -217,7 +253,7 @@ class DriverLostError(TransientError):
 
 
 class CheckpointLockedError(TransientError):
-    """Another process holds the checkpoint's run lock (:mod:`kafkalake.run_lock`)."""
+    """Another process holds the checkpoint's run lock (:mod:`kafkalake.lake.checkpoint_lock`)."""
 
     kind = Kind.CHECKPOINT_LOCKED
 
@@ -267,170 +303,3 @@ def failure(kind: Kind, detail: str) -> Failure:
     what = _RUNBOOKS[kind].rstrip(".")
     runbook = f"See RUNBOOK.md, section {kind}."
     return Failure(kind, f"[{kind}] {detail} ({verdict}). What to do: {what}. {runbook}")
-
-
-# ---------------------------------------------------------------------------------------------
-# the job side: from a Spark/Kafka error text to a kind, and the one line that reports it
-
-# Spark's Kafka source, failOnDataLoss=true: condition KAFKA_DATA_LOSS.* (spark-sql-kafka 4.2,
-# error/kafka-error-conditions.json), raised as KafkaIllegalStateException whose message, not the
-# condition's name, is what reaches the trace; often only as a "Caused by" of a write failure.
-_DATA_LOSS = re.compile(
-    r"KAFKA_DATA_LOSS|Some data may have been lost because they are not available in Kafka"
-)
-# The sub-condition's sentence, e.g. "Could not read records in offset [0, 50) for topic
-# partition t-0 with consumer group ...", "Starting offset for t-0 was 50 but consumer reset to 80."
-_DATA_LOSS_REASON = re.compile(
-    r"(Could not read records in offset \[\d+, \d+\) for topic partition \S+"
-    r"|Starting offset for \S+ was \d+ but consumer reset to \d+"
-    r"|Partition \S+ offset was changed from \d+ to \d+"
-    r"|Added partition \S+ starts from \d+ instead of 0"
-    r"|Cannot find initial offsets for partitions .*?(?=\. )"
-    r"|Partitions .*? have been deleted)"
-)
-_TOPIC_MISSING = re.compile(r"UnknownTopicOrPartitionException|UNKNOWN_TOPIC_OR_PART")
-_BAD_CONFIG = re.compile(
-    r"ConfigException|KafkaConfigError|CatalogError|Invalid value .* for configuration"
-    r"|IllegalArgumentException: .*(?:option|kafka\.)"
-)
-_BROKER = re.compile(
-    r"TimeoutException|Timed out waiting for|could not be established|DisconnectException"
-    r"|NetworkException|Failed to get records for .* after polling|Connection refused"
-    r"|_TRANSPORT|_TIMED_OUT|_ALL_BROKERS_DOWN"
-)
-# A JVM or driver killed by a signal, out of memory, or the cluster losing its driver.
-_DRIVER_LOST = re.compile(
-    r"OutOfMemoryError|SparkContext was shut down|Driver .* (?:lost|disassociated|KILLED)"
-    r"|Py4JNetworkError|Answer from Java side is empty|Connection reset by peer"
-)
-
-
-def classify_text(text: str) -> Kind:
-    """The kind of failure an error text (a Spark exception, a log tail) shows; first match wins.
-
-    Non-retryable kinds are checked first: a data-loss failure's trace also mentions timeouts.
-    """
-    for kind, pattern in (
-        (Kind.OFFSETS_EXPIRED, _DATA_LOSS),
-        (Kind.TOPIC_MISSING, _TOPIC_MISSING),
-        (Kind.BAD_CONFIG, _BAD_CONFIG),
-        (Kind.BROKER_UNREACHABLE, _BROKER),
-        (Kind.DRIVER_LOST, _DRIVER_LOST),
-    ):
-        if pattern.search(text):
-            return kind
-    return Kind.UNKNOWN
-
-
-_KAFKA_CAUSE = re.compile(r"org\.apache\.kafka\.common\.errors\.\w+: [^\n]*?(?= SQLSTATE|\n|$)")
-
-
-def _cause(text: str, limit: int = 300) -> str:
-    """The sentence that says why: Kafka's own exception if there is one, else the first line."""
-    kafka = _KAFKA_CAUSE.search(text)
-    line = kafka.group(0) if kafka else next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
-    line = line.removeprefix("org.apache.kafka.common.errors.")
-    return line if len(line) <= limit else line[: limit - 1] + "…"
-
-
-def classify_spark_error(topic: str, text: str) -> Failure:
-    """Classify the failure of the ingest job's streaming query from its exception text."""
-    kind = classify_text(text)
-    if kind is Kind.OFFSETS_EXPIRED:
-        reason = _DATA_LOSS_REASON.search(text)
-        return failure(
-            kind,
-            f"topic {topic!r}: Kafka no longer holds offsets the table has not read yet (expired by "
-            "retention, deleted, or the topic was re-created)" + (f": {reason.group(0)}" if reason else ""),
-        )
-    if kind is Kind.TOPIC_MISSING:
-        return failure(kind, f"topic {topic!r} does not exist on the cluster")
-    if kind is Kind.BROKER_UNREACHABLE:
-        return failure(kind, f"topic {topic!r}: Kafka did not answer in time: {_cause(text)}")
-    return failure(kind, f"topic {topic!r}: {_cause(text)}")
-
-
-def failure_line(failed: Failure) -> str:
-    """The single line a job prints before exiting with ``exit_code(kind)``."""
-    one_line = " ".join(failed.message.split())
-    return f"{FAILURE_MARKER} kind={failed.kind} {one_line}"
-
-
-def exit_code(kind: Kind) -> int:
-    """The job's exit code for a kind; 1 (Python's own) when the kind has none of its own."""
-    return EXIT_CODES.get(kind, 1)
-
-
-# ---------------------------------------------------------------------------------------------
-# the Airflow side: from spark-submit's exit code and last log lines to a classification
-
-_LINE = re.compile(rf"{FAILURE_MARKER} kind=(?P<kind>\w+) (?P<message>.*)")
-_SUBMIT_EXIT = re.compile(r"Error code is: (-?\d+)")
-_SIGNALS = {-9: "SIGKILL", -15: "SIGTERM", 137: "SIGKILL", 143: "SIGTERM"}
-
-
-def parse_failure_line(text: str) -> Failure | None:
-    """The job's own report (the last ``KAFKALAKE_FAILURE`` line), if the text holds one."""
-    found = None
-    for match in _LINE.finditer(text):
-        found = match
-    if found is None:
-        return None
-    try:
-        kind = Kind(found.group("kind"))
-    except ValueError:
-        kind = Kind.UNKNOWN
-    return Failure(kind, found.group("message").strip())
-
-
-def submit_exit_code(text: str) -> int | None:
-    """The exit code the Spark provider put in its error ("Error code is: N.")."""
-    match = _SUBMIT_EXIT.search(text)
-    return int(match.group(1)) if match else None
-
-
-def classify_job_failure(job: str, topic: str, error_text: str) -> Failure:
-    """Classify a failed spark-submit from the provider's error text (exit code + last log lines).
-
-    In order of trust: the job's own ``KAFKALAKE_FAILURE`` line, its exit code, a signal that killed
-    the driver, then known patterns in the log tail. Anything else is ``unknown`` and retried.
-    """
-    # Only the job's output is searched: the command line before it could hold any word.
-    tail = (
-        error_text.split("Last spark-submit output:", 1)[1]
-        if "Last spark-submit output:" in error_text
-        else ""
-    )
-    reported = parse_failure_line(tail)
-    if reported is not None:
-        return reported
-    code = submit_exit_code(error_text)
-    if code in _KIND_OF_EXIT:
-        kind = _KIND_OF_EXIT[code]
-        return failure(kind, f"{job} for topic {topic!r} exited {code}")
-    if code in _SIGNALS:
-        detail = f"the {job} driver for topic {topic!r} was killed ({_SIGNALS[code]}, exit {code})"
-        return failure(Kind.DRIVER_LOST, detail)
-    kind = classify_text(tail)
-    # Without the job's own verdict, only a data-loss error class is trusted to stop retries: a
-    # pattern match on a log tail is evidence, not proof, so the other kinds stay retryable.
-    if kind in NON_RETRYABLE and kind is not Kind.OFFSETS_EXPIRED:
-        kind = Kind.UNKNOWN
-    detail = f"{job} for topic {topic!r} failed (exit {code})"
-    if kind is Kind.OFFSETS_EXPIRED:
-        return classify_spark_error(topic, tail)
-    return failure(kind, detail)
-
-
-def offsets_expired_message(topic: str, expired: Mapping[int, tuple[int, int]]) -> str:
-    """On-call message for the pre-flight's finding: {partition: (committed, earliest in Kafka)}."""
-    parts = ", ".join(
-        f"partition {p}: offsets {committed}..{earliest - 1} ({earliest - committed} records)"
-        for p, (committed, earliest) in sorted(expired.items())
-    )
-    total = sum(earliest - committed for committed, earliest in expired.values())
-    detail = (
-        f"topic {topic!r}: {total} records expired in Kafka before the table read them ({parts}); "
-        "Kafka's earliest offset is above the table's checkpoint"
-    )
-    return failure(Kind.OFFSETS_EXPIRED, detail).message

@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
-from kafkalake.durations import format_duration
+from kafkalake.core.durations import format_duration
 
 #: Environment variable naming the file the ingest job writes its :class:`JobMetrics` to.
 ENV_METRICS_FILE = "KAFKALAKE_METRICS_FILE"

@@ -8,7 +8,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+#: The project folder (dags/, jobs/, include/): set KAFKALAKE_HOME when the package is installed
+#: apart from it (a wheel, an image); by default, the checkout this file lives in.
+ENV_HOME = "KAFKALAKE_HOME"
+REPO_ROOT = Path(os.environ.get(ENV_HOME) or Path(__file__).resolve().parents[3]).resolve()
 
 #: Environment variables a user (or an outside test harness) sets to run on its own topics.
 ENV_CATALOG = "KAFKALAKE_CATALOG"
@@ -29,4 +32,10 @@ def jars_dir() -> Path:
 
 
 def jobs_dir() -> Path:
-    return REPO_ROOT / "jobs"
+    jobs = REPO_ROOT / "jobs"
+    if not jobs.is_dir():
+        raise FileNotFoundError(
+            f"no jobs/ folder in {REPO_ROOT}: set {ENV_HOME} to the kafkalake project folder "
+            "(the one that holds dags/, jobs/ and include/)"
+        )
+    return jobs

@@ -8,7 +8,7 @@ checkpoint, whatever its logical date. A run's date range therefore means nothin
   runs that cannot duplicate a row;
 * a **manual run with** ``reingest_from`` (an ISO timestamp) **and** ``confirm_reingest: true`` (the
   DAG's params, in "Trigger DAG w/ config") re-reads Kafka from that time and lands only the records
-  the tables lack (:mod:`kafkalake.reingest`);
+  the tables lack (:mod:`kafkalake.spark.reingest`);
 * any other run (scheduled, or manual without the params) is the normal ingest; its params are
   ignored.
 
@@ -23,8 +23,8 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
-from kafkalake.durations import parse_timestamp
-from kafkalake.failures import Kind, ReingestRefusedError, failure
+from kafkalake.core.durations import parse_timestamp
+from kafkalake.core.errors import Kind, ReingestRefusedError, failure
 
 #: DAG params (Airflow ``Param``), shown in the "Trigger DAG w/ config" form.
 PARAM_REINGEST_FROM = "reingest_from"

@@ -1,6 +1,6 @@
 """Airflow's real UI on this project's DAGs: the local broker, then ``airflow standalone``.
 
-make airflow                    (or: python -m kafkalake.airflow_ui --port 8080)
+make airflow                    (or: python -m kafkalake.dev.airflow_ui --port 8080)
 
 Starts (or reuses) the local broker on 127.0.0.1:9092, then runs ``airflow standalone`` in the
 foreground with the same environment as ``make demo`` (catalog, lake, Kafka connection) and its own
@@ -17,11 +17,12 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from kafkalake import jars, local_airflow
-from kafkalake.broker import LocalKafka
-from kafkalake.paths import REPO_ROOT, catalog_path, lake_root
+from kafkalake.core import jars
+from kafkalake.core.paths import REPO_ROOT, catalog_path, lake_root
+from kafkalake.dev import local_airflow
+from kafkalake.dev.broker import LocalKafka
 
-log = logging.getLogger("kafkalake.airflow_ui")
+log = logging.getLogger("kafkalake.dev.airflow_ui")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -1,7 +1,7 @@
 """Benchmark: drain a Kafka backlog into bronze, against the raw read rate measured in the same run.
 
     make bench                       # 2,000,000 events of ~300 bytes over 6 partitions
-    python -m kafkalake.bench --events 200000 --out bench.json
+    python -m kafkalake.dev.bench --events 200000 --out bench.json
 
 Everything runs on the local broker (``.bench/kafka``, port 9192 by default). The backlog is
 produced once and reused by later runs with the same size; the bronze table is rebuilt each run.
@@ -38,12 +38,14 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from kafkalake import local_airflow, producer, spark_jobs
-from kafkalake.broker import LocalKafka
-from kafkalake.catalog import TopicConfig, load_catalog
-from kafkalake.kafka_client import ENV_CLIENT_CONFIG_FILE
-from kafkalake.paths import REPO_ROOT
-from kafkalake.standalone_airflow import StandaloneAirflow, free_port, wait_for
+from kafkalake.config import jobs
+from kafkalake.config.catalog import load_catalog
+from kafkalake.config.topic import TopicConfig
+from kafkalake.core.paths import REPO_ROOT
+from kafkalake.dev import local_airflow, producer
+from kafkalake.dev.broker import LocalKafka
+from kafkalake.dev.standalone_airflow import StandaloneAirflow, free_port, wait_for
+from kafkalake.kafka.client_config import ENV_CLIENT_CONFIG_FILE
 
 MIB = 1024 * 1024
 
@@ -133,7 +135,7 @@ def event_value(i: int, rng: random.Random) -> bytes:
 
 def ensure_backlog(bootstrap: str, topic: str, events: int, partitions: int) -> None:
     """Produce the backlog unless the topic already holds exactly it."""
-    from kafkalake.offsets import end_offsets
+    from kafkalake.kafka.offsets import end_offsets
 
     producer.create_topic(bootstrap, topic, partitions)
     held = sum(end_offsets({"bootstrap.servers": bootstrap}, topic).values())
@@ -156,7 +158,7 @@ def raw_read(bootstrap: str, topic: str) -> RawRead:
     """Read the whole topic with a plain consumer in batch mode and discard it."""
     from confluent_kafka import Consumer, TopicPartition
 
-    from kafkalake.offsets import end_offsets
+    from kafkalake.kafka.offsets import end_offsets
 
     ends = end_offsets({"bootstrap.servers": bootstrap}, topic)
     consumer = Consumer(
@@ -224,8 +226,8 @@ def drain(
         payload_bytes: the backlog's keys and values in bytes (from the raw read), for MiB/s.
     """
     shutil.rmtree(topic.path, ignore_errors=True)
-    cmd = spark_jobs.command("ingest_topic", topic.name, catalog=catalog, lake=lake)
-    env = {**spark_jobs.environment(catalog, lake), ENV_CLIENT_CONFIG_FILE: str(settings)}
+    cmd = jobs.command("ingest_topic", topic.name, catalog=catalog, lake=lake)
+    env = {**jobs.environment(catalog, lake), ENV_CLIENT_CONFIG_FILE: str(settings)}
     first_batch = Path(topic.checkpoint_path) / "offsets" / "0"
     peaks = {"java": 0.0, "python": 0.0}
     started = time.monotonic()
@@ -273,12 +275,10 @@ def _tail(log: Path) -> str:
 
 def compact(topic: TopicConfig, catalog: Path, lake: Path, log: Path) -> Compaction:
     """The topic's table care job, forced: what OPTIMIZE leaves of the drain's files."""
-    cmd = spark_jobs.command("maintain_table", topic.name, catalog=catalog, lake=lake, extra_args=["--force"])
+    cmd = jobs.command("maintain_table", topic.name, catalog=catalog, lake=lake, extra_args=["--force"])
     started = time.monotonic()
     with log.open("wb") as out:
-        done = subprocess.run(
-            cmd, env=spark_jobs.environment(catalog, lake), stdout=out, stderr=subprocess.STDOUT
-        )
+        done = subprocess.run(cmd, env=jobs.environment(catalog, lake), stdout=out, stderr=subprocess.STDOUT)
     wall = time.monotonic() - started
     if done.returncode != 0:
         raise RuntimeError(f"table care job failed ({done.returncode}):\n{_tail(log)}")

@@ -1,9 +1,9 @@
 """A real single-node Kafka broker (KRaft, combined broker + controller) on loopback.
 
-Run from Apache Kafka's own jars (resolved by ``kafkalake.jars``); the demo and the tests use it.
+Run from Apache Kafka's own jars (resolved by ``kafkalake.core.jars``); the demo and the tests use it.
 
-    python -m kafkalake.broker start [--dir .kafka] [--port 9092]
-    python -m kafkalake.broker stop  [--dir .kafka]
+    python -m kafkalake.dev.broker start [--dir .kafka] [--port 9092]
+    python -m kafkalake.dev.broker stop  [--dir .kafka]
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kafkalake.jars import jar_files
-from kafkalake.paths import REPO_ROOT
+from kafkalake.core.jars import jar_files
+from kafkalake.core.paths import REPO_ROOT
 
 log = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """The end-to-end demo: broker, sample events, one DAG run through Airflow, the table read back.
 
-make demo        (or: python -m kafkalake.demo)
+make demo        (or: python -m kafkalake.dev.demo)
 """
 
 from __future__ import annotations
@@ -13,12 +13,14 @@ import sys
 import time
 from collections.abc import Sequence
 
-from kafkalake import jars, local_airflow, producer, spark_jobs
-from kafkalake.broker import LocalKafka
-from kafkalake.catalog import load_catalog
-from kafkalake.paths import REPO_ROOT, catalog_path, lake_root
+from kafkalake.config import jobs
+from kafkalake.config.catalog import load_catalog
+from kafkalake.core import jars
+from kafkalake.core.paths import REPO_ROOT, catalog_path, lake_root
+from kafkalake.dev import local_airflow, producer
+from kafkalake.dev.broker import LocalKafka
 
-log = logging.getLogger("kafkalake.demo")
+log = logging.getLogger("kafkalake.dev.demo")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -50,8 +52,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     log.info("DAG run %s: %s, tasks %s", run.run_id, run.state, run.task_states)
 
     log.info("reading %s back by name from the catalog:", topic.qualified_table)
-    cmd = spark_jobs.command("show_table", topic.name, catalog=catalog, lake=lake)
-    shown = subprocess.run(cmd, env=spark_jobs.environment(catalog, lake), capture_output=True, text=True)
+    cmd = jobs.command("show_table", topic.name, catalog=catalog, lake=lake)
+    shown = subprocess.run(cmd, env=jobs.environment(catalog, lake), capture_output=True, text=True)
     if shown.returncode != 0:
         print(shown.stderr[-4000:], file=sys.stderr)
         return shown.returncode

@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kafkalake.paths import ENV_CATALOG, ENV_LAKE_ROOT, REPO_ROOT
-from kafkalake.pools import DEFAULT_SPARK_SLOTS, SPARK_POOL, pools_set_args
-from kafkalake.sla_alerts import ENV_DEADLINE_ALERTS
+from kafkalake.airflow.pools import DEFAULT_SPARK_SLOTS, SPARK_POOL, pools_set_args
+from kafkalake.airflow.sla_alerts import ENV_DEADLINE_ALERTS
+from kafkalake.core.paths import ENV_CATALOG, ENV_LAKE_ROOT, REPO_ROOT
 
 
 class DagRunError(RuntimeError):

@@ -18,8 +18,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from kafkalake import local_airflow
-from kafkalake.broker import free_port
+from kafkalake.dev import local_airflow
+from kafkalake.dev.broker import free_port
 
 __all__ = ["FinishedRun", "StandaloneAirflow", "free_port", "wait_for"]
 

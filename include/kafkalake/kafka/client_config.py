@@ -17,6 +17,8 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from kafkalake.core.errors import KafkaConfigError
+
 #: spark-submit's environment names the file; the file holds the settings.
 ENV_CLIENT_CONFIG_FILE = "KAFKALAKE_KAFKA_CONFIG_FILE"
 
@@ -47,10 +49,6 @@ _NOT_FOR_JAVA = {
     "log_level",
     "enable.ssl.certificate.verification",
 }
-
-
-class KafkaConfigError(ValueError):
-    pass
 
 
 def librdkafka_config(

@@ -1,7 +1,7 @@
 """One run at a time on a checkpoint: a file lock the ingest job holds while its query runs.
 
 ``max_active_runs=1`` keeps the scheduler from starting two runs of one topic's DAG, but not a
-job started by hand (``python -m kafkalake.spark_jobs ingest_topic``), an ``airflow dags test``
+job started by hand (``python -m kafkalake.cli.run_job ingest_topic``), an ``airflow dags test``
 beside the scheduler, or a driver still running after Airflow gave up on its task. Two streaming
 queries on one checkpoint race on its offset and commit logs; this lock makes the second one fail
 at once instead.
@@ -30,7 +30,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
-from kafkalake.failures import CheckpointLockedError, Kind, failure
+from kafkalake.core.errors import CheckpointLockedError, Kind, failure
 
 log = logging.getLogger(__name__)
 

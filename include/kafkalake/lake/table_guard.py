@@ -1,7 +1,7 @@
 """Full-refresh protection: never start a stream whose table and checkpoint disagree.
 
 The ingest job calls :func:`check_safe_to_start` before it creates the table or starts the stream.
-It refuses (:class:`~kafkalake.failures.TableStateError`, not retried) when
+It refuses (:class:`~kafkalake.core.errors.TableStateError`, not retried) when
 
 * (a) the table holds data but the checkpoint is missing or empty: the stream would re-read Kafka
   from ``starting_offsets`` and land every record again (or, where Kafka expired them, land a
@@ -19,9 +19,9 @@ import logging
 from dataclasses import dataclass
 from pathlib import Path
 
-from kafkalake.catalog import TopicConfig
-from kafkalake.failures import Kind, TableStateError, failure
-from kafkalake.offsets import read_checkpoint, starting_offsets
+from kafkalake.config.topic import TopicConfig
+from kafkalake.core.errors import Kind, TableStateError, failure
+from kafkalake.lake.checkpoint import read_checkpoint, starting_offsets
 
 log = logging.getLogger(__name__)
 

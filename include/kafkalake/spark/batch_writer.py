@@ -21,9 +21,9 @@ import time
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
 
-from kafkalake import parsing
-from kafkalake.catalog import TopicConfig
-from kafkalake.topic_parser import RunStats, TopicParser, write_measured
+from kafkalake.config.topic import TopicConfig
+from kafkalake.spark import parse_columns
+from kafkalake.spark.topic_parser import RunStats, TopicParser, write_measured
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -64,7 +64,7 @@ class BatchWriter:
         self._created: set[str] = set()
 
     def tables_exist(self, kinds: Iterable[str]) -> None:
-        """Kinds of the topic's tables known to exist (what :func:`kafkalake.bronze.ensure_table`
+        """Kinds of the topic's tables known to exist (what :func:`kafkalake.spark.stream.ensure_table`
         returns): the batches write to them without looking for them first."""
         self._created.update(kinds)
 
@@ -142,7 +142,7 @@ class BatchWriter:
     def rows_for(self, tables: str, bronze: DataFrame) -> DataFrame | None:
         """The batch's rows to write to ``tables`` ("bronze", or "parsed": parsed, dead-letter and
         latest); None: nothing to write there. The stream writes every row everywhere; a re-ingest
-        (:class:`kafkalake.reingest.GapWriter`) only the rows a table lacks.
+        (:class:`kafkalake.spark.reingest.GapWriter`) only the rows a table lacks.
         """
         return bronze
 
@@ -151,7 +151,7 @@ class BatchWriter:
             parsed = self.parser.parse(bronze, f"batch {batch_id}")
         frame = parsed.frame
         try:
-            rows, dead = parsing.parsed_rows(frame), parsing.dead_letter_rows(frame)
+            rows, dead = parse_columns.parsed_rows(frame), parse_columns.dead_letter_rows(frame)
             self._create_once("parsed", rows.schema)
             self._create_once("dead_letter", dead.schema)
             # A table with no rows from this batch gets no commit: an empty write still costs a
@@ -166,7 +166,7 @@ class BatchWriter:
                 with self._step("dead letters"):
                     write_idempotent(dead, self.topic.dead_letter_path, app_id, batch_id)
             if self.config.latest_by_key:
-                from kafkalake.latest import latest_schema, merge_latest
+                from kafkalake.spark.latest import latest_schema, merge_latest
 
                 self._create_once("latest", latest_schema(frame))
                 with self._step("latest"):
@@ -182,8 +182,8 @@ class BatchWriter:
         """
         if kind in self._created:
             return
-        from kafkalake.table_settings import create_table
-        from kafkalake.tables import topic_tables
+        from kafkalake.config.tables import topic_tables
+        from kafkalake.spark.table_settings import create_table
 
         table = next(t for t in topic_tables(self.topic) if t.kind == kind)
         create_table(

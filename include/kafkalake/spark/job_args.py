@@ -7,9 +7,11 @@ import logging
 import sys
 from collections.abc import Sequence
 
-from kafkalake.catalog import TopicConfig, load_catalog
-from kafkalake.failures import Failure, KafkalakeError, exit_code, failure, failure_line
-from kafkalake.paths import catalog_path, lake_root
+from kafkalake.config.catalog import load_catalog
+from kafkalake.config.topic import TopicConfig
+from kafkalake.core.errors import Failure, KafkalakeError, failure
+from kafkalake.core.job_failures import exit_code, failure_line
+from kafkalake.core.paths import catalog_path, lake_root
 
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 

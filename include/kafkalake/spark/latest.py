@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from kafkalake import parsing
+from kafkalake.spark import parse_columns
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -27,10 +27,14 @@ def latest_per_key(frame: DataFrame) -> DataFrame:
     """The batch's last record per key, with a tombstone flag; keyless and dead-letter rows dropped."""
     from pyspark.sql import functions as F
 
-    reason = F.col(parsing.REASON)
-    rows = frame.where((reason.isNull() | (reason == parsing.TOMBSTONE)) & F.col("_kafka.key").isNotNull())
+    reason = F.col(parse_columns.REASON)
+    rows = frame.where(
+        (reason.isNull() | (reason == parse_columns.TOMBSTONE)) & F.col("_kafka.key").isNotNull()
+    )
     columns = [c for c in frame.columns if not c.startswith("_kafka_")]
-    record = F.struct(*columns, F.coalesce(reason == parsing.TOMBSTONE, F.lit(False)).alias(_TOMBSTONE_FLAG))
+    record = F.struct(
+        *columns, F.coalesce(reason == parse_columns.TOMBSTONE, F.lit(False)).alias(_TOMBSTONE_FLAG)
+    )
     order = F.struct(F.col("_kafka.partition"), F.col("_kafka.offset"))
     return (
         rows.groupBy(F.col("_kafka.key").alias("_kafka_group_key"))
@@ -77,7 +81,7 @@ def rebuild_latest(frame: DataFrame, path: str) -> None:
     """Overwrite the table with the last record per key of ``frame``, in one commit.
 
     ``frame`` holds every record of the topic (parsed rows and, on a changelog topic, tombstones,
-    with :data:`parsing.REASON`); the same newer-by-(partition, offset) rule as :func:`merge_latest`
+    with :data:`parse_columns.REASON`); the same newer-by-(partition, offset) rule as :func:`merge_latest`
     picks each key's row, and a key whose last record is a tombstone has none. Columns the parsed
     table gained are added (``mergeSchema``); none is dropped.
     """

@@ -22,8 +22,8 @@ import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from kafkalake.parsed_config import Expectation, ParsedConfig
-from kafkalake.schemas import RESCUED_COLUMN, Schema, with_type_hints, without_reserved
+from kafkalake.config.parsed import Expectation, ParsedConfig
+from kafkalake.lake.schema_history import RESCUED_COLUMN, Schema, with_type_hints, without_reserved
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession

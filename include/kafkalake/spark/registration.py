@@ -13,8 +13,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kafkalake.catalog import TopicConfig
-from kafkalake.tables import Table, topic_tables
+from kafkalake.config.tables import Table, topic_tables
+from kafkalake.config.topic import TopicConfig
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

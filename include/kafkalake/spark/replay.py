@@ -30,12 +30,13 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-from kafkalake import durations, parsing
-from kafkalake.catalog import TopicConfig
-from kafkalake.failures import BadConfigError, IngestUnfinishedError, Kind, failure
-from kafkalake.offsets import read_checkpoint
-from kafkalake.run_lock import checkpoint_lock, local_path
-from kafkalake.topic_parser import RunStats, TopicParser
+from kafkalake.config.topic import TopicConfig
+from kafkalake.core import durations
+from kafkalake.core.errors import BadConfigError, IngestUnfinishedError, Kind, failure
+from kafkalake.lake.checkpoint import read_checkpoint
+from kafkalake.lake.checkpoint_lock import checkpoint_lock, local_path
+from kafkalake.spark import parse_columns
+from kafkalake.spark.topic_parser import RunStats, TopicParser
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -309,14 +310,14 @@ def _replay(spark: SparkSession, topic: TopicConfig, selection: Selection) -> Re
         done = {
             topic.parsed_path: _replace(
                 spark,
-                parsing.parsed_rows(parsed.frame),
+                parse_columns.parsed_rows(parsed.frame),
                 topic.parsed_path,
                 window_predicate(max_offsets, selection, PARSED_COLUMNS),
                 merge_schema=True,
             ),
             topic.dead_letter_path: _replace(
                 spark,
-                parsing.dead_letter_rows(parsed.frame),
+                parse_columns.dead_letter_rows(parsed.frame),
                 topic.dead_letter_path,
                 window_predicate(max_offsets, selection, DEAD_LETTER_COLUMNS),
             ),
@@ -364,16 +365,18 @@ def _rebuild_latest(spark: SparkSession, topic: TopicConfig, parser: TopicParser
     """
     from pyspark.sql import functions as F
 
-    from kafkalake.latest import rebuild_latest
+    from kafkalake.spark.latest import rebuild_latest
 
     parsed = spark.read.format("delta").load(topic.parsed_path)
-    rows = parsed.withColumn(parsing.REASON, F.lit(None).cast("string"))
+    rows = parsed.withColumn(parse_columns.REASON, F.lit(None).cast("string"))
     if topic.parsed.changelog:
         assert parser.schema is not None
         bronze = spark.read.format("delta").option("versionAsOf", latest_bronze).load(topic.path)
-        tombstones = parsing.parse_batch(bronze.where(F.col("value").isNull()), parser.schema, topic.parsed)
+        tombstones = parse_columns.parse_batch(
+            bronze.where(F.col("value").isNull()), parser.schema, topic.parsed
+        )
         rows = rows.unionByName(
-            tombstones.select(parsing.KAFKA_COLUMN, parsing.REASON), allowMissingColumns=True
+            tombstones.select(parse_columns.KAFKA_COLUMN, parse_columns.REASON), allowMissingColumns=True
         )
     rebuild_latest(rows, topic.latest_path)
     return _committed_version(spark, topic.latest_path)

@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-from kafkalake import parsing
-from kafkalake.catalog import TopicConfig
-from kafkalake.schemas import Change, SchemaHistory, SchemaVersion, empty_schema, merge
+from kafkalake.config.topic import TopicConfig
+from kafkalake.lake.schema_history import Change, SchemaHistory, SchemaVersion, empty_schema, merge
+from kafkalake.spark import parse_columns
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -47,19 +47,19 @@ def refresh(spark: SparkSession, topic: TopicConfig, now: datetime | None = None
     config = topic.parsed
     since = (now or datetime.now(UTC)) - topic.freshness_sla
     recent = spark.read.format("delta").load(topic.path).where(F.col("ingested_at") >= F.lit(since))
-    probe = parsing.parse_batch(recent, empty_schema(), config)
-    texts = parsing.valid_json_texts(probe, config.sample_rows).cache()
+    probe = parse_columns.parse_batch(recent, empty_schema(), config)
+    texts = parse_columns.valid_json_texts(probe, config.sample_rows).cache()
     try:
         sampled = texts.count()
         if not sampled:
             return Refresh(0, None, ())
-        inferred = parsing.infer_schema(spark, texts)
+        inferred = parse_columns.infer_schema(spark, texts)
     finally:
         texts.unpersist()
     history = SchemaHistory(topic.schema_dir)
     current = history.current()
     if current is None:
-        base = parsing.pinned_schema(config) or empty_schema()
+        base = parse_columns.pinned_schema(config) or empty_schema()
     else:
         base = current.schema
     merged = merge(base, inferred)
@@ -67,6 +67,6 @@ def refresh(spark: SparkSession, topic: TopicConfig, now: datetime | None = None
     if current is not None and config.evolution != "addNewColumns":
         return Refresh(sampled, None, drift)
     written = history.write(
-        parsing.with_catalog_hints(merged.schema, config), source=f"refresh of {sampled} sampled values"
+        parse_columns.with_catalog_hints(merged.schema, config), source=f"refresh of {sampled} sampled values"
     )
     return Refresh(sampled, written, drift)

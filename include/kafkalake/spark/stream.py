@@ -2,7 +2,7 @@
 
 Exactly once comes from two pieces working together: the checkpoint records which offsets each
 micro-batch covers before the batch is written, and every table write records the batch id with its
-commit (:mod:`kafkalake.landing`), so a batch replayed after a crash is recognised and not written
+commit (:mod:`kafkalake.spark.batch_writer`), so a batch replayed after a crash is recognised and not written
 twice.
 """
 
@@ -11,14 +11,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from kafkalake.catalog import TopicConfig
+from kafkalake.config.topic import TopicConfig
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.streaming import StreamingQuery
     from pyspark.sql.types import StructType
 
-    from kafkalake.landing import BatchWriter
+    from kafkalake.spark.batch_writer import BatchWriter
 
 #: Bronze columns, in order. Key and value stay binary: bronze keeps the bytes exactly.
 BRONZE_COLUMNS = (
@@ -66,17 +66,17 @@ def ensure_table(spark: SparkSession, topic: TopicConfig) -> frozenset[str]:
     """Check the topic's tables against the catalog, then create bronze if it is missing.
 
     Creating it up front gives even a topic with no events yet a table to register. Its
-    partitioning and properties come from :mod:`kafkalake.table_settings`; bronze only ever grows
+    partitioning and properties come from :mod:`kafkalake.spark.table_settings`; bronze only ever grows
     (``delta.appendOnly``: Delta refuses deletes and updates). Every existing table whose partitioning
     differs from the catalog fails the run here, before anything is written, and properties that
     differ are set.
 
     Returns:
-        The kinds of the topic's tables (:attr:`kafkalake.tables.Table.kind`) that exist now, so
+        The kinds of the topic's tables (:attr:`kafkalake.config.tables.Table.kind`) that exist now, so
         the batches need not look for them again.
     """
-    from kafkalake import table_settings
-    from kafkalake.tables import topic_tables
+    from kafkalake.config.tables import topic_tables
+    from kafkalake.spark import table_settings
 
     existing = table_settings.existing_tables(spark, topic)
     table_settings.check_partitioning(topic, existing)

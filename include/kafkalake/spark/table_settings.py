@@ -20,11 +20,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kafkalake.catalog import TopicConfig
-from kafkalake.failures import BadConfigError, Kind, failure
-from kafkalake.maintenance_config import APPEND_ONLY, INGESTION_DATE
-from kafkalake.run_lock import local_path
-from kafkalake.tables import Table, topic_tables
+from kafkalake.config.maintenance import APPEND_ONLY, INGESTION_DATE
+from kafkalake.config.tables import Table, topic_tables
+from kafkalake.config.topic import TopicConfig
+from kafkalake.core.errors import BadConfigError, Kind, failure
+from kafkalake.lake.checkpoint_lock import local_path
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -55,7 +55,8 @@ class TableSettings:
 
 
 def settings_for(topic: TopicConfig, table: Table) -> TableSettings:
-    """Partitioning and properties of one of the topic's tables (:func:`kafkalake.tables.topic_tables`)."""
+    """Partitioning and properties of one of the topic's tables (from
+    :func:`~kafkalake.config.tables.topic_tables`)."""
     config = topic.maintenance
     properties = dict(config.properties)
     if table.kind == "bronze":
@@ -83,7 +84,7 @@ def partitioning_mismatch(table: Table, wanted: Sequence[str], actual: Sequence[
     return (
         f"table {table.name} at {table.location} is {spelled(actual)}, but the catalog wants it "
         f"{spelled(wanted)}. Delta cannot re-partition a table in place. Either put the catalog back "
-        f"({now}), or rebuild the tables: pause the DAG, run `python -m kafkalake.full_refresh "
+        f"({now}), or rebuild the tables: pause the DAG, run `python -m kafkalake.cli.full_refresh "
         "--topic <topic> --yes` (while Kafka still holds every record) and unpause; the next run "
         "creates them with the new partitioning"
     )

@@ -4,8 +4,8 @@ One :class:`TopicParser` per run. It owns the topic's current schema: the first 
 catalog, or inferred from the first rows it sees), and its evolution (``addNewColumns`` adds the new
 fields and parses the rows again with them; ``failOnNewColumns`` stops the run). It applies the
 catalog's expectations, stops the run on a ``fail`` one, and sums what it parsed into
-:class:`RunStats`. The ingest stream (:mod:`kafkalake.landing`) calls it once per micro-batch; a
-replay (:mod:`kafkalake.replay`) once for a whole bronze snapshot. Writing the tables is theirs.
+:class:`RunStats`. The ingest stream (:mod:`kafkalake.spark.batch_writer`) calls it once per micro-batch; a
+replay (:mod:`kafkalake.spark.replay`) once for a whole bronze snapshot. Writing the tables is theirs.
 """
 
 from __future__ import annotations
@@ -16,11 +16,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from kafkalake import parsing
-from kafkalake.catalog import TopicConfig
-from kafkalake.failures import ExpectationFailedError, SchemaRejectedError
-from kafkalake.run_metrics import JobMetrics
-from kafkalake.schemas import RESCUED_COLUMN, Schema, SchemaHistory, merge
+from kafkalake.config.topic import TopicConfig
+from kafkalake.core.errors import ExpectationFailedError, SchemaRejectedError
+from kafkalake.core.metrics import JobMetrics
+from kafkalake.lake.schema_history import RESCUED_COLUMN, Schema, SchemaHistory, merge
+from kafkalake.spark import parse_columns
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -123,7 +123,7 @@ def write_measured(bronze: DataFrame, write: Callable[[DataFrame], None]) -> dic
 
 @dataclass(frozen=True)
 class ParsedFrame:
-    """A parsed, cached frame (:func:`parsing.parse_batch` + expectations) and its counts."""
+    """A parsed, cached frame (:func:`parse_columns.parse_batch` + expectations) and its counts."""
 
     frame: DataFrame
     counts: dict[str, int]
@@ -136,7 +136,7 @@ class ParsedFrame:
     def dead_letters(self) -> int:
         """Rows for the dead-letter table: neither parsed nor a tombstone."""
         rows = self.counts.get("rows") or 0
-        return rows - self.parsed_rows - (self.counts.get(parsing.TOMBSTONE) or 0)
+        return rows - self.parsed_rows - (self.counts.get(parse_columns.TOMBSTONE) or 0)
 
 
 class TopicParser:
@@ -187,8 +187,8 @@ class TopicParser:
         from pyspark import StorageLevel
 
         assert self.schema is not None
-        frame = parsing.parse_batch(bronze, self.schema, self.config)
-        return parsing.with_expectations(frame, self.config.expectations).persist(
+        frame = parse_columns.parse_batch(bronze, self.schema, self.config)
+        return parse_columns.with_expectations(frame, self.config.expectations).persist(
             StorageLevel.MEMORY_AND_DISK
         )
 
@@ -197,12 +197,12 @@ class TopicParser:
         self.stats.add_landed(counts)
         self.stats.parsed_rows += counts.get("parsed", 0)
         self.stats.rescued_rows += counts.get("rescued", 0)
-        self.stats.tombstones += counts.get(parsing.TOMBSTONE, 0)
-        for name in parsing.DEAD_LETTER_REASONS:
+        self.stats.tombstones += counts.get(parse_columns.TOMBSTONE, 0)
+        for name in parse_columns.DEAD_LETTER_REASONS:
             if counts.get(name):
                 self.stats.dead_letters[name] += counts[name]
         for expectation in self.config.expectations:
-            broken = counts.get(parsing.broken_column(expectation), 0)
+            broken = counts.get(parse_columns.broken_column(expectation), 0)
             if broken:
                 self.stats.expectation_violations[expectation.name] += broken
                 if expectation.action == "drop":
@@ -220,20 +220,20 @@ class TopicParser:
         """Every count a parsed frame reports, in one pass over the cached frame."""
         from pyspark.sql import functions as F
 
-        reason = F.col(parsing.REASON)
-        kafka = F.col(parsing.KAFKA_COLUMN)
+        reason = F.col(parse_columns.REASON)
+        kafka = F.col(parse_columns.KAFKA_COLUMN)
         aggregates = [
-            *landed_aggregates(kafka["key"], F.col(parsing.VALUE), kafka["timestamp"]),
+            *landed_aggregates(kafka["key"], F.col(parse_columns.VALUE), kafka["timestamp"]),
             F.count_if(reason.isNull()).alias("parsed"),
         ]
         if RESCUED_COLUMN in frame.columns:
             aggregates.append(
                 F.count_if(reason.isNull() & F.col(RESCUED_COLUMN).isNotNull()).alias("rescued")
             )
-        for name in (*parsing.DEAD_LETTER_REASONS, parsing.TOMBSTONE):
+        for name in (*parse_columns.DEAD_LETTER_REASONS, parse_columns.TOMBSTONE):
             aggregates.append(F.count_if(reason == name).alias(name))
         for expectation in self.config.expectations:
-            column = parsing.broken_column(expectation)
+            column = parse_columns.broken_column(expectation)
             if column in frame.columns:
                 aggregates.append(F.count_if(F.col(column)).alias(column))
         row = frame.agg(*aggregates).first()
@@ -241,17 +241,17 @@ class TopicParser:
 
     def _first_schema(self, bronze: DataFrame, source: str) -> Schema:
         """The topic's first schema: pinned in the catalog, or inferred from these rows."""
-        pinned = parsing.pinned_schema(self.config)
+        pinned = parse_columns.pinned_schema(self.config)
         if pinned is not None:
             schema = pinned
             origin = "pinned in the catalog"
         else:
-            probe = parsing.parse_batch(bronze, {"type": "struct", "fields": []}, self.config)
-            schema = parsing.infer_schema(
-                self.spark, parsing.valid_json_texts(probe, self.config.sample_rows)
+            probe = parse_columns.parse_batch(bronze, {"type": "struct", "fields": []}, self.config)
+            schema = parse_columns.infer_schema(
+                self.spark, parse_columns.valid_json_texts(probe, self.config.sample_rows)
             )
             origin = f"inferred from {source}"
-        schema = parsing.with_catalog_hints(schema, self.config)
+        schema = parse_columns.with_catalog_hints(schema, self.config)
         self._persist(schema, origin)
         return schema
 
@@ -270,11 +270,11 @@ class TopicParser:
     def _evolve(self, frame: DataFrame, source: str) -> bool:
         """New fields in rescued records: add them (addNewColumns) or stop the run (failOnNewColumns)."""
         assert self.schema is not None
-        texts = parsing.valid_json_texts(frame, self.config.sample_rows, only_rescued=True)
-        merged = merge(self.schema, parsing.infer_schema(self.spark, texts))
+        texts = parse_columns.valid_json_texts(frame, self.config.sample_rows, only_rescued=True)
+        merged = merge(self.schema, parse_columns.infer_schema(self.spark, texts))
         if not merged.added:
             return False
-        new_schema = parsing.with_catalog_hints(merged.schema, self.config)
+        new_schema = parse_columns.with_catalog_hints(merged.schema, self.config)
         fields = ", ".join(str(c) for c in merged.added)
         if self.config.evolution == "failOnNewColumns":
             self.history.propose(new_schema, f"new fields in {source}: {fields}")
@@ -292,12 +292,15 @@ class TopicParser:
         for expectation in self.config.expectations:
             if expectation.action != "fail":
                 continue
-            broken = counts.get(parsing.broken_column(expectation), 0)
+            broken = counts.get(parse_columns.broken_column(expectation), 0)
             if not broken:
                 continue
             examples = (
-                frame.where(F.col(parsing.broken_column(expectation)))
-                .select(F.col(parsing.KAFKA_COLUMN)["partition"], F.col(parsing.KAFKA_COLUMN)["offset"])
+                frame.where(F.col(parse_columns.broken_column(expectation)))
+                .select(
+                    F.col(parse_columns.KAFKA_COLUMN)["partition"],
+                    F.col(parse_columns.KAFKA_COLUMN)["offset"],
+                )
                 .limit(5)
                 .collect()
             )

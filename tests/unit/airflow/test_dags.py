@@ -42,31 +42,36 @@ from airflow.sdk.definitions.timetables.simple import NullTimetable
 from airflow.sdk.definitions.timetables.trigger import DeltaTriggerTimetable
 from airflow.sdk.exceptions import AirflowException, AirflowNotFoundException
 from airflow.serialization.serialized_objects import DagSerialization
-from kafkalake import airflow_metrics, kafka_client, run_metrics
-from kafkalake.airflow_tasks import MaintenanceOperator
-from kafkalake.assets import topic_assets
-from kafkalake.catalog import CatalogError, load_catalog
-from kafkalake.dag_factory import REPLAY_DAG_ID, RETRIES, retry_policy
-from kafkalake.durations import parse_duration
-from kafkalake.failures import (
+
+from kafkalake.airflow import metrics as airflow_metrics
+from kafkalake.airflow.assets import topic_assets
+from kafkalake.airflow.dag_factory import REPLAY_DAG_ID, RETRIES, retry_policy
+from kafkalake.airflow.pools import SPARK_POOL
+from kafkalake.airflow.sla_alerts import ENV_DEADLINE_ALERTS, ENV_WEBHOOK_CONN_ID
+from kafkalake.airflow.tasks import MaintenanceOperator
+from kafkalake.config.catalog import load_catalog
+from kafkalake.config.schedule import run_interval, sla_plan
+from kafkalake.core import metrics as run_metrics
+from kafkalake.core.durations import parse_duration
+from kafkalake.core.errors import (
     BadConfigError,
     BrokerUnreachableError,
+    CatalogError,
     CheckpointLockedError,
     DriverLostError,
     IngestUnfinishedError,
+    KafkaConfigError,
     OffsetsExpiredError,
     TopicMissingError,
     TransientError,
 )
-from kafkalake.kafka_client import KafkaConfigError
-from kafkalake.pools import SPARK_POOL
-from kafkalake.schedule import run_interval, sla_plan
-from kafkalake.sla_alerts import ENV_DEADLINE_ALERTS, ENV_WEBHOOK_CONN_ID
+from kafkalake.kafka import client_config as kafka_client
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[3]
 DAGS_DIR = REPO / "dags"
 DAG_FILE = DAGS_DIR / "kafka_topics.py"
-CATALOGS = Path(__file__).resolve().parent / "fixtures" / "dag_catalogs"
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
+CATALOGS = FIXTURES / "dag_catalogs"
 
 FOUR_TOPICS = CATALOGS / "four_topics.yaml"
 BROKEN_SLA = CATALOGS / "broken_sla.yaml"
@@ -477,7 +482,7 @@ def test_schedule_deadline_and_retries_follow_the_sla_plan(policy_bag, expected)
     assert alert.interval == plan.deadline == deadline
     assert alert.interval + schedule_delta(dag) == parse_duration(expected.sla)
     assert isinstance(alert.callback, AsyncCallback)  # runs in the triggerer
-    assert alert.callback.path == "kafkalake.sla_alerts.on_sla_miss"
+    assert alert.callback.path == "kafkalake.airflow.sla_alerts.on_sla_miss"
     kwargs = alert.callback.kwargs
     assert kwargs["topic"] == expected.topic
     assert kwargs["table"] == expected.table
@@ -898,7 +903,9 @@ def test_ingest_updates_the_asset_of_its_table_and_no_other_task_does(policy_bag
 
 
 def test_table_assets_need_no_warning_no_io_and_keep_object_store_uris(recwarn, tmp_path):
-    catalog = load_catalog(Path(__file__).parent / "fixtures" / "catalogs" / "good.yaml", tmp_path)
+    catalog = load_catalog(
+        Path(__file__).resolve().parents[2] / "fixtures" / "catalogs" / "good.yaml", tmp_path
+    )
     guard = ParseGuard()
     with guard.watch():  # built at parse time: an object-store scheme asks Airflow for a normaliser
         payments, *_ = topic_assets(catalog.topic("payments"))
@@ -1062,7 +1069,7 @@ def test_a_catalog_without_parsed_topics_has_no_replay_dag(monkeypatch, tmp_path
 
 
 # ---------------------------------------------------------------------------------------------
-# 11. backfills and the guarded re-ingest (kafkalake.run_modes)
+# 11. backfills and the guarded re-ingest (kafkalake.core.run_mode)
 
 
 @pytest.mark.parametrize("expected", POLICY_TOPICS, ids=POLICY_IDS)
@@ -1074,7 +1081,7 @@ def test_every_dag_offers_the_reingest_params_off_by_default(policy_bag, expecte
 
 
 def test_a_backfill_run_skips_the_ingest_without_asking_kafka(caplog):
-    from kafkalake.airflow_tasks import check_new_offsets
+    from kafkalake.airflow.tasks import check_new_offsets
 
     guard = ParseGuard()
     with guard.watch(), caplog.at_level("INFO"):

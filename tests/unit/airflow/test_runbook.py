@@ -5,9 +5,10 @@ from __future__ import annotations
 import re
 
 import pytest
-from kafkalake import runbook
-from kafkalake.failures import Kind, failure
-from kafkalake.paths import REPO_ROOT
+
+from kafkalake.airflow import runbook
+from kafkalake.core.errors import Kind, failure
+from kafkalake.core.paths import REPO_ROOT
 
 TEXT = runbook.RUNBOOK_FILE.read_text()
 HEADINGS = re.findall(r"^#{2,4} (.+?)\s*$", TEXT, flags=re.MULTILINE)

@@ -12,7 +12,8 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 from typing import Any
 
 import pytest
-from kafkalake.sla_alerts import callback_kwargs, miss_message, on_sla_miss, webhook_url
+
+from kafkalake.airflow.sla_alerts import callback_kwargs, miss_message, on_sla_miss, webhook_url
 
 # The shape of the context Airflow's scheduler hands the callback (Deadline.handle_miss: the
 # REST API's DAGRunResponse, with ``dag_run_id``, and the deadline).
@@ -98,7 +99,7 @@ def test_webhook_without_host_is_refused():
 
 def test_default_callback_logs_the_miss_and_posts_nothing(caplog, receiver):
     handler, _port = receiver
-    with caplog.at_level("ERROR", logger="kafkalake.sla_alerts"):
+    with caplog.at_level("ERROR", logger="kafkalake.airflow.sla_alerts"):
         message = asyncio.run(on_sla_miss(CONTEXT, **KWARGS))
     assert message == miss_message(CONTEXT, **KWARGS)
     assert [r.getMessage() for r in caplog.records] == [message]
@@ -158,7 +159,7 @@ def test_a_late_backfill_run_pages_no_one(monkeypatch, receiver, caplog):
     )
     context = {**CONTEXT, "dag_run": {**CONTEXT["dag_run"], "run_type": "backfill"}}
 
-    with caplog.at_level("INFO", logger="kafkalake.sla_alerts"):
+    with caplog.at_level("INFO", logger="kafkalake.airflow.sla_alerts"):
         asyncio.run(on_sla_miss(context, **KWARGS, webhook_conn_id="kafkalake_test_sla_hook"))
 
     assert handler.received == []

@@ -6,18 +6,14 @@ from datetime import timedelta
 from pathlib import Path, PurePosixPath
 
 import pytest
-from kafkalake.catalog import (
-    Catalog,
-    CatalogError,
-    TopicConfig,
-    dag_id_for,
-    load_catalog,
-    sanitize_identifier,
-)
-from kafkalake.parsed_config import Expectation, ParsedConfig
-from kafkalake.paths import REPO_ROOT
 
-CATALOGS = Path(__file__).resolve().parents[1] / "fixtures" / "catalogs"
+from kafkalake.config.catalog import Catalog, load_catalog
+from kafkalake.config.parsed import Expectation, ParsedConfig
+from kafkalake.config.topic import TopicConfig, dag_id_for, sanitize_identifier
+from kafkalake.core.errors import CatalogError
+from kafkalake.core.paths import REPO_ROOT
+
+CATALOGS = Path(__file__).resolve().parents[2] / "fixtures" / "catalogs"
 
 
 @pytest.fixture

@@ -6,10 +6,12 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from kafkalake.catalog import CatalogError, load_catalog
-from kafkalake.maintenance_config import MaintenanceConfig, interval_of
 
-GOOD = Path(__file__).resolve().parents[1] / "fixtures" / "maintenance" / "good.yaml"
+from kafkalake.config.catalog import load_catalog
+from kafkalake.config.maintenance import MaintenanceConfig, interval_of
+from kafkalake.core.errors import CatalogError
+
+GOOD = Path(__file__).resolve().parents[2] / "fixtures" / "maintenance" / "good.yaml"
 
 
 def load_one(tmp_path: Path, block: str) -> MaintenanceConfig:

@@ -5,16 +5,17 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-from kafkalake.parsed_config import (
+
+from kafkalake.config.parsed import (
     EVOLUTION_MODES,
     EXPECTATION_ACTIONS,
     Expectation,
     ParsedConfig,
-    ParsedConfigError,
     merge_parsed,
     parse_parsed,
-    validate_spark_type,
 )
+from kafkalake.config.spark_types import validate_spark_type
+from kafkalake.core.errors import ParsedConfigError
 
 FULL = {
     "evolution": "rescue",

@@ -5,8 +5,9 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-from kafkalake.durations import parse_duration
-from kafkalake.schedule import MIN_INTERVAL, SlaPlan, run_interval, sla_plan
+
+from kafkalake.config.schedule import MIN_INTERVAL, SlaPlan, run_interval, sla_plan
+from kafkalake.core.durations import parse_duration
 
 #: Even and uneven SLAs from 3m to about 2 days.
 MANY_SLAS = [timedelta(minutes=m, seconds=s) for m in range(3, 200, 7) for s in (0, 1, 29, 59)] + [

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from kafkalake.catalog import TopicConfig
-from kafkalake.spark_config import DELTA_SETTINGS, base_conf, metastore_dir, topic_conf
+from kafkalake.config.spark_conf import DELTA_SETTINGS, base_conf, metastore_dir, topic_conf
+from kafkalake.config.topic import TopicConfig
 
 
 def test_base_conf_enables_delta_and_keeps_state_under_the_lake_root(tmp_path):

@@ -5,7 +5,8 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-from kafkalake.durations import format_duration, parse_duration
+
+from kafkalake.core.durations import format_duration, parse_duration
 
 
 @pytest.mark.parametrize(

@@ -9,19 +9,22 @@ and the broker stopped during a run.
 from __future__ import annotations
 
 import pytest
-from kafkalake import failures
-from kafkalake.failures import (
+
+from kafkalake.core import errors
+from kafkalake.core.errors import (
     BadConfigError,
     BrokerUnreachableError,
     DriverLostError,
     Kind,
     NonRetryableError,
     OffsetsExpiredError,
+    failure,
+)
+from kafkalake.core.job_failures import (
     classify_job_failure,
     classify_spark_error,
     classify_text,
     exit_code,
-    failure,
     failure_line,
     offsets_expired_message,
     parse_failure_line,
@@ -171,12 +174,12 @@ def test_no_failure_line():
 def test_every_kind_raises_its_typed_error():
     for kind in Kind:
         error = failure(kind, "x").error()
-        assert isinstance(error, NonRetryableError) == (kind in failures.NON_RETRYABLE), kind
+        assert isinstance(error, NonRetryableError) == (kind in errors.NON_RETRYABLE), kind
         assert error.kind is kind or kind is Kind.UNKNOWN
 
 
 def test_exit_codes_are_distinct_and_leave_python_and_signals_alone():
-    codes = list(failures.EXIT_CODES.values())
+    codes = list(errors.EXIT_CODES.values())
     assert len(set(codes)) == len(codes)
     assert all(1 < code < 126 for code in codes)
     assert exit_code(Kind.OFFSETS_EXPIRED) == 65

@@ -8,7 +8,8 @@ from airflow.sdk._shared.observability.metrics.validators import (
     stat_name_default_handler,
     stat_name_otel_handler,
 )
-from kafkalake.run_metrics import (
+
+from kafkalake.core.metrics import (
     MAX_TOPIC_SEGMENT,
     JobMetrics,
     RunMetrics,
@@ -20,7 +21,7 @@ from kafkalake.run_metrics import (
     metric_points,
     partition_lag,
 )
-from kafkalake.topic_parser import RunStats
+from kafkalake.spark.topic_parser import RunStats
 
 NOW = datetime(2025, 6, 1, 12, 0, 0, tzinfo=UTC)
 NOW_MS = int(NOW.timestamp() * 1000)

@@ -5,8 +5,9 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import pytest
-from kafkalake.failures import Kind, ReingestRefusedError
-from kafkalake.run_modes import Mode, parse_reingest_from, run_mode
+
+from kafkalake.core.errors import Kind, ReingestRefusedError
+from kafkalake.core.run_mode import Mode, parse_reingest_from, run_mode
 
 NOW = datetime(2026, 5, 2, 12, 0, tzinfo=UTC)
 CONFIRMED = {"reingest_from": "2026-05-01T10:00:00Z", "confirm_reingest": True}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import base64
 
-from kafkalake.broker import new_cluster_id
+from kafkalake.dev.broker import new_cluster_id
 
 
 def test_cluster_id_is_16_bytes_of_unpadded_base64url():

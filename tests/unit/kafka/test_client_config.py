@@ -7,8 +7,9 @@ import os
 import stat
 
 import pytest
-from kafkalake.kafka_client import (
-    KafkaConfigError,
+
+from kafkalake.core.errors import KafkaConfigError
+from kafkalake.kafka.client_config import (
     config_file,
     java_client_config,
     librdkafka_config,

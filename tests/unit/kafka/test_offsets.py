@@ -11,14 +11,9 @@ import json
 from pathlib import Path
 
 import pytest
-from kafkalake.offsets import (
-    CheckpointState,
-    Decision,
-    _offsets_line,
-    decide,
-    expired_offsets,
-    read_checkpoint,
-)
+
+from kafkalake.kafka.offsets import Decision, decide, expired_offsets
+from kafkalake.lake.checkpoint import CheckpointState, _offsets_line, read_checkpoint
 
 TOPIC = "orders"
 

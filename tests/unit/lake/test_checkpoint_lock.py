@@ -11,17 +11,18 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from kafkalake import failures
-from kafkalake.failures import CheckpointLockedError, Kind
-from kafkalake.run_lock import checkpoint_lock, lock_file
 
-INCLUDE = Path(__file__).resolve().parents[2] / "include"
+from kafkalake.core import errors, job_failures
+from kafkalake.core.errors import CheckpointLockedError, Kind
+from kafkalake.lake.checkpoint_lock import checkpoint_lock, lock_file
+
+INCLUDE = Path(__file__).resolve().parents[3] / "include"
 
 # Takes the lock, says so, and holds it until its stdin closes.
 HOLDER = textwrap.dedent(
     """
     import sys
-    from kafkalake.run_lock import checkpoint_lock
+    from kafkalake.lake.checkpoint_lock import checkpoint_lock
 
     with checkpoint_lock(sys.argv[1]) as path:
         print(f"locked {path}", flush=True)
@@ -64,7 +65,7 @@ def test_second_process_fails_fast_naming_the_holder(checkpoint, holder):
     assert checkpoint in message
     assert message.startswith("[checkpoint_locked] ")
     assert "retrying with backoff" in message
-    assert isinstance(raised.value, failures.TransientError)
+    assert isinstance(raised.value, errors.TransientError)
     assert raised.value.kind is Kind.CHECKPOINT_LOCKED
     # The turned-away run must not have erased the holder's name.
     path = lock_file(checkpoint)
@@ -118,10 +119,10 @@ def test_the_lock_is_reentrant_for_nobody(checkpoint):
 def test_a_job_reports_the_lock_failure_with_its_own_exit_code(checkpoint, holder):
     with pytest.raises(CheckpointLockedError) as raised, checkpoint_lock(checkpoint):
         pass
-    failed = failures.failure_of(raised.value)
-    line = failures.failure_line(failed)
-    assert failures.exit_code(failed.kind) == 73
-    parsed = failures.classify_job_failure(
+    failed = errors.failure_of(raised.value)
+    line = job_failures.failure_line(failed)
+    assert job_failures.exit_code(failed.kind) == 73
+    parsed = job_failures.classify_job_failure(
         "ingest_topic.py", "orders", f"Error code is: 73.\nLast spark-submit output:\n{line}"
     )
     assert parsed.kind is Kind.CHECKPOINT_LOCKED

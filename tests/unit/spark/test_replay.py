@@ -7,9 +7,10 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from kafkalake.catalog import TopicConfig
-from kafkalake.failures import BadConfigError, IngestUnfinishedError
-from kafkalake.replay import (
+
+from kafkalake.config.topic import TopicConfig
+from kafkalake.core.errors import BadConfigError, IngestUnfinishedError
+from kafkalake.spark.replay import (
     BRONZE_COLUMNS,
     DEAD_LETTER_COLUMNS,
     PARSED_COLUMNS,

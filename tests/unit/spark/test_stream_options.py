@@ -5,9 +5,10 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-from kafkalake.bronze import FETCH_DEFAULTS, TIMEOUT_DEFAULTS, source_options
-from kafkalake.catalog import TopicConfig
-from kafkalake.kafka_client import java_client_config
+
+from kafkalake.config.topic import TopicConfig
+from kafkalake.kafka.client_config import java_client_config
+from kafkalake.spark.stream import FETCH_DEFAULTS, TIMEOUT_DEFAULTS, source_options
 
 CLIENT = {"bootstrap.servers": "broker:9092", "security.protocol": "PLAINTEXT"}
 

@@ -5,20 +5,15 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from kafkalake.catalog import TopicConfig
-from kafkalake.failures import NonRetryableError
-from kafkalake.full_refresh import plan
-from kafkalake.maintenance import (
-    LayoutError,
-    TableState,
-    decide,
-    is_due,
-    layout_plan,
-    retain_hours,
-)
-from kafkalake.maintenance_config import MaintenanceConfig
-from kafkalake.table_guard import TableFacts, refusal
-from kafkalake.tables import Table, topic_tables
+
+from kafkalake.cli.full_refresh import plan
+from kafkalake.config.maintenance import MaintenanceConfig
+from kafkalake.config.tables import Table, topic_tables
+from kafkalake.config.topic import TopicConfig
+from kafkalake.core.errors import NonRetryableError
+from kafkalake.lake.care_due import TableState, decide, is_due
+from kafkalake.lake.table_guard import TableFacts, refusal
+from kafkalake.spark.table_care import LayoutError, layout_plan, retain_hours
 
 NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
 DAY = timedelta(days=1)

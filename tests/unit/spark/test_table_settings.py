@@ -4,18 +4,19 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from kafkalake.catalog import TopicConfig
-from kafkalake.maintenance_config import MaintenanceConfig
-from kafkalake.parsed_config import ParsedConfig
-from kafkalake.table_settings import (
+from pyspark.sql.types import ArrayType, LongType, MapType, StringType, StructField, StructType
+
+from kafkalake.config.maintenance import MaintenanceConfig
+from kafkalake.config.parsed import ParsedConfig
+from kafkalake.config.tables import Table, topic_tables
+from kafkalake.config.topic import TopicConfig
+from kafkalake.spark.table_settings import (
     GeneratedColumn,
     as_nullable,
     partitioning_mismatch,
     properties_to_set,
     settings_for,
 )
-from kafkalake.tables import Table, topic_tables
-from pyspark.sql.types import ArrayType, LongType, MapType, StringType, StructField, StructType
 
 PROPS = (("delta.autoOptimize.optimizeWrite", "true"),)
 
@@ -78,7 +79,7 @@ def test_partitioning_mismatch_names_table_both_layouts_and_the_way_out():
     assert "table bronze.orders at /lake/o is not partitioned, but the catalog wants it" in added
     assert "wants it partitioned by ingestion_date" in added
     assert "Delta cannot re-partition a table in place" in added
-    assert "(no maintenance.partition_by)" in added and "kafkalake.full_refresh" in added
+    assert "(no maintenance.partition_by)" in added and "kafkalake.cli.full_refresh" in added
     removed = partitioning_mismatch(table, (), ["ingestion_date"])
     assert removed is not None and "(maintenance.partition_by: ingestion_date)" in removed
 

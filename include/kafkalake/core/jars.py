@@ -10,6 +10,7 @@ pyspark ships an Ivy jar; we drive it directly so a fresh machine needs only Jav
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import logging
 import re
 import shutil
@@ -22,7 +23,8 @@ from importlib.metadata import version
 from pathlib import Path
 from xml.sax.saxutils import quoteattr
 
-from kafkalake.paths import jars_dir
+from kafkalake.core.errors import JarsMissingError
+from kafkalake.core.paths import jars_dir
 
 log = logging.getLogger(__name__)
 
@@ -33,10 +35,6 @@ LOG4J_VERSION = "2.25.4"
 
 # Greedy name: the version is the *last* '-<digits>.<digits>...' part (log4j-1.2-api-2.25.4.jar).
 _JAR_NAME = re.compile(r"^(?P<name>.+)-(?P<version>\d+(?:\.\d+)+(?:[-.][A-Za-z0-9_]+)*)\.jar$")
-
-
-class JarsMissingError(RuntimeError):
-    """The jars were never resolved on this machine."""
 
 
 @dataclass(frozen=True)
@@ -50,9 +48,11 @@ class Coordinate:
 
 
 def pyspark_jars_dir() -> Path:
-    import pyspark
-
-    return Path(pyspark.__file__).parent / "jars"
+    # Found, not imported: importing pyspark is slow and this runs where Spark never does.
+    spec = importlib.util.find_spec("pyspark")
+    if spec is None or spec.origin is None:
+        raise JarsMissingError("pyspark is not installed in this Python: run `make setup`")
+    return Path(spec.origin).parent / "jars"
 
 
 def spark_coordinates() -> list[Coordinate]:
@@ -180,7 +180,7 @@ def jar_files(conf: str, target: Path | None = None) -> list[Path]:
     if not is_resolved(target):
         raise JarsMissingError(
             f"the JVM jars are not resolved in {target}: run `make setup` "
-            "(or `python -m kafkalake.jars`) once, with access to Maven Central"
+            "(or `python -m kafkalake.core.jars`) once, with access to Maven Central"
         )
     return sorted((target / conf).glob("*.jar"))
 

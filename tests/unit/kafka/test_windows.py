@@ -5,8 +5,9 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import pytest
-from kafkalake.failures import ReingestRefusedError
-from kafkalake.reingest import Window, chunks, plan_window
+
+from kafkalake.core.errors import ReingestRefusedError
+from kafkalake.kafka.windows import Window, chunks, plan_window
 
 SINCE = datetime(2026, 5, 1, 10, 0, tzinfo=UTC)
 

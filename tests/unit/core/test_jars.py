@@ -7,9 +7,10 @@ from importlib.metadata import version
 from pathlib import Path
 
 import pytest
-from kafkalake.jars import (
+
+from kafkalake.core.errors import JarsMissingError
+from kafkalake.core.jars import (
     Coordinate,
-    JarsMissingError,
     artifact_name,
     drop_jars_spark_ships,
     is_resolved,

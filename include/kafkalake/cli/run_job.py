@@ -1,0 +1,44 @@
+"""Run one of the project's Spark jobs for one topic by hand, outside Airflow:
+
+python -m kafkalake.cli.run_job show_table --topic orders
+python -m kafkalake.cli.run_job ingest_topic --topic orders --bootstrap-servers 127.0.0.1:9092
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import subprocess
+import sys
+from collections.abc import Iterator, Sequence
+
+from kafkalake.config.jobs import JOBS, command, environment
+from kafkalake.core.paths import catalog_path, lake_root
+from kafkalake.kafka.client_config import ENV_CLIENT_CONFIG_FILE, config_file
+
+
+@contextlib.contextmanager
+def kafka_settings(bootstrap_servers: str | None, env: dict[str, str]) -> Iterator[dict[str, str]]:
+    """Add the Kafka client settings file to ``env`` for the duration of a job."""
+    if bootstrap_servers is None:
+        yield env
+        return
+    with config_file({"bootstrap.servers": bootstrap_servers}) as path:
+        yield {**env, ENV_CLIENT_CONFIG_FILE: str(path)}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Run one of the project's Spark jobs for one topic.")
+    parser.add_argument("job", choices=JOBS)
+    parser.add_argument("--topic", required=True)
+    parser.add_argument("--master", default="local[*]")
+    parser.add_argument("--bootstrap-servers", help="Kafka brokers (the ingest job needs them)")
+    args, rest = parser.parse_known_args(argv)
+    catalog, lake = catalog_path(), lake_root()
+    cmd = command(args.job, args.topic, catalog=catalog, lake=lake, master=args.master, extra_args=rest)
+    with kafka_settings(args.bootstrap_servers, environment(catalog, lake)) as env:
+        return subprocess.run(cmd, env=env, check=False).returncode
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,123 @@
+"""One topic of the catalog, as the rest of the code sees it: frozen, validated, defaults applied.
+
+:mod:`kafkalake.config.catalog` builds these from YAML; nothing else creates them in production.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field, replace
+from datetime import timedelta
+
+from kafkalake.config.maintenance import MaintenanceConfig
+from kafkalake.config.parsed import ParsedConfig
+from kafkalake.config.schedule import run_interval
+
+
+@dataclass(frozen=True)
+class TopicConfig:
+    """One Kafka topic, its bronze table (raw bytes) and, when `parsed.enabled`, its parsed tables.
+
+    The parsed table, its dead-letter table and its latest table (with `parsed.latest_by_key`) sit
+    side by side: ``<parsed_path>``, ``<parsed_path>_dead_letter`` and ``<parsed_path>_latest``. When
+    the catalog gives the bronze table no `path`, ``parsed_path`` is
+    ``<lake root>/<parsed.database>/<parsed.table>``; when it does, the parsed tables go in a
+    ``<parsed.database>/`` folder beside the bronze table: ``/data/orders`` →
+    ``/data/silver/orders``, ``s3a://b/raw/pay`` → ``s3a://b/raw/silver/pay``.
+    """
+
+    name: str
+    freshness_sla: timedelta
+    starting_offsets: str = "earliest"
+    max_offsets_per_trigger: int | None = 500_000
+    database: str = "bronze"
+    table: str = ""
+    #: Absolute table location; derived from the lake root when the catalog gives none.
+    path: str = ""
+    kafka_conn_id: str = "kafka_default"
+    fail_on_data_loss: bool = True
+    owner: str = "data-platform"
+    tags: tuple[str, ...] = ()
+    spark_conf: tuple[tuple[str, str], ...] = ()
+    #: Its `table` defaults to this topic's table name.
+    parsed: ParsedConfig = field(default_factory=ParsedConfig)
+    #: The parsed table's location, set by the loader; when empty, the rule for an explicit `path`.
+    parsed_location: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.parsed.table and self.table:
+            object.__setattr__(self, "parsed", replace(self.parsed, table=self.table))
+
+    #: The tasks' priority_weight: among tasks waiting for a Spark pool slot, higher goes first.
+    priority: int = 1
+    #: HTTP connection the SLA-miss alert is POSTed to (kafkalake.airflow.sla_alerts); None: log only.
+    sla_webhook_conn_id: str | None = None
+    maintenance: MaintenanceConfig = field(default_factory=MaintenanceConfig)
+
+    @property
+    def dag_id(self) -> str:
+        return dag_id_for(self.name)
+
+    @property
+    def qualified_table(self) -> str:
+        return f"{self.database}.{self.table}"
+
+    @property
+    def run_interval(self) -> timedelta:
+        return run_interval(self.freshness_sla)
+
+    @property
+    def checkpoint_path(self) -> str:
+        """One checkpoint per table, found from the table's location.
+
+        A leading underscore keeps it out of VACUUM's reach and out of readers' file listings.
+        """
+        return f"{self.path.rstrip('/')}/_kafkalake/checkpoint"
+
+    @property
+    def schema_dir(self) -> str:
+        """The parsed table's schema history, kept beside the bronze checkpoint."""
+        return f"{self.path.rstrip('/')}/_kafkalake/schemas"
+
+    @property
+    def parsed_path(self) -> str:
+        return self.parsed_location or beside(self.path, self.parsed.database, self.parsed.table)
+
+    @property
+    def dead_letter_path(self) -> str:
+        return f"{self.parsed_path}_dead_letter"
+
+    @property
+    def latest_path(self) -> str:
+        return f"{self.parsed_path}_latest"
+
+    @property
+    def parsed_table(self) -> str:
+        return f"{self.parsed.database}.{self.parsed.table}"
+
+    @property
+    def dead_letter_table(self) -> str:
+        return f"{self.parsed_table}_dead_letter"
+
+    @property
+    def latest_table(self) -> str:
+        return f"{self.parsed_table}_latest"
+
+
+def beside(path: str, database: str, table: str) -> str:
+    """``<folder of path>/<database>/<table>``: where an explicitly placed table's parsed tables go."""
+    scheme, sep, rest = path.rstrip("/").partition("://")
+    # At a bucket's root there is no folder above: the result is inside the table, a clash.
+    folder = scheme + sep + rest.rsplit("/", 1)[0] if sep else os.path.dirname(path.rstrip("/") or "/")
+    return os.path.join(folder, database, table)
+
+
+def dag_id_for(topic_name: str) -> str:
+    return "ingest_" + sanitize_identifier(topic_name)
+
+
+def sanitize_identifier(name: str) -> str:
+    """``orders-v2`` → ``orders_v2``: a table or DAG name from a topic name."""
+    cleaned = re.sub(r"[^a-z0-9_]", "_", name.lower())
+    return cleaned if re.match(r"[a-z_]", cleaned) else f"t_{cleaned}"

@@ -1,0 +1,188 @@
+"""How a job's failure crosses the process boundary, and how Spark's errors are classified.
+
+The ingest job classifies its own failure where the whole JVM exception is at hand
+(:func:`classify_spark_error`), prints one :func:`failure_line` and exits with :func:`exit_code`.
+The Airflow side reads the line and the code back from spark-submit's output
+(:func:`classify_job_failure`). Pure: no Airflow, no Spark, no I/O.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+
+from kafkalake.core.errors import (
+    EXIT_CODES,
+    FAILURE_MARKER,
+    KIND_OF_EXIT,
+    NON_RETRYABLE,
+    Failure,
+    Kind,
+    failure,
+)
+
+# ---------------------------------------------------------------------------------------------
+# the job side: from a Spark/Kafka error text to a kind, and the one line that reports it
+
+# Spark's Kafka source, failOnDataLoss=true: condition KAFKA_DATA_LOSS.* (spark-sql-kafka 4.2,
+# error/kafka-error-conditions.json), raised as KafkaIllegalStateException whose message, not the
+# condition's name, is what reaches the trace; often only as a "Caused by" of a write failure.
+_DATA_LOSS = re.compile(
+    r"KAFKA_DATA_LOSS|Some data may have been lost because they are not available in Kafka"
+)
+# The sub-condition's sentence, e.g. "Could not read records in offset [0, 50) for topic
+# partition t-0 with consumer group ...", "Starting offset for t-0 was 50 but consumer reset to 80."
+_DATA_LOSS_REASON = re.compile(
+    r"(Could not read records in offset \[\d+, \d+\) for topic partition \S+"
+    r"|Starting offset for \S+ was \d+ but consumer reset to \d+"
+    r"|Partition \S+ offset was changed from \d+ to \d+"
+    r"|Added partition \S+ starts from \d+ instead of 0"
+    r"|Cannot find initial offsets for partitions .*?(?=\. )"
+    r"|Partitions .*? have been deleted)"
+)
+_TOPIC_MISSING = re.compile(r"UnknownTopicOrPartitionException|UNKNOWN_TOPIC_OR_PART")
+_BAD_CONFIG = re.compile(
+    r"ConfigException|KafkaConfigError|CatalogError|Invalid value .* for configuration"
+    r"|IllegalArgumentException: .*(?:option|kafka\.)"
+)
+_BROKER = re.compile(
+    r"TimeoutException|Timed out waiting for|could not be established|DisconnectException"
+    r"|NetworkException|Failed to get records for .* after polling|Connection refused"
+    r"|_TRANSPORT|_TIMED_OUT|_ALL_BROKERS_DOWN"
+)
+# A JVM or driver killed by a signal, out of memory, or the cluster losing its driver.
+_DRIVER_LOST = re.compile(
+    r"OutOfMemoryError|SparkContext was shut down|Driver .* (?:lost|disassociated|KILLED)"
+    r"|Py4JNetworkError|Answer from Java side is empty|Connection reset by peer"
+)
+
+
+def classify_text(text: str) -> Kind:
+    """The kind of failure an error text (a Spark exception, a log tail) shows; first match wins.
+
+    Non-retryable kinds are checked first: a data-loss failure's trace also mentions timeouts.
+    """
+    for kind, pattern in (
+        (Kind.OFFSETS_EXPIRED, _DATA_LOSS),
+        (Kind.TOPIC_MISSING, _TOPIC_MISSING),
+        (Kind.BAD_CONFIG, _BAD_CONFIG),
+        (Kind.BROKER_UNREACHABLE, _BROKER),
+        (Kind.DRIVER_LOST, _DRIVER_LOST),
+    ):
+        if pattern.search(text):
+            return kind
+    return Kind.UNKNOWN
+
+
+_KAFKA_CAUSE = re.compile(r"org\.apache\.kafka\.common\.errors\.\w+: [^\n]*?(?= SQLSTATE|\n|$)")
+
+
+def _cause(text: str, limit: int = 300) -> str:
+    """The sentence that says why: Kafka's own exception if there is one, else the first line."""
+    kafka = _KAFKA_CAUSE.search(text)
+    line = kafka.group(0) if kafka else next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
+    line = line.removeprefix("org.apache.kafka.common.errors.")
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def classify_spark_error(topic: str, text: str) -> Failure:
+    """Classify the failure of the ingest job's streaming query from its exception text."""
+    kind = classify_text(text)
+    if kind is Kind.OFFSETS_EXPIRED:
+        reason = _DATA_LOSS_REASON.search(text)
+        return failure(
+            kind,
+            f"topic {topic!r}: Kafka no longer holds offsets the table has not read yet (expired by "
+            "retention, deleted, or the topic was re-created)" + (f": {reason.group(0)}" if reason else ""),
+        )
+    if kind is Kind.TOPIC_MISSING:
+        return failure(kind, f"topic {topic!r} does not exist on the cluster")
+    if kind is Kind.BROKER_UNREACHABLE:
+        return failure(kind, f"topic {topic!r}: Kafka did not answer in time: {_cause(text)}")
+    return failure(kind, f"topic {topic!r}: {_cause(text)}")
+
+
+def failure_line(failed: Failure) -> str:
+    """The single line a job prints before exiting with ``exit_code(kind)``."""
+    one_line = " ".join(failed.message.split())
+    return f"{FAILURE_MARKER} kind={failed.kind} {one_line}"
+
+
+def exit_code(kind: Kind) -> int:
+    """The job's exit code for a kind; 1 (Python's own) when the kind has none of its own."""
+    return EXIT_CODES.get(kind, 1)
+
+
+# ---------------------------------------------------------------------------------------------
+# the Airflow side: from spark-submit's exit code and last log lines to a classification
+
+_LINE = re.compile(rf"{FAILURE_MARKER} kind=(?P<kind>\w+) (?P<message>.*)")
+_SUBMIT_EXIT = re.compile(r"Error code is: (-?\d+)")
+_SIGNALS = {-9: "SIGKILL", -15: "SIGTERM", 137: "SIGKILL", 143: "SIGTERM"}
+
+
+def parse_failure_line(text: str) -> Failure | None:
+    """The job's own report (the last ``KAFKALAKE_FAILURE`` line), if the text holds one."""
+    found = None
+    for match in _LINE.finditer(text):
+        found = match
+    if found is None:
+        return None
+    try:
+        kind = Kind(found.group("kind"))
+    except ValueError:
+        kind = Kind.UNKNOWN
+    return Failure(kind, found.group("message").strip())
+
+
+def submit_exit_code(text: str) -> int | None:
+    """The exit code the Spark provider put in its error ("Error code is: N.")."""
+    match = _SUBMIT_EXIT.search(text)
+    return int(match.group(1)) if match else None
+
+
+def classify_job_failure(job: str, topic: str, error_text: str) -> Failure:
+    """Classify a failed spark-submit from the provider's error text (exit code + last log lines).
+
+    In order of trust: the job's own ``KAFKALAKE_FAILURE`` line, its exit code, a signal that killed
+    the driver, then known patterns in the log tail. Anything else is ``unknown`` and retried.
+    """
+    # Only the job's output is searched: the command line before it could hold any word.
+    tail = (
+        error_text.split("Last spark-submit output:", 1)[1]
+        if "Last spark-submit output:" in error_text
+        else ""
+    )
+    reported = parse_failure_line(tail)
+    if reported is not None:
+        return reported
+    code = submit_exit_code(error_text)
+    if code in KIND_OF_EXIT:
+        kind = KIND_OF_EXIT[code]
+        return failure(kind, f"{job} for topic {topic!r} exited {code}")
+    if code in _SIGNALS:
+        detail = f"the {job} driver for topic {topic!r} was killed ({_SIGNALS[code]}, exit {code})"
+        return failure(Kind.DRIVER_LOST, detail)
+    kind = classify_text(tail)
+    # Without the job's own verdict, only a data-loss error class is trusted to stop retries: a
+    # pattern match on a log tail is evidence, not proof, so the other kinds stay retryable.
+    if kind in NON_RETRYABLE and kind is not Kind.OFFSETS_EXPIRED:
+        kind = Kind.UNKNOWN
+    detail = f"{job} for topic {topic!r} failed (exit {code})"
+    if kind is Kind.OFFSETS_EXPIRED:
+        return classify_spark_error(topic, tail)
+    return failure(kind, detail)
+
+
+def offsets_expired_message(topic: str, expired: Mapping[int, tuple[int, int]]) -> str:
+    """On-call message for the pre-flight's finding: {partition: (committed, earliest in Kafka)}."""
+    parts = ", ".join(
+        f"partition {p}: offsets {committed}..{earliest - 1} ({earliest - committed} records)"
+        for p, (committed, earliest) in sorted(expired.items())
+    )
+    total = sum(earliest - committed for committed, earliest in expired.values())
+    detail = (
+        f"topic {topic!r}: {total} records expired in Kafka before the table read them ({parts}); "
+        "Kafka's earliest offset is above the table's checkpoint"
+    )
+    return failure(Kind.OFFSETS_EXPIRED, detail).message

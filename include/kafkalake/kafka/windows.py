@@ -1,0 +1,152 @@
+"""A re-ingest's window: which offsets of each partition to re-read, from a point in time.
+
+The plan (:func:`plan_window`) is pure; :func:`resolve_window` asks Kafka (confluent-kafka, no JVM)
+and the checkpoint. The Airflow task checks the window before any JVM starts; the Spark side
+(:mod:`kafkalake.spark.reingest`) reads and lands it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+from kafkalake.core.run_mode import refused
+from kafkalake.kafka.offsets import watermarks
+from kafkalake.lake.checkpoint import Offsets, read_checkpoint
+from kafkalake.lake.checkpoint_lock import local_path
+
+#: Records per chunk when the topic sets no ``max_offsets_per_trigger``.
+DEFAULT_CHUNK_RECORDS = 100_000
+
+
+@dataclass(frozen=True)
+class Window:
+    """What a re-ingest re-reads: offsets ``start[p]`` (inclusive) to ``end[p]`` (exclusive)."""
+
+    topic: str
+    since: datetime
+    start: Offsets
+    end: Offsets
+
+    @property
+    def ranges(self) -> dict[int, tuple[int, int]]:
+        """The partitions with something to re-read, and their offset ranges."""
+        return {p: (s, self.end[p]) for p, s in sorted(self.start.items()) if s < self.end[p]}
+
+    @property
+    def records(self) -> int:
+        return sum(end - start for start, end in self.ranges.values())
+
+    @property
+    def app_id(self) -> str:
+        """Delta's ``txnAppId`` of the re-ingest's writes: stable for the topic and its start time,
+        and never a streaming query's id, so its writes are told apart in the tables' history."""
+        return f"kafkalake-reingest:{self.topic}:{self.since.isoformat()}"
+
+    def describe(self) -> str:
+        parts = ", ".join(f"partition {p}: {s}..{e - 1}" for p, (s, e) in self.ranges.items()) or "none"
+        return f"{self.records} records of topic {self.topic!r} since {self.since.isoformat()} ({parts})"
+
+
+def plan_window(
+    topic: str,
+    since: datetime,
+    at_time: Mapping[int, int | None],
+    marks: Mapping[int, tuple[int, int]],
+    committed: Offsets | None,
+) -> Window:
+    """The window to re-read, or a refusal (:class:`~kafkalake.core.errors.ReingestRefusedError`).
+
+    Args:
+        topic: the topic's name.
+        since: the re-ingest's start.
+        at_time: per partition, Kafka's offset for ``since`` (the first record at or after it);
+            None when the partition has no record that late.
+        marks: per partition, Kafka's (earliest, end) offsets.
+        committed: the checkpoint's committed offsets; None when there is no checkpoint.
+    """
+    if committed is None:
+        raise refused(
+            f"topic {topic!r} has no checkpoint yet: nothing was landed, so there is no gap to repair. "
+            "Run the DAG normally"
+        )
+    expired = {
+        p: earliest
+        for p, (earliest, _end) in sorted(marks.items())
+        if (offset := at_time.get(p)) is not None and earliest > 0 and offset <= earliest
+    }
+    if expired:
+        spots = ", ".join(f"partition {p} starts at offset {e}" for p, e in expired.items())
+        raise refused(
+            f"topic {topic!r}: Kafka no longer holds the records from {since.isoformat()} on ({spots}; "
+            "the records before were deleted by retention, so some of the window is gone). Nothing "
+            "was written. Choose a later reingest_from, after the first record Kafka still holds"
+        )
+    end = {p: min(committed.get(p, 0), high) for p, (_low, high) in marks.items()}
+    start = {}
+    for p, (_low, high) in marks.items():
+        offset = at_time.get(p)
+        start[p] = min(high if offset is None else offset, end[p])
+    return Window(topic, since, start, end)
+
+
+def chunks(window: Window, max_records: int) -> Iterator[dict[int, tuple[int, int]]]:
+    """The window in pieces of at most ``max_records`` records (about), every partition advancing."""
+    ranges = window.ranges
+    if not ranges:
+        return
+    step = max(1, max_records // len(ranges))
+    position = {p: start for p, (start, _end) in ranges.items()}
+    while any(position[p] < end for p, (_start, end) in ranges.items()):
+        piece = {}
+        for p, (_start, end) in ranges.items():
+            if position[p] < end:
+                piece[p] = (position[p], min(end, position[p] + step))
+                position[p] = piece[p][1]
+        yield piece
+
+
+# ---------------------------------------------------------------------------------------------
+# I/O: Kafka offsets (confluent-kafka, no JVM) and the checkpoint
+
+
+def offsets_for_time(
+    client_config: Mapping[str, str],
+    topic: str,
+    partitions: list[int],
+    since: datetime,
+    timeout: float = 15.0,
+) -> dict[int, int | None]:
+    """Kafka's offset for ``since`` per partition: the first record at or after it; None if none."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    millis = int(since.timestamp() * 1000)
+    consumer = Consumer({**client_config, "group.id": "kafkalake-reingest", "enable.auto.commit": "false"})
+    try:
+        found = consumer.offsets_for_times([TopicPartition(topic, p, millis) for p in partitions], timeout)
+    finally:
+        consumer.close()
+    return {tp.partition: (tp.offset if tp.offset >= 0 else None) for tp in found}
+
+
+def local_checkpoint(topic_name: str, checkpoint: str) -> Path:
+    """The checkpoint's local path; a re-ingest needs one (its lock and its offsets are files)."""
+    path = local_path(checkpoint)
+    if path is None:
+        raise refused(
+            f"topic {topic_name!r}: its checkpoint {checkpoint} is not on a local filesystem; a re-ingest "
+            "reads the checkpoint's offsets and holds its run lock, which need local (or file://) tables"
+        )
+    return path
+
+
+def resolve_window(
+    topic_name: str, checkpoint: str, client_config: Mapping[str, str], since: datetime
+) -> Window:
+    """Ask Kafka and the checkpoint, then :func:`plan_window`."""
+    state = read_checkpoint(local_checkpoint(topic_name, checkpoint), topic_name)
+    marks = watermarks(client_config, topic_name)
+    at_time = offsets_for_time(client_config, topic_name, sorted(marks), since)
+    return plan_window(topic_name, since, at_time, marks, state.committed if state else None)
