@@ -17,6 +17,9 @@ instead of from a Java stack trace.
 
 When ``KAFKALAKE_METRICS_FILE`` names a file, the job writes what it landed there as JSON
 (``kafkalake.core.metrics.JobMetrics``), on success and on failure; its Airflow task reads it.
+
+After a successful stream the job does the DAG's follow-ups in its warm Spark application
+(:mod:`kafkalake.spark.follow_ups`), so a DAG run starts one JVM, not three.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ import logging
 import os
 import sys
 import time
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -53,6 +57,7 @@ from kafkalake.lake.checkpoint_lock import checkpoint_lock
 from kafkalake.lake.table_guard import check_safe_to_start
 from kafkalake.spark import reingest as landing_gaps
 from kafkalake.spark.batch_writer import BatchWriter
+from kafkalake.spark.follow_ups import run_follow_ups
 from kafkalake.spark.stream import ensure_table, start_ingest
 
 log = logging.getLogger("kafkalake.ingest")
@@ -120,8 +125,10 @@ def ingest(topic: TopicConfig, client_config: dict[str, str], started: float) ->
         write_metrics(writer, started, streaming)
         return report(failed)
     log.info("done: %s", writer.stats.summary())
+    stream_done = time.monotonic()
+    follow_ups = run_follow_ups(spark, topic)
     spark.stop()
-    write_metrics(writer, started, streaming)
+    write_metrics(writer, started, streaming, stream_done, follow_ups)
     return 0
 
 
@@ -149,16 +156,22 @@ def reingest(topic: TopicConfig, client_config: dict[str, str], reingest_from: s
     return 0
 
 
-def write_metrics(writer: BatchWriter, started: float, streaming: float | None) -> None:
+def write_metrics(
+    writer: BatchWriter,
+    started: float,
+    streaming: float | None,
+    done: float | None = None,
+    follow_ups: dict[str, str] | None = None,
+) -> None:
     """Hand what the run landed to the Airflow task, in the file it named (if it named one)."""
     path = os.environ.get(ENV_METRICS_FILE)
     if not path:
         return
-    done = time.monotonic()
+    done = done or time.monotonic()
     # A run that failed before its stream started spent all its time starting up.
     startup = (streaming if streaming is not None else done) - started
     metrics = writer.stats.job_metrics(startup_seconds=startup, processing_seconds=done - (streaming or done))
-    Path(path).write_text(metrics.to_json())
+    Path(path).write_text(replace(metrics, follow_ups=follow_ups or {}).to_json())
 
 
 def error_text(err: Exception) -> str:

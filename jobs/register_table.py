@@ -10,6 +10,7 @@ import sys
 
 from kafkalake.config.spark_conf import metastore_dir
 from kafkalake.core.paths import lake_root
+from kafkalake.lake.registry import registry_dir
 from kafkalake.spark.job_args import topic_from_args
 from kafkalake.spark.registration import metastore_lock, register
 
@@ -26,7 +27,7 @@ def main(argv: list[str] | None = None) -> int:
             SparkSession.builder.appName(f"kafkalake-register-{topic.name}").enableHiveSupport().getOrCreate()
         )
         spark.sparkContext.setLogLevel("WARN")
-        for line in register(spark, topic):
+        for line in register(spark, topic, registry_dir(lake_root())):
             log.info(line)
         spark.stop()
     return 0

@@ -174,7 +174,7 @@ def test_next_run_adds_exactly_the_new_events(airflow_env, kafka, topic, produce
     before = {(r["partition"], r["offset"]) for r in read_rows(Path(topic.path))}
     produce(kafka, json_events(10_000, 5_000), produced)
 
-    local_airflow.test_dag(airflow_env, topic.dag_id, sync=False)
+    run = local_airflow.test_dag(airflow_env, topic.dag_id, sync=False)
 
     rows = read_rows(Path(topic.path))
     assert len(rows) == 15_000
@@ -182,6 +182,11 @@ def test_next_run_adds_exactly_the_new_events(airflow_env, kafka, topic, produce
     assert len(new) == 5_000
     assert_exactly_once(rows, TOPIC, kafka.bootstrap_servers)
     assert_contents(rows, produced)
+    # One JVM for the whole run: the ingest job refreshed the schema in its own Spark application,
+    # and every table was registered by the runs before.
+    assert run.output.count("Spark-Submit cmd") == 1, run.output[-5000:]
+    assert "done in the ingest job's Spark application (no JVM started): topic it-events:" in run.output
+    assert "every table of topic it-events is registered already (no JVM started)" in run.output
 
 
 def test_idle_run_launches_no_spark_job_and_adds_no_version(metrics_env, statsd, kafka, topic):

@@ -25,10 +25,11 @@ from kafkalake.airflow.assets import topic_assets
 from kafkalake.airflow.pools import SPARK_POOL
 from kafkalake.airflow.sla_alerts import deadline_alert
 from kafkalake.airflow.tasks import (
+    FollowUpOperator,
     IngestOperator,
     MaintenanceOperator,
+    RegisterOperator,
     ReplayOperator,
-    TopicSparkSubmitOperator,
     check_new_offsets,
 )
 from kafkalake.config.catalog import Catalog, load_catalog
@@ -199,12 +200,10 @@ def dag_for(topic: TopicConfig, catalog: Catalog, lake: Any) -> DAG:
         ingest = IngestOperator(
             task_id="ingest", kafka_conn_id=topic.kafka_conn_id, outlets=topic_assets(topic), **spark_args
         )
-        register = TopicSparkSubmitOperator(task_id="register_table", job="register_table.py", **spark_args)
+        register = RegisterOperator(task_id="register_table", **spark_args)
         maintain = MaintenanceOperator(task_id="maintain_table", trigger_rule="none_failed", **spark_args)
         if topic.parsed.enabled:
-            refresh = TopicSparkSubmitOperator(
-                task_id="refresh_schema", job="refresh_schema.py", **spark_args
-            )
+            refresh = FollowUpOperator(task_id="refresh_schema", job="refresh_schema.py", **spark_args)
             preflight >> ingest >> refresh >> register >> maintain
         else:
             preflight >> ingest >> register >> maintain

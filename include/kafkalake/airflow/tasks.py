@@ -25,6 +25,7 @@ from kafkalake.airflow.connections import kafka_config_for
 from kafkalake.airflow.pools import SPARK_POOL
 from kafkalake.config.jobs import job_environment
 from kafkalake.config.spark_conf import topic_conf
+from kafkalake.config.tables import topic_tables
 from kafkalake.config.topic import TopicConfig
 from kafkalake.core import errors as failures
 from kafkalake.core import job_failures
@@ -34,7 +35,7 @@ from kafkalake.core.paths import jobs_dir
 from kafkalake.core.run_mode import Mode, RunMode, run_mode
 from kafkalake.kafka import client_config as kafka_client
 from kafkalake.kafka import offsets, windows
-from kafkalake.lake import care_due
+from kafkalake.lake import care_due, registry
 from kafkalake.lake.checkpoint import read_checkpoint
 
 log = logging.getLogger(__name__)
@@ -212,6 +213,10 @@ class IngestOperator(TopicSparkSubmitOperator):
             job = read_job_metrics(metrics_path)
         if job is None:
             return
+        ti = context.get("ti")
+        if ti is not None:
+            # What the job did after its stream, for the follow-up tasks to report (one JVM per run).
+            ti.xcom_push(key=FOLLOW_UPS_XCOM_KEY, value=job.follow_ups)
         metrics = run_metrics.ingest_metrics(
             self.topic.name,
             job,
@@ -243,6 +248,56 @@ def read_job_metrics(path: Path) -> run_metrics.JobMetrics | None:
     except (OSError, ValueError) as err:
         log.warning("no run metrics from the ingest job: %s", err)
         return None
+
+
+#: XCom key under which the ingest task hands over what its job did after the stream.
+FOLLOW_UPS_XCOM_KEY = "follow_ups"
+
+
+def first_try(context: Any) -> bool:
+    """False for a retry or a task cleared by hand: then a follow-up task does its work itself."""
+    ti = context.get("ti")
+    return ti is None or int(getattr(ti, "try_number", 1) or 1) <= 1
+
+
+class FollowUpOperator(TopicSparkSubmitOperator):
+    """A task whose work the ingest job normally does in its own Spark application.
+
+    It reports what the ingest did (from the ingest's XCom) and starts no JVM. It runs its own job
+    when the ingest did not do the work (a re-ingest run, a follow-up that failed there, an older
+    ingest), and always on a retry or when cleared by hand, so on-call can force it.
+    """
+
+    def execute(self, context: Any) -> None:
+        ti = context.get("ti")
+        done = ti.xcom_pull(task_ids="ingest", key=FOLLOW_UPS_XCOM_KEY) if ti is not None else None
+        if first_try(context) and isinstance(done, dict) and self.task_id in done:
+            self.log.info(
+                "done in the ingest job's Spark application (no JVM started): %s", done[self.task_id]
+            )
+            return
+        super().execute(context)
+
+
+class RegisterOperator(TopicSparkSubmitOperator):
+    """Registration in the metastore, skipped without a JVM when every table is already registered."""
+
+    def __init__(self, *, topic: TopicConfig, **kwargs: Any) -> None:
+        super().__init__(topic=topic, job="register_table.py", **kwargs)
+        self.topic = topic
+
+    def execute(self, context: Any) -> None:
+        if first_try(context):
+            missing = registry.unregistered(
+                registry.registry_dir(Path(self.lake_root)), list(topic_tables(self.topic))
+            )
+            if missing == []:
+                self.log.info(
+                    "every table of topic %s is registered already (no JVM started)", self.topic.name
+                )
+                return
+            self.log.info("to register: %s", "the tables on an object store" if missing is None else missing)
+        super().execute(context)
 
 
 class MaintenanceOperator(TopicSparkSubmitOperator):

@@ -54,6 +54,9 @@ class JobMetrics:
     startup_seconds: float
     #: Stream started to stream done: reading Kafka and writing every table, seconds.
     processing_seconds: float
+    #: Follow-up tasks the job did in its own Spark application after the stream (one JVM per run),
+    #: each with its summary line: {"refresh_schema": "..."}. Their Airflow tasks only report them.
+    follow_ups: dict[str, str] = field(default_factory=dict)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)
@@ -90,7 +93,18 @@ class JobMetrics:
             newest_timestamp_ms=number("newest_timestamp_ms", int, optional=True),
             startup_seconds=number("startup_seconds", float),
             processing_seconds=number("processing_seconds", float),
+            follow_ups=_follow_ups(data.get("follow_ups"), source),
         )
+
+
+def _follow_ups(value: Any, source: str) -> dict[str, str]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in value.items()
+    ):
+        raise ValueError(f"{source}: field 'follow_ups': expected {{task: summary}}, not {value!r}")
+    return dict(value)
 
 
 @dataclass(frozen=True)

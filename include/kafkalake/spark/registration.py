@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from kafkalake.config.tables import Table, topic_tables
 from kafkalake.config.topic import TopicConfig
+from kafkalake.lake.registry import record as registry_record
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -39,10 +40,12 @@ def _normalise(location: str) -> str:
     return location.removeprefix("file:").rstrip("/")
 
 
-def register(spark: SparkSession, topic: TopicConfig) -> list[str]:
+def register(spark: SparkSession, topic: TopicConfig, registry: Path | None = None) -> list[str]:
     """Register every table of the topic that exists; one line per table saying what was done.
 
     A parsed table appears with the topic's first JSON record: until then it is reported, not created.
+    With ``registry``, each table registered (or found registered where it should be) is recorded
+    there, so the next runs' task can tell without a JVM (:mod:`kafkalake.lake.registry`).
     """
     from delta.tables import DeltaTable
 
@@ -52,6 +55,8 @@ def register(spark: SparkSession, topic: TopicConfig) -> list[str]:
             done.append(f"{table.name}: no data yet, registered once its first rows land")
             continue
         done.append(register_table(spark, table))
+        if registry is not None:
+            registry_record(registry, table)
     return done
 
 

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from datetime import UTC, datetime
 
 import pytest
@@ -122,6 +123,14 @@ def test_idle_metrics_land_nothing_and_report_the_age():
 
 def test_job_metrics_round_trip_through_json():
     assert JobMetrics.from_json(JOB.to_json()) == JOB
+    with_follow_ups = replace(JOB, follow_ups={"refresh_schema": "schema unchanged"})
+    assert JobMetrics.from_json(with_follow_ups.to_json()) == with_follow_ups
+
+
+def test_a_metrics_file_of_an_older_job_has_no_follow_ups():
+    data = json.loads(JOB.to_json())
+    del data["follow_ups"]
+    assert JobMetrics.from_json(json.dumps(data)).follow_ups == {}
 
 
 @pytest.mark.parametrize(
@@ -131,6 +140,8 @@ def test_job_metrics_round_trip_through_json():
         ({"batches": True}, "'batches'"),
         ({"dead_letters": [1]}, "'dead_letters'"),
         ({"startup_seconds": None}, "'startup_seconds'"),
+        ({"follow_ups": ["refresh_schema"]}, "'follow_ups'"),
+        ({"follow_ups": {"refresh_schema": 1}}, "'follow_ups'"),
     ],
 )
 def test_a_bad_metrics_file_names_the_field(change, field):

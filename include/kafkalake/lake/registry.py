@@ -1,0 +1,59 @@
+"""Which of a topic's tables the metastore already has, recorded beside it: read without a JVM.
+
+Registering a table needs a Spark session with Hive support (20-30 s of JVM start-up) for what is,
+after a topic's first runs, always "already registered". The registration job records each table
+it registered (or found registered at the same location) as a small file; the register_table task
+reads these and starts no JVM when every table that exists is recorded at its location. A cleared
+or retried task always runs the job, so on-call can force a re-registration.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from kafkalake.config.spark_conf import metastore_dir
+from kafkalake.config.tables import Table
+from kafkalake.lake.checkpoint_lock import local_path
+
+
+def registry_dir(lake_root: Path) -> Path:
+    """Where the records of a lake's registrations live: beside its embedded metastore."""
+    return metastore_dir(lake_root) / "registered"
+
+
+def _record(registry: Path, table: Table) -> Path:
+    # Table names are `database.table` of SQL identifiers: safe as a file name.
+    return registry / table.name
+
+
+def record(registry: Path, table: Table) -> None:
+    """Note that ``table`` is registered at its location (written whole, then renamed)."""
+    registry.mkdir(parents=True, exist_ok=True)
+    target = _record(registry, table)
+    partial = target.with_name(f".{target.name}.partial")
+    partial.write_text(table.location)
+    partial.replace(target)
+
+
+def is_recorded(registry: Path, table: Table) -> bool:
+    try:
+        return _record(registry, table).read_text() == table.location
+    except OSError:
+        return False
+
+
+def unregistered(registry: Path, tables: list[Table]) -> list[str] | None:
+    """Names of the tables that exist but are not recorded; None when that cannot be told cheaply.
+
+    A table on an object store (no local path) cannot be looked at here: None, and the job runs.
+    """
+    from deltalake import DeltaTable
+
+    missing = []
+    for table in tables:
+        path = local_path(table.location)
+        if path is None:
+            return None
+        if DeltaTable.is_deltatable(str(path)) and not is_recorded(registry, table):
+            missing.append(table.name)
+    return missing
