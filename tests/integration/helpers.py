@@ -17,6 +17,7 @@ from kafkalake.config.topic import TopicConfig
 from kafkalake.dev.producer import Record
 from kafkalake.kafka.offsets import end_offsets
 from kafkalake.spark.batch_writer import BatchWriter
+from kafkalake.spark.catch_up import catch_up_if_behind
 from kafkalake.spark.stream import ensure_table, start_ingest
 
 Spot = tuple[int, int]
@@ -82,6 +83,7 @@ def run_ingest(spark: Any, topic: TopicConfig, bootstrap: str) -> BatchWriter:
     """One availableNow run of the topic's stream, as the ingest job does it."""
     writer = BatchWriter(spark, topic)
     writer.tables_exist(ensure_table(spark, topic))
+    writer.resume_backlog()
     query = start_ingest(spark, topic, {"bootstrap.servers": bootstrap}, writer)
     try:
         query.awaitTermination()
@@ -89,6 +91,8 @@ def run_ingest(spark: Any, topic: TopicConfig, bootstrap: str) -> BatchWriter:
         if writer.failure is not None:
             raise writer.failure from None
         raise
+    # As the job: a parsed side that fell behind catches up from bronze, or raises why it cannot.
+    catch_up_if_behind(spark, topic, writer)
     return writer
 
 

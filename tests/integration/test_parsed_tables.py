@@ -18,6 +18,7 @@ from kafkalake.config.parsed import Expectation, ParsedConfig
 from kafkalake.core.errors import SchemaRejectedError
 from kafkalake.dev import producer
 from kafkalake.dev.producer import Record
+from kafkalake.lake import parsed_backlog
 from kafkalake.lake.schema_history import SchemaHistory
 from kafkalake.spark.batch_writer import BatchWriter
 from kafkalake.spark.schema_refresh import refresh
@@ -121,9 +122,20 @@ def test_a_new_field_mid_stream_under_each_evolution_mode(spark, kafka, tmp_path
         with pytest.raises(SchemaRejectedError, match="coupon"):
             run(spark, topic, kafka.bootstrap_servers)
         assert history.versions() == [1] and history.pending() is not None
-        # The documented accept step, then the next run lands the rest: no gap, no duplicate.
+        # Bronze did not wait for the parsed side: every record landed, and the checkpoint moved on.
+        assert len(read_rows(Path(topic.path))) == 400
+        assert_exactly_once(read_rows(Path(topic.path)), name, kafka.bootstrap_servers)
+        backlog = parsed_backlog.read(topic)
+        assert backlog is not None and backlog.kind == "schema_rejected"
+        assert max(r["id"] for r in read_rows(Path(topic.parsed_path))) < 200
+        # Still rejected: a run with nothing new in Kafka tries to catch up, and fails the same way.
+        with pytest.raises(SchemaRejectedError, match="coupon"):
+            run(spark, topic, kafka.bootstrap_servers)
+        # The documented accept step; the next run catches the parsed tables up from bronze: no gap,
+        # no duplicate, and no backlog left.
         history.accept_pending()
         run(spark, topic, kafka.bootstrap_servers)
+        assert parsed_backlog.read(topic) is None
     else:
         run(spark, topic, kafka.bootstrap_servers)
 

@@ -12,6 +12,7 @@ import tempfile
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -26,7 +27,7 @@ from kafkalake.airflow.pools import SPARK_POOL
 from kafkalake.config.jobs import job_environment
 from kafkalake.config.spark_conf import topic_conf
 from kafkalake.config.tables import topic_tables
-from kafkalake.config.topic import TopicConfig
+from kafkalake.config.topic import TopicConfig, parsed_backlog_file
 from kafkalake.core import errors as failures
 from kafkalake.core import job_failures
 from kafkalake.core import metrics as run_metrics
@@ -35,7 +36,7 @@ from kafkalake.core.paths import jobs_dir
 from kafkalake.core.run_mode import Mode, RunMode, run_mode
 from kafkalake.kafka import client_config as kafka_client
 from kafkalake.kafka import offsets, windows
-from kafkalake.lake import care_due, registry
+from kafkalake.lake import care_due, parsed_backlog, registry
 from kafkalake.lake.checkpoint import read_checkpoint
 
 log = logging.getLogger(__name__)
@@ -88,6 +89,11 @@ def check_new_offsets(
         {p: high for p, (_low, high) in marks.items()},
         {p: low for p, (low, _high) in marks.items()},
     )
+    backlog = parsed_backlog.read_file(parsed_backlog_file(table_path)) if table_path else None
+    if backlog is not None and not decision.run:
+        decision = replace(
+            decision, run=True, reason=f"the parsed tables are behind bronze {backlog.describe()}"
+        )
     log.info("topic %s: %s; lag per partition %s", topic_name, decision.reason, decision.lag or "unknown")
     if decision.expired and fail_on_data_loss:
         message = job_failures.offsets_expired_message(topic_name, decision.expired)

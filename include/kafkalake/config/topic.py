@@ -81,6 +81,10 @@ class TopicConfig:
         return f"{self.path.rstrip('/')}/_kafkalake/schemas"
 
     @property
+    def parsed_backlog_file(self) -> str:
+        return parsed_backlog_file(self.path)
+
+    @property
     def parsed_path(self) -> str:
         return self.parsed_location or beside(self.path, self.parsed.database, self.parsed.table)
 
@@ -103,6 +107,11 @@ class TopicConfig:
     @property
     def latest_table(self) -> str:
         return f"{self.parsed_table}_latest"
+
+
+def parsed_backlog_file(bronze_path: str) -> str:
+    """Where a parsed side that fell behind bronze records what it still has to parse."""
+    return f"{bronze_path.rstrip('/')}/_kafkalake/parsed_backlog.json"
 
 
 def beside(path: str, database: str, table: str) -> str:

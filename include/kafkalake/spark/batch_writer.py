@@ -8,8 +8,11 @@ after a crash or a retry therefore fills in only the tables it had not reached. 
 the one stored in the checkpoint, as Delta's own streaming sink uses: a new checkpoint is a new id,
 so its batch 0 is never mistaken for an old one.
 
-Bronze is written first and unconditionally: whatever happens to parsing later (a rejected schema,
-a failing expectation), the bytes are safe and the run can resume from the same batch.
+Bronze is written first and never waits for the parsed side. When parsing or writing a batch's
+parsed tables fails (a rejected schema, a failing expectation, anything), the batch still succeeds:
+its bronze rows are committed, the checkpoint moves on, and the parsed side is *parked*: where it
+stopped is recorded (:mod:`kafkalake.lake.parsed_backlog`), later batches land bronze only, and the
+parsed tables catch up from bronze afterwards (:mod:`kafkalake.spark.catch_up`).
 """
 
 from __future__ import annotations
@@ -19,9 +22,12 @@ import logging
 import threading
 import time
 from collections.abc import Iterable, Iterator
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from kafkalake.config.topic import TopicConfig
+from kafkalake.core.errors import Kind
+from kafkalake.lake import parsed_backlog
 from kafkalake.spark import parse_columns
 from kafkalake.spark.topic_parser import RunStats, TopicParser, write_measured
 
@@ -62,6 +68,25 @@ class BatchWriter:
         self._steps: dict[str, float] = {}
         #: Kinds of table (tables.Table.kind) known to exist in this run.
         self._created: set[str] = set()
+        #: The parsed side's backlog while it is behind bronze (read at the start of the run).
+        self.backlog: parsed_backlog.Backlog | None = None
+        #: Whether a failing parsed side parks (the stream) or fails the batch (a re-ingest, object
+        #: stores, where the backlog cannot be kept yet).
+        self.can_park = parsed_backlog.supported(topic) and self.config.enabled
+        #: The error that parked the parsed side during this run, for the job's report.
+        self.parked_by: Exception | None = None
+
+    def resume_backlog(self) -> None:
+        """Pick up a backlog an earlier run left: until it is caught up, batches land bronze only."""
+        if self.can_park:
+            self.backlog = parsed_backlog.read(self.topic)
+            if self.backlog is not None:
+                log.warning(
+                    "topic %s: the parsed tables are behind bronze %s; this run lands bronze and then "
+                    "catches them up",
+                    self.topic.name,
+                    self.backlog.describe(),
+                )
 
     def tables_exist(self, kinds: Iterable[str]) -> None:
         """Kinds of the topic's tables known to exist (what :func:`kafkalake.spark.stream.ensure_table`
@@ -121,10 +146,56 @@ class BatchWriter:
                     write_idempotent(to_bronze, self.topic.path, app_id, batch_id)
             self.stats.batches += 1
             to_parse = self.rows_for("parsed", bronze)
-            if to_parse is not None:
+            if to_parse is None:
+                return
+            if self.backlog is not None:
+                self._extend_backlog(to_parse, batch_id)
+                return
+            try:
                 self._write_parsed(to_parse, batch_id, app_id)
+            except Exception as err:
+                if not self.can_park:
+                    raise
+                self._park(to_parse, batch_id, err)
         finally:
             bronze.unpersist()
+
+    def _first_offsets(self, rows: DataFrame) -> dict[int, int]:
+        from pyspark.sql import functions as F
+
+        firsts = rows.groupBy("partition").agg(F.min("offset").alias("first")).collect()
+        return {int(r["partition"]): int(r["first"]) for r in firsts}
+
+    def _park(self, rows: DataFrame, batch_id: int, err: Exception) -> None:
+        """The parsed side failed on this batch: record where it stopped, and let bronze go on."""
+        from datetime import UTC, datetime
+
+        kind = getattr(err, "kind", Kind.UNKNOWN)
+        self.backlog = parsed_backlog.Backlog(
+            start=self._first_offsets(rows),
+            since=datetime.now(UTC).isoformat(timespec="seconds"),
+            kind=str(kind),
+            reason=str(err).splitlines()[0][:2000] if str(err) else type(err).__name__,
+        )
+        parsed_backlog.write(self.topic, self.backlog)
+        self.parked_by = err
+        log.error(
+            "topic %s: the parsed side failed on batch %d and is parked; bronze keeps landing and the "
+            "parsed tables catch up from bronze (%s): %s",
+            self.topic.name,
+            batch_id,
+            self.backlog.describe(),
+            err,
+        )
+
+    def _extend_backlog(self, rows: DataFrame, batch_id: int) -> None:
+        """A batch while the parsed side is parked: bronze only; note partitions new to the backlog."""
+        assert self.backlog is not None
+        log.info("topic %s: batch %d landed in bronze only (parsed side parked)", self.topic.name, batch_id)
+        new = {p: o for p, o in self._first_offsets(rows).items() if p not in self.backlog.start}
+        if new:
+            self.backlog = replace(self.backlog, start={**self.backlog.start, **new})
+            parsed_backlog.write(self.topic, self.backlog)
 
     def _write_bronze(self, batch: DataFrame, batch_id: int, app_id: str) -> None:
         """Bronze only: the batch streams from Kafka into bronze once, nothing cached; what landed
@@ -146,12 +217,18 @@ class BatchWriter:
         """
         return bronze
 
+    def only_missing(self, rows: DataFrame, kind: str) -> DataFrame:
+        """The rows to append to the ``kind`` table; all of them here. A catch-up
+        (:class:`kafkalake.spark.catch_up.CatchUpWriter`) leaves out those the table holds."""
+        return rows
+
     def _write_parsed(self, bronze: DataFrame, batch_id: int, app_id: str) -> None:
         with self._step("parse"):
             parsed = self.parser.parse(bronze, f"batch {batch_id}")
         frame = parsed.frame
         try:
             rows, dead = parse_columns.parsed_rows(frame), parse_columns.dead_letter_rows(frame)
+            rows, dead = self.only_missing(rows, "parsed"), self.only_missing(dead, "dead_letter")
             self._create_once("parsed", rows.schema)
             self._create_once("dead_letter", dead.schema)
             # A table with no rows from this batch gets no commit: an empty write still costs a

@@ -63,6 +63,15 @@ class RunStats:
         if newest is not None and (self.newest_timestamp_ms is None or newest > self.newest_timestamp_ms):
             self.newest_timestamp_ms = newest
 
+    def merge_parsed(self, other: RunStats) -> None:
+        """Add what another writer of this run parsed (the catch-up from bronze)."""
+        self.parsed_rows += other.parsed_rows
+        self.rescued_rows += other.rescued_rows
+        self.tombstones += other.tombstones
+        self.dead_letters.update(other.dead_letters)
+        self.expectation_violations.update(other.expectation_violations)
+        self.schema_versions += other.schema_versions
+
     def job_metrics(self, startup_seconds: float, processing_seconds: float) -> JobMetrics:
         return JobMetrics(
             batches=self.batches,

@@ -1,0 +1,117 @@
+"""The parsed tables catch up from bronze after their side was parked (:mod:`kafkalake.lake.parsed_backlog`).
+
+Reads bronze from the backlog's start offsets up to what bronze holds now, in chunks of at most
+``max_offsets_per_trigger`` records, and runs each chunk through the stream's own parsing and writer.
+It is safe to run again after a crash at any point: the parsed and dead-letter tables get only the
+``(partition, offset)`` pairs they lack (an anti-join on each table as it is now), and the latest-row
+table's MERGE replaces a key's row only with a later record, so a record merged twice changes
+nothing. After each chunk the backlog's start moves past it; when all is parsed the backlog is removed.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING
+
+from kafkalake.config.topic import TopicConfig
+from kafkalake.kafka.windows import DEFAULT_CHUNK_RECORDS, Window, chunks
+from kafkalake.lake import parsed_backlog
+from kafkalake.spark.batch_writer import BatchWriter
+from kafkalake.spark.topic_parser import RunStats
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame, SparkSession
+
+log = logging.getLogger(__name__)
+
+
+class CatchUpWriter(BatchWriter):
+    """The stream's writer for bronze rows already landed: parsed side only, only what is missing."""
+
+    def __init__(self, spark: SparkSession, topic: TopicConfig, app_id: str) -> None:
+        super().__init__(spark, topic)
+        self.started(app_id)
+        self.can_park = False
+
+    def rows_for(self, tables: str, bronze: DataFrame) -> DataFrame | None:
+        return None if tables == "bronze" else bronze
+
+    def only_missing(self, rows: DataFrame, kind: str) -> DataFrame:
+        from delta.tables import DeltaTable
+        from pyspark.sql import functions as F
+
+        path = self.topic.parsed_path if kind == "parsed" else self.topic.dead_letter_path
+        if not DeltaTable.isDeltaTable(self.spark, path):
+            return rows
+        # Parsed rows keep Kafka's coordinates in the _kafka struct, dead letters as plain columns.
+        where = F.col("_kafka") if kind == "parsed" else F.struct("partition", "offset")
+        table = self.spark.read.format("delta").load(path)
+        present = table.select(where["partition"].alias("_p"), where["offset"].alias("_o"))
+        keyed = rows.withColumn("_p", where["partition"]).withColumn("_o", where["offset"])
+        return keyed.join(present, ["_p", "_o"], "left_anti").drop("_p", "_o")
+
+
+@dataclass(frozen=True)
+class CatchUp:
+    records: int
+    stats: RunStats
+
+    def summary(self, topic: str) -> str:
+        return f"topic {topic}: the parsed tables caught up on {self.records} bronze records"
+
+
+def _in_ranges(ranges: dict[int, tuple[int, int]]) -> Column:
+    from pyspark.sql import functions as F
+
+    condition = F.lit(False)
+    for p, (start, end) in sorted(ranges.items()):
+        condition = condition | (
+            (F.col("partition") == p) & (F.col("offset") >= start) & (F.col("offset") < end)
+        )
+    return condition
+
+
+def _bronze_ends(bronze: DataFrame, start: dict[int, int]) -> dict[int, int]:
+    """Per partition of the backlog, one past the highest offset bronze holds."""
+    from pyspark.sql import functions as F
+
+    ranges = {p: (s, 2**62) for p, s in start.items()}
+    found = bronze.where(_in_ranges(ranges)).groupBy("partition").agg(F.max("offset").alias("last")).collect()
+    ends = {int(r["partition"]): int(r["last"]) + 1 for r in found}
+    return {p: ends.get(p, s) for p, s in start.items()}
+
+
+def catch_up(spark: SparkSession, topic: TopicConfig, backlog: parsed_backlog.Backlog) -> CatchUp:
+    """Parse what bronze holds from the backlog's start; raises what the parsed side raises."""
+    bronze = spark.read.format("delta").load(topic.path)
+    window = Window(topic.name, datetime.now(UTC), dict(backlog.start), _bronze_ends(bronze, backlog.start))
+    log.info("topic %s: catching the parsed tables up from bronze: %s", topic.name, window.describe())
+    writer = CatchUpWriter(spark, topic, f"kafkalake-catch-up:{topic.name}")
+    # txnVersion: Delta skips a write whose version is not above the last one recorded for the app id;
+    # the anti-joins keep rows from landing twice, a version from the clock keeps later catch-ups apart.
+    first_version = time.time_ns() // 1_000_000 * 10_000
+    current = backlog
+    for number, piece in enumerate(chunks(window, topic.max_offsets_per_trigger or DEFAULT_CHUNK_RECORDS)):
+        writer(bronze.where(_in_ranges(piece)), first_version + number)
+        current = replace(current, start={**current.start, **{p: end for p, (_s, end) in piece.items()}})
+        parsed_backlog.write(topic, current)
+    parsed_backlog.clear(topic)
+    log.info("topic %s: the parsed tables are caught up (%s)", topic.name, writer.stats.summary())
+    return CatchUp(window.records, writer.stats)
+
+
+def catch_up_if_behind(spark: SparkSession, topic: TopicConfig, writer: BatchWriter) -> CatchUp | None:
+    """After the stream: catch the parsed tables up if their side is behind (raises if it stays so).
+
+    What the catch-up parsed is added to the stream writer's stats, so the run reports it.
+    """
+    if writer.backlog is None:
+        return None
+    done = catch_up(spark, topic, writer.backlog)
+    writer.stats.merge_parsed(done.stats)
+    writer.backlog = None
+    log.info("%s", done.summary(topic.name))
+    return done
