@@ -8,6 +8,8 @@
 from __future__ import annotations
 
 import shutil
+import subprocess
+import sys
 from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
@@ -110,6 +112,8 @@ def refresh_catalog(monkeypatch, tmp_path) -> Path:
     file.write_text(
         "topics:\n  - name: it-refresh-all\n    freshness_sla: 1h\n"
         "  - name: it-refresh-gone\n    freshness_sla: 1h\n"
+        "  - name: it-refresh-locked\n    freshness_sla: 1h\n"
+        "  - name: it-refresh-compacted\n    freshness_sla: 1h\n"
     )
     monkeypatch.setenv("KAFKALAKE_CATALOG", str(file))
     monkeypatch.setenv("KAFKALAKE_LAKE_ROOT", str(tmp_path / "lake"))
@@ -166,3 +170,52 @@ def test_full_refresh_refused_when_kafka_lost_the_start_of_a_partition(
     assert "lose 4 records" in err
     assert Path(topic.checkpoint_path).is_dir()
     assert (Path(topic.path) / "_delta_log").is_dir()
+
+
+def test_full_refresh_refuses_while_an_ingest_holds_the_run_lock_and_deletes_nothing(
+    kafka, refresh_catalog, tmp_path, capsys
+):
+    name = "it-refresh-locked"
+    producer.create_topic(kafka.bootstrap_servers, name, partitions=1)
+    producer.produce(kafka.bootstrap_servers, name, records(3, 1))
+    topic = load_catalog(refresh_catalog, tmp_path / "lake").topic(name)
+    table_with_checkpoint(topic)
+    # Another process holds the lock, as a running ingest job does.
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD_LOCK, topic.checkpoint_path], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
+        code = full_refresh.main(["--topic", name, "--yes", "--bootstrap-servers", kafka.bootstrap_servers])
+    finally:
+        holder.kill()
+        holder.wait()
+    assert code == 1
+    err = capsys.readouterr().err
+    assert "full refresh REFUSED" in err and f"pid {holder.pid}" in err
+    assert (Path(topic.path) / "_delta_log").is_dir() and Path(topic.checkpoint_path).is_dir()
+
+
+HOLD_LOCK = """
+import sys, time
+from kafkalake.lake.checkpoint_lock import checkpoint_lock
+with checkpoint_lock(sys.argv[1]):
+    print("locked", flush=True)
+    time.sleep(120)
+"""
+
+
+def test_full_refresh_refuses_a_compacted_topic_unless_told(kafka, refresh_catalog, tmp_path, capsys):
+    name = "it-refresh-compacted"
+    producer.create_topic(kafka.bootstrap_servers, name, partitions=1, config={"cleanup.policy": "compact"})
+    producer.produce(kafka.bootstrap_servers, name, records(4, 1))
+    topic = load_catalog(refresh_catalog, tmp_path / "lake").topic(name)
+    table_with_checkpoint(topic)
+    args = ["--topic", name, "--yes", "--bootstrap-servers", kafka.bootstrap_servers]
+
+    assert full_refresh.main(args) == 1
+    assert "is compacted" in capsys.readouterr().err
+    assert (Path(topic.path) / "_delta_log").is_dir()
+
+    assert full_refresh.main([*args, "--allow-compacted"]) == 0
+    assert not Path(topic.path).exists()

@@ -5,13 +5,20 @@
 
 Allowed only while Kafka still holds every record from offset 0 on every partition (and the topic
 starts from ``earliest``): then the next run lands exactly what the tables held, and more.
-Otherwise it refuses and says which partitions and how many records would be lost. Pause the
-topic's DAG first, so no run writes while the tables are deleted.
+Otherwise it refuses and says which partitions and how many records would be lost. A compacted
+topic is refused too (its offsets start at 0, but older versions of a key that bronze holds are
+gone from Kafka) unless ``--allow-compacted`` says that loss is accepted.
+
+It deletes under the topic's run lock (an ingest running meanwhile makes it refuse, and no ingest
+can start while it deletes), and only paths inside the lake root or the topic's own configured
+location that hold a Delta table, a checkpoint, or nothing: never ``/``, a home folder, the lake
+root itself, or a folder that holds the lake. Pause the topic's DAG first.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import sys
 from collections.abc import Mapping, Sequence
@@ -21,8 +28,10 @@ from pathlib import Path
 from kafkalake.config.catalog import load_catalog
 from kafkalake.config.tables import topic_tables
 from kafkalake.config.topic import TopicConfig
+from kafkalake.core.errors import CheckpointLockedError
 from kafkalake.core.paths import catalog_path, lake_root
-from kafkalake.kafka.offsets import watermarks
+from kafkalake.kafka.offsets import is_compacted, topic_config, watermarks
+from kafkalake.lake.checkpoint_lock import checkpoint_lock, local_path
 
 
 @dataclass(frozen=True)
@@ -33,8 +42,20 @@ class RefreshPlan:
     lost: dict[int, int] = field(default_factory=dict)
 
 
-def plan(topic: TopicConfig, marks: Mapping[int, tuple[int, int]]) -> RefreshPlan:
+def plan(
+    topic: TopicConfig,
+    marks: Mapping[int, tuple[int, int]],
+    compacted: bool = False,
+    allow_compacted: bool = False,
+) -> RefreshPlan:
     """Whether a full refresh of ``topic`` loses nothing, from Kafka's (earliest, end) offsets."""
+    if compacted and not allow_compacted:
+        return RefreshPlan(
+            False,
+            f"topic {topic.name!r} is compacted (cleanup.policy compact): Kafka keeps only the latest "
+            "record per key, so a full refresh would lose the older versions bronze holds. Pass "
+            "--allow-compacted to accept that loss",
+        )
     if topic.starting_offsets != "earliest":
         return RefreshPlan(
             False,
@@ -58,17 +79,50 @@ def plan(topic: TopicConfig, marks: Mapping[int, tuple[int, int]]) -> RefreshPla
     )
 
 
-def delete_tables(topic: TopicConfig) -> list[str]:
-    """Delete every table of the topic (the checkpoint lives inside) and the checkpoint itself."""
+def unsafe_to_delete(path: Path, lake: Path) -> str | None:
+    """Why ``path`` must not be deleted by a full refresh; None when it may.
+
+    Pure apart from looking at what ``path`` holds: a table location must be inside the lake root
+    or (configured elsewhere) hold a Delta table or nothing, and never be a folder above the lake.
+    """
+    path, lake = Path(os.path.abspath(path)), Path(os.path.abspath(lake))
+    home = Path(os.path.abspath(Path.home()))
+    if len(path.parts) < 3:
+        return f"{path} is a filesystem root or a top-level folder"
+    if path == lake or path in lake.parents:
+        return f"{path} is the lake root {lake} or holds it"
+    if path == home or path in home.parents:
+        return f"{path} is a home folder or holds one"
+    if lake in path.parents:
+        return None
+    if not path.exists() or (path / "_delta_log").is_dir() or path.name == "checkpoint":
+        return None
+    return f"{path} is outside the lake root {lake} and holds no Delta table"
+
+
+def delete_tables(topic: TopicConfig, lake: Path) -> list[str]:
+    """Delete every table of the topic (the checkpoint lives inside) and the checkpoint itself.
+
+    Under the topic's run lock: a running ingest makes this fail (CheckpointLockedError) before
+    anything is deleted. Every path is checked before the first one is deleted.
+    """
     locations = [t.location for t in topic_tables(topic)] + [topic.checkpoint_path]
-    remote = [loc for loc in locations if "://" in loc and not loc.startswith("file:")]
-    if remote:
-        raise SystemExit(f"{remote[0]}: only local tables can be refreshed by this command")
+    paths = []
+    for location in locations:
+        path = local_path(location)
+        if path is None:
+            raise SystemExit(f"{location}: only local tables can be refreshed by this command")
+        if (reason := unsafe_to_delete(path, lake)) is not None:
+            raise SystemExit(f"full refresh REFUSED: {reason}; nothing was deleted")
+        paths.append(path)
     deleted = []
-    for path in (Path(loc.removeprefix("file:")) for loc in locations):
-        if path.exists():
-            shutil.rmtree(path)
-            deleted.append(str(path))
+    with checkpoint_lock(topic.checkpoint_path):
+        # The lock file lives in the bronze folder: deleting it while held is fine (the kernel keeps
+        # the lock on the open file until release), and the next ingest makes a new one.
+        for path in paths:
+            if path.exists():
+                shutil.rmtree(path)
+                deleted.append(str(path))
     return deleted
 
 
@@ -87,9 +141,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--yes", action="store_true", help="really delete (without it: say what would happen)"
     )
     parser.add_argument("--bootstrap-servers", help="Kafka brokers (default: the topic's Airflow connection)")
+    parser.add_argument(
+        "--allow-compacted",
+        action="store_true",
+        help="refresh a compacted topic, losing the older versions of keys that bronze holds",
+    )
     args = parser.parse_args(argv)
-    topic = load_catalog(catalog_path(), lake_root()).topic(args.topic)
-    decision = plan(topic, watermarks(kafka_config(topic, args.bootstrap_servers), topic.name))
+    lake = lake_root()
+    topic = load_catalog(catalog_path(), lake).topic(args.topic)
+    client = kafka_config(topic, args.bootstrap_servers)
+    compacted = is_compacted(topic_config(client, topic.name))
+    decision = plan(topic, watermarks(client, topic.name), compacted, args.allow_compacted)
     if not decision.allowed:
         print(f"full refresh REFUSED: {decision.reason}", file=sys.stderr)
         return 1
@@ -97,7 +159,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args.yes:
         print("nothing deleted: re-run with --yes (pause the topic's DAG first)")
         return 0
-    for path in delete_tables(topic):
+    try:
+        deleted = delete_tables(topic, lake)
+    except CheckpointLockedError as err:
+        print(f"full refresh REFUSED: {err}", file=sys.stderr)
+        return 1
+    for path in deleted:
         print(f"deleted {path}")
     return 0
 

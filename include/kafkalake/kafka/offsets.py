@@ -146,3 +146,18 @@ def _leader_moving(error: object) -> bool:
 def end_offsets(client_config: Mapping[str, str], topic: str, timeout: float = 15.0) -> Offsets:
     """Kafka's end offset (high watermark) of every partition of ``topic``."""
     return {p: high for p, (_low, high) in watermarks(client_config, topic, timeout).items()}
+
+
+def topic_config(client_config: Mapping[str, str], topic: str, timeout: float = 15.0) -> dict[str, str]:
+    """The topic's configuration on the cluster (``cleanup.policy``, ``retention.ms``, ...)."""
+    from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
+
+    admin = AdminClient(dict(client_config))
+    resource = ConfigResource(ResourceType.TOPIC, topic)
+    entries = admin.describe_configs([resource], request_timeout=timeout)[resource].result(timeout=timeout)
+    return {name: str(entry.value) for name, entry in entries.items() if entry.value is not None}
+
+
+def is_compacted(config: Mapping[str, str]) -> bool:
+    """Whether Kafka compacts the topic: its offsets then start at 0 while older versions are gone."""
+    return "compact" in config.get("cleanup.policy", "delete").replace(" ", "").split(",")
