@@ -31,6 +31,10 @@ topics:
   - name: it-killed
     freshness_sla: 1h
     max_offsets_per_trigger: 500
+  - name: it-kill-points
+    freshness_sla: 1h
+    max_offsets_per_trigger: 300
+    parsed: {latest_by_key: true}
   - name: it-cluster
     freshness_sla: 30m
   - name: it-retry

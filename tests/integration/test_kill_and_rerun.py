@@ -1,4 +1,5 @@
-"""SIGKILL the ingest job in the middle of a micro-batch, run it again: every offset lands once."""
+"""SIGKILL the ingest job in the middle of a micro-batch, and at each named kill point between its
+commits, then run it again: every offset lands once in every table, and every table reads."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import pytest
 from kafkalake.config import jobs
 from kafkalake.config.catalog import load_catalog
 from kafkalake.config.topic import TopicConfig
+from kafkalake.core import kill_points
 from kafkalake.dev import producer
 from kafkalake.dev.broker import LocalKafka
 from kafkalake.dev.producer import Record
@@ -125,3 +127,64 @@ def test_sigkill_mid_batch_then_rerun_lands_every_offset_once(topic, catalog_fil
     assert sorted(r["n"] for r in parsed) == [n for n in range(EVENTS) if n % 50]
     assert sorted(int(r["key"]) for r in dead) == list(range(0, EVENTS, 50))
     assert {r["reason"] for r in dead} == {"malformed_json"}
+
+
+KILL_TOPIC = "it-kill-points"  # parsed, latest_by_key, max_offsets_per_trigger: 300 in the test catalog
+
+
+def json_or_broken(i: int, run: int) -> bytes:
+    """Every 41st value is not JSON: a dead letter, written from the same batches."""
+    return f'{{"n": {i}, "run": {run}}}'.encode() if i % 41 else b"{"
+
+
+def run_ingest_job(topic: TopicConfig, catalog: Path, lake: Path, settings: Path, kill_at: str | None) -> int:
+    cmd = jobs.command("ingest_topic", topic.name, catalog=catalog, lake=lake)
+    env = {**jobs.environment(catalog, lake), ENV_CLIENT_CONFIG_FILE: str(settings)}
+    if kill_at is not None:
+        # The second micro-batch of the run: the first one's commits are complete by then.
+        env |= {kill_points.ENV_KILL_AT: kill_at, kill_points.ENV_KILL_AFTER: "1"}
+    done = subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=600)
+    return done.returncode
+
+
+def test_sigkill_at_each_commit_point_then_rerun_every_table_holds_each_offset_once(
+    catalog_file, lake, kafka, tmp_path
+):
+    topic = load_catalog(catalog_file, lake).topic(KILL_TOPIC)
+    producer.create_topic(kafka.bootstrap_servers, KILL_TOPIC, partitions=2)
+    settings = tmp_path / "kafka.json"
+    settings.write_text(json.dumps({"bootstrap.servers": kafka.bootstrap_servers}))
+    produced = 0
+    points = ["ingest:before_bronze_commit", "ingest:after_bronze_commit", "ingest:after_parsed_commits"]
+    for number, point in enumerate(points):
+        # 900 new records a run: three micro-batches of 300, killed in the second.
+        records = [
+            Record(
+                f"k{i % 37}".encode(), f'{{"n": {i}, "run": {number}}}'.encode() if i % 41 else b"{", i % 2
+            )
+            for i in range(produced, produced + 900)
+        ]
+        producer.produce(kafka.bootstrap_servers, KILL_TOPIC, records)
+        produced += len(records)
+        code = run_ingest_job(topic, catalog_file, lake, settings, point)
+        assert code in (137, -signal.SIGKILL), f"the job was not killed at {point} (exit {code})"
+    assert run_ingest_job(topic, catalog_file, lake, settings, None) == 0
+
+    rows = read_rows(Path(topic.path))  # delta-rs: every table must open outside Spark too
+    assert len(rows) == produced
+    assert_exactly_once(rows, KILL_TOPIC, kafka.bootstrap_servers)
+    parsed = read_rows(Path(topic.parsed_path))
+    dead = read_rows(Path(topic.dead_letter_path))
+    landed = [(r["_kafka"]["partition"], r["_kafka"]["offset"]) for r in parsed]
+    landed += [(r["partition"], r["offset"]) for r in dead]
+    assert sorted(landed) == sorted((r["partition"], r["offset"]) for r in rows)
+    assert len(dead) == sum(1 for i in range(produced) if i % 41 == 0)
+    # The latest table holds each key's last parsed record (by partition, offset), whatever was replayed.
+    latest = read_rows(Path(topic.latest_path))
+    valid = {(r["_kafka"]["partition"], r["_kafka"]["offset"]) for r in parsed}
+    expected = {}
+    for r in rows:
+        spot = (r["partition"], r["offset"])
+        if spot in valid and spot > expected.get(r["key"], (-1, -1)):
+            expected[r["key"]] = spot
+    assert {r["_kafka"]["key"]: (r["_kafka"]["partition"], r["_kafka"]["offset"]) for r in latest} == expected

@@ -26,6 +26,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from kafkalake.config.topic import TopicConfig
+from kafkalake.core import kill_points
 from kafkalake.core.errors import Kind
 from kafkalake.lake import parsed_backlog
 from kafkalake.spark import parse_columns
@@ -142,8 +143,10 @@ class BatchWriter:
         try:
             to_bronze = self.rows_for("bronze", bronze)
             if to_bronze is not None:
+                kill_points.reached("ingest:before_bronze_commit")
                 with self._step("bronze"):
                     write_idempotent(to_bronze, self.topic.path, app_id, batch_id)
+                kill_points.reached("ingest:after_bronze_commit")
             self.stats.batches += 1
             to_parse = self.rows_for("parsed", bronze)
             if to_parse is None:
@@ -157,6 +160,7 @@ class BatchWriter:
                 if not self.can_park:
                     raise
                 self._park(to_parse, batch_id, err)
+            kill_points.reached("ingest:after_parsed_commits")
         finally:
             bronze.unpersist()
 
@@ -203,10 +207,12 @@ class BatchWriter:
         it runs anyway.)"""
         to_bronze = self.rows_for("bronze", batch)
         if to_bronze is not None:
+            kill_points.reached("ingest:before_bronze_commit")
             with self._step("bronze"):
                 landed = write_measured(
                     to_bronze, lambda rows: write_idempotent(rows, self.topic.path, app_id, batch_id)
                 )
+            kill_points.reached("ingest:after_bronze_commit")
             self.stats.add_landed(landed)
         self.stats.batches += 1
 

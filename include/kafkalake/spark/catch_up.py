@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from kafkalake.config.topic import TopicConfig
+from kafkalake.core import kill_points
 from kafkalake.kafka.windows import DEFAULT_CHUNK_RECORDS, Window, chunks
 from kafkalake.lake import parsed_backlog
 from kafkalake.spark.batch_writer import BatchWriter
@@ -98,6 +99,7 @@ def catch_up(spark: SparkSession, topic: TopicConfig, backlog: parsed_backlog.Ba
         writer(bronze.where(_in_ranges(piece)), first_version + number)
         current = replace(current, start={**current.start, **{p: end for p, (_s, end) in piece.items()}})
         parsed_backlog.write(topic, current)
+        kill_points.reached("catch_up:after_chunk")
     parsed_backlog.clear(topic)
     log.info("topic %s: the parsed tables are caught up (%s)", topic.name, writer.stats.summary())
     return CatchUp(window.records, writer.stats)

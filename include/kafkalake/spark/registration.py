@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from kafkalake.config.tables import Table, topic_tables
 from kafkalake.config.topic import TopicConfig
+from kafkalake.core import kill_points
 from kafkalake.lake.registry import record as registry_record
 
 if TYPE_CHECKING:
@@ -74,5 +75,6 @@ def register_table(spark: SparkSession, table: Table) -> str:
             )
         return f"{table.name} already registered at {existing}"
     location = table.location.replace("'", "\\'")
+    kill_points.reached("register:before_create")
     spark.sql(f"CREATE TABLE IF NOT EXISTS {table.name} USING DELTA LOCATION '{location}'")
     return f"registered {table.name} at {table.location}"

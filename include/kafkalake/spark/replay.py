@@ -31,7 +31,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from kafkalake.config.topic import TopicConfig
-from kafkalake.core import durations
+from kafkalake.core import durations, kill_points
 from kafkalake.core.errors import BadConfigError, IngestUnfinishedError, Kind, failure
 from kafkalake.lake.checkpoint import read_checkpoint
 from kafkalake.lake.checkpoint_lock import checkpoint_lock, local_path
@@ -315,6 +315,9 @@ def _replay(spark: SparkSession, topic: TopicConfig, selection: Selection) -> Re
                 window_predicate(max_offsets, selection, PARSED_COLUMNS),
                 merge_schema=True,
             ),
+        }
+        kill_points.reached("replay:after_parsed_commit")
+        done |= {
             topic.dead_letter_path: _replace(
                 spark,
                 parse_columns.dead_letter_rows(parsed.frame),
@@ -322,6 +325,7 @@ def _replay(spark: SparkSession, topic: TopicConfig, selection: Selection) -> Re
                 window_predicate(max_offsets, selection, DEAD_LETTER_COLUMNS),
             ),
         }
+        kill_points.reached("replay:after_dead_letter_commit")
         if topic.parsed.latest_by_key:
             done[topic.latest_path] = _rebuild_latest(spark, topic, parser, latest_bronze=max(commits)[0])
         parser.add_stats(parsed.counts)

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from kafkalake.config.maintenance import DELTA_MIN_RETENTION, MaintenanceConfig
 from kafkalake.config.tables import Table, topic_tables
 from kafkalake.config.topic import TopicConfig
+from kafkalake.core import kill_points
 from kafkalake.core.errors import BadConfigError, Kind, failure
 from kafkalake.lake.care_due import decide, read_state
 from kafkalake.spark.table_settings import delta_ident, set_properties
@@ -133,8 +134,11 @@ def maintain(
             set_properties(spark, table.location, changed)
             report.actions.append(f"set {', '.join(f'{k}={v}' for k, v in sorted(changed.items()))}")
         if config.optimize_every is not None and (force or due.optimize):
+            kill_points.reached("maintain:before_optimize")
             report.actions.append(_optimize(spark, table, config, layout[table.name], detail))
+            kill_points.reached("maintain:after_optimize")
         if force or due.vacuum:
+            kill_points.reached("maintain:before_vacuum")
             report.actions.append(_vacuum(spark, table, config))
         report.after = _size(_detail(spark, table))
         log.info("%s", report)
