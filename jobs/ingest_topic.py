@@ -56,11 +56,12 @@ from kafkalake.core.run_mode import parse_reingest_from
 from kafkalake.kafka.client_config import ENV_CLIENT_CONFIG_FILE, read_config_file
 from kafkalake.lake import parsed_backlog
 from kafkalake.lake.checkpoint_lock import checkpoint_lock
-from kafkalake.lake.table_guard import check_safe_to_start
+from kafkalake.lake.table_guard import check_safe_to_start, plan_start
 from kafkalake.spark import reingest as landing_gaps
 from kafkalake.spark.batch_writer import BatchWriter
 from kafkalake.spark.catch_up import catch_up_if_behind
 from kafkalake.spark.follow_ups import run_follow_ups
+from kafkalake.spark.recovery import apply_start_plan
 from kafkalake.spark.stream import ensure_table, start_ingest
 
 if TYPE_CHECKING:
@@ -102,15 +103,18 @@ def ingest(topic: TopicConfig, client_config: dict[str, str], started: float) ->
     try:
         # Refuse to start when table and checkpoint disagree (a deleted table would otherwise be
         # re-created empty, a deleted checkpoint re-read Kafka): before the table is created.
-        check_safe_to_start(topic)
+        plan = plan_start(topic)
+        if plan.rebuild_from is None:
+            check_safe_to_start(topic)
         # The table first: the run lock's file lives in the table's folder, and Delta creates a
         # table only in a folder that is empty or already a table. Tables partitioned otherwise
         # than the catalog says fail here (bad_config), before anything is written.
         writer.tables_exist(ensure_table(spark, topic))
         # Two runs of one topic never share the checkpoint, whatever started them.
         with checkpoint_lock(topic.checkpoint_path):
+            writer.recovered = apply_start_plan(topic, plan, writer)
             writer.resume_backlog()
-            query = start_ingest(spark, topic, client_config, writer)
+            query = start_ingest(spark, topic, client_config, writer, plan.rebuild_from)
             streaming = time.monotonic()
             query.awaitTermination()
             behind = catch_up_parsed(spark, topic, writer)
@@ -210,7 +214,7 @@ def write_metrics(
     # A run that failed before its stream started spent all its time starting up.
     startup = (streaming if streaming is not None else done) - started
     metrics = writer.stats.job_metrics(startup_seconds=startup, processing_seconds=done - (streaming or done))
-    Path(path).write_text(replace(metrics, follow_ups=follow_ups or {}).to_json())
+    Path(path).write_text(replace(metrics, follow_ups=follow_ups or {}, recovered=writer.recovered).to_json())
 
 
 def error_text(err: Exception) -> str:

@@ -16,8 +16,10 @@ from kafkalake.config.parsed import ParsedConfig
 from kafkalake.config.topic import TopicConfig
 from kafkalake.dev.producer import Record
 from kafkalake.kafka.offsets import end_offsets
+from kafkalake.lake.table_guard import check_safe_to_start, plan_start
 from kafkalake.spark.batch_writer import BatchWriter
 from kafkalake.spark.catch_up import catch_up_if_behind
+from kafkalake.spark.recovery import apply_start_plan
 from kafkalake.spark.stream import ensure_table, start_ingest
 
 Spot = tuple[int, int]
@@ -82,9 +84,13 @@ def make_topic(
 def run_ingest(spark: Any, topic: TopicConfig, bootstrap: str) -> BatchWriter:
     """One availableNow run of the topic's stream, as the ingest job does it."""
     writer = BatchWriter(spark, topic)
+    plan = plan_start(topic)
+    if plan.rebuild_from is None:
+        check_safe_to_start(topic)
     writer.tables_exist(ensure_table(spark, topic))
+    writer.recovered = apply_start_plan(topic, plan, writer)
     writer.resume_backlog()
-    query = start_ingest(spark, topic, {"bootstrap.servers": bootstrap}, writer)
+    query = start_ingest(spark, topic, {"bootstrap.servers": bootstrap}, writer, plan.rebuild_from)
     try:
         query.awaitTermination()
     except Exception:

@@ -7,6 +7,8 @@ every table is read back with delta-rs.
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -16,8 +18,10 @@ import pytest
 from deltalake import DeltaTable
 
 from kafkalake.airflow.dag_factory import REPLAY_DAG_ID
+from kafkalake.config import jobs
 from kafkalake.config.catalog import load_catalog
 from kafkalake.config.parsed import Expectation, ParsedConfig
+from kafkalake.core import kill_points
 from kafkalake.core.errors import BadConfigError, CheckpointLockedError
 from kafkalake.dev import local_airflow, producer
 from kafkalake.dev.producer import Record
@@ -180,3 +184,51 @@ def test_the_replay_dag_replays_the_topic_its_params_name(airflow_env, spark, ka
     assert table_version(Path(topic.parsed_path)) == parsed_version + 1
     assert table_version(Path(topic.path)) == bronze_version
     assert sorted(r["id"] for r in read_rows(Path(topic.parsed_path))) == list(range(40))
+
+
+def test_a_replay_killed_between_its_commits_completes_when_run_again(
+    spark, kafka, catalog_file, lake, tmp_path
+):
+    """SIGKILL after the parsed table's commit, before the dead letters': run again, all is in place.
+
+    Runs after the DAG test above, on its topic (40 orders, amounts 0..39). A fixed catalog drops the
+    orders under 5 to the dead letters: the killed replay left them in neither table; the second run,
+    with the same snapshot, puts every record in exactly one.
+    """
+    topic = load_catalog(catalog_file, lake).topic("it-replay-dag")
+    fixed = tmp_path / "topics.yaml"
+    fixed.write_text(
+        catalog_file.read_text().replace(
+            "  - name: it-replay-dag\n    freshness_sla: 6h\n",
+            "  - name: it-replay-dag\n    freshness_sla: 6h\n    parsed:\n      expectations:\n"
+            "        - {name: big_enough, rule: 'amount >= 5', action: drop}\n",
+        )
+    )
+    assert "big_enough" in fixed.read_text()
+    version = table_version(Path(topic.path))
+    cmd = jobs.command(
+        "replay_topic", topic.name, catalog=fixed, lake=lake, extra_args=["--as-of-version", str(version)]
+    )
+    env = jobs.environment(fixed, lake)
+
+    killed = subprocess.run(
+        cmd,
+        env={**env, kill_points.ENV_KILL_AT: "replay:after_parsed_commit"},
+        capture_output=True,
+        timeout=600,
+    )
+    assert killed.returncode in (137, -signal.SIGKILL), killed.stderr[-3000:]
+    spots = {(r["_kafka"]["partition"], r["_kafka"]["offset"]) for r in read_rows(Path(topic.parsed_path))}
+    dead_spots = {(r["partition"], r["offset"]) for r in read_rows(Path(topic.dead_letter_path))}
+    assert len(spots) + len(dead_spots) < 40  # the kill left the window half replayed
+
+    again = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0, again.stderr[-3000:]
+    parsed = by_spot(read_rows(Path(topic.parsed_path)))
+    dead = by_spot(read_rows(Path(topic.dead_letter_path)))
+    assert sorted(r["id"] for r in parsed.values()) == list(range(5, 40))
+    assert {r["reason"] for r in dead.values()} == {"expectation:big_enough"}
+    assert sorted(set(parsed) | set(dead)) == sorted(
+        (r["partition"], r["offset"]) for r in read_rows(Path(topic.path))
+    )
+    assert not set(parsed) & set(dead)

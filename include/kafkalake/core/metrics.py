@@ -57,6 +57,9 @@ class JobMetrics:
     #: Follow-up tasks the job did in its own Spark application after the stream (one JVM per run),
     #: each with its summary line: {"refresh_schema": "..."}. Their Airflow tasks only report them.
     follow_ups: dict[str, str] = field(default_factory=dict)
+    #: How the start position was rebuilt from the tables when the checkpoint could not be trusted
+    #: (missing, corrupt, older or newer than the table); "" when it was not.
+    recovered: str = ""
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)
@@ -94,6 +97,7 @@ class JobMetrics:
             startup_seconds=number("startup_seconds", float),
             processing_seconds=number("processing_seconds", float),
             follow_ups=_follow_ups(data.get("follow_ups"), source),
+            recovered=str(data.get("recovered") or ""),
         )
 
 
@@ -129,6 +133,8 @@ class RunMetrics:
     duration_seconds: float | None = None
     startup_seconds: float | None = None
     processing_seconds: float | None = None
+    #: How the start position was rebuilt from the tables, when the checkpoint could not be trusted.
+    recovered: str = ""
 
     @property
     def dead_letter_count(self) -> int:
@@ -170,6 +176,8 @@ class RunMetrics:
                     f" processing {self.processing_seconds:.1f} s)"
                 )
             lines.append(f"  duration:  {self.duration_seconds:.1f} s of spark-submit{split}")
+        if self.recovered:
+            lines.append(f"  position:  {self.recovered}")
         return "\n".join(lines)
 
 
@@ -237,6 +245,7 @@ def ingest_metrics(
         duration_seconds=duration_seconds,
         startup_seconds=job.startup_seconds,
         processing_seconds=job.processing_seconds,
+        recovered=job.recovered,
     )
 
 

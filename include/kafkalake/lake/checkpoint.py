@@ -33,16 +33,16 @@ def _offsets_line(text: str, topic: str) -> Offsets | None:
     return None
 
 
-def _batch_ids(folder: Path) -> list[int]:
+def batch_ids(folder: Path) -> list[int]:
     return sorted(int(p.name) for p in folder.glob("[0-9]*") if p.name.isdigit()) if folder.is_dir() else []
 
 
 def read_checkpoint(checkpoint: Path, topic: str) -> CheckpointState | None:
     """Read a Structured Streaming checkpoint of a single Kafka source, on a local filesystem."""
-    offset_batches = _batch_ids(checkpoint / "offsets")
+    offset_batches = batch_ids(checkpoint / "offsets")
     if offset_batches:
         newest = offset_batches[-1]
-        committed_batches = set(_batch_ids(checkpoint / "commits"))
+        committed_batches = set(batch_ids(checkpoint / "commits"))
         # The newest committed batch's end offsets are what the table holds.
         done = [b for b in offset_batches if b in committed_batches]
         committed: Offsets = {}
@@ -55,6 +55,12 @@ def read_checkpoint(checkpoint: Path, topic: str) -> CheckpointState | None:
     if initial is None:
         return None
     return CheckpointState(initial, unfinished_batch=False)
+
+
+def batch_end_offsets(checkpoint: Path, topic: str, batch_id: int) -> Offsets | None:
+    """The end offsets of one micro-batch, as planned in the offset log before the batch ran."""
+    planned = checkpoint / "offsets" / str(batch_id)
+    return _offsets_line(planned.read_text(), topic) if planned.exists() else None
 
 
 def starting_offsets(checkpoint: Path, topic: str) -> Offsets | None:

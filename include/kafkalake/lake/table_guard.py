@@ -1,7 +1,19 @@
-"""Full-refresh protection: never start a stream whose table and checkpoint disagree.
+"""Before the stream starts: do the table and its checkpoint agree, and if not, who is right?
 
-The ingest job calls :func:`check_safe_to_start` before it creates the table or starts the stream.
-It refuses (:class:`~kafkalake.core.errors.TableStateError`, not retried) when
+The table is: every micro-batch's commit records the Kafka offsets bronze holds through it
+(:mod:`kafkalake.lake.table_position`), so the checkpoint is only a cache. :func:`plan_start` decides,
+from the table's recorded position and the checkpoint,
+
+* to start from the checkpoint (they agree, or the checkpoint's unfinished batch is the table's
+  newest: the normal resume after a crash);
+* to **rebuild** the position from the table when the checkpoint is missing, empty, corrupt, older
+  than the table (restored from a backup) or ahead of it (the table was restored to an older
+  version): the stream starts under a fresh checkpoint from exactly the offsets the table holds,
+  and the old checkpoint is kept aside; the parsed tables, which record their own positions, are
+  caught up (a parsed backlog) or skip what they hold already;
+* or to refuse (:func:`check_safe_to_start`, :class:`~kafkalake.core.errors.TableStateError`,
+  not retried) when the table cannot say, because it records no position (written before
+  positions were recorded), and
 
 * (a) the table holds data but the checkpoint is missing or empty: the stream would re-read Kafka
   from ``starting_offsets`` and land every record again (or, where Kafka expired them, land a
@@ -15,13 +27,18 @@ I/O edges. Only local paths can be checked; for a URI the check logs that it was
 
 from __future__ import annotations
 
+import json
 import logging
 from dataclasses import dataclass
 from pathlib import Path
 
+from kafkalake.config.tables import topic_tables
 from kafkalake.config.topic import TopicConfig
 from kafkalake.core.errors import Kind, TableStateError, failure
-from kafkalake.lake.checkpoint import read_checkpoint, starting_offsets
+from kafkalake.lake import table_position
+from kafkalake.lake.checkpoint import CheckpointState, Offsets, batch_ids, read_checkpoint, starting_offsets
+from kafkalake.lake.checkpoint_lock import local_path
+from kafkalake.lake.table_position import TablePosition
 
 log = logging.getLogger(__name__)
 
@@ -95,3 +112,111 @@ def check_safe_to_start(topic: TopicConfig) -> None:
     reason = refusal(topic, read_table(path), landed_records(checkpoint, topic.name))
     if reason is not None:
         raise TableStateError(failure(Kind.TABLE_STATE, reason).message)
+
+
+# ---------------------------------------------------------------------------------------------
+# the position: checkpoint or table
+
+
+@dataclass(frozen=True)
+class CheckpointFacts:
+    """What the checkpoint says, for :func:`decide_start`; None fields where it has nothing."""
+
+    state: CheckpointState | None
+    query: str | None
+    #: Batch ids in the offset log (planned) and the commit log (done).
+    planned: tuple[int, ...] = ()
+    committed: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class StartPlan:
+    #: None: start from the checkpoint. Otherwise the offsets to start from, under a new checkpoint.
+    rebuild_from: Offsets | None = None
+    reason: str = ""
+    #: The parsed side's tables hold these offsets already (skip them) / lack these (catch up).
+    parsed_skip_below: Offsets | None = None
+    parsed_backlog_from: Offsets | None = None
+
+
+def decide_start(
+    position: TablePosition | None, checkpoint: CheckpointFacts, parsed_end: Offsets
+) -> StartPlan:
+    """Where the stream starts, from the table's recorded position and the checkpoint. Pure."""
+    if position is None:
+        if checkpoint.state is None and parsed_end:
+            # Bronze (and its checkpoint) gone, the parsed tables kept: never give them a record twice.
+            return StartPlan(
+                parsed_skip_below=parsed_end,
+                reason=f"bronze holds nothing, the parsed tables hold offsets up to {parsed_end}",
+            )
+        return StartPlan()
+    if checkpoint.state is None:
+        why = "the checkpoint is missing, empty or unreadable"
+    else:
+        same_stream = checkpoint.query == position.query and position.batch is not None
+        unfinished = set(checkpoint.planned) - set(checkpoint.committed)
+        if same_stream and (
+            position.batch == max(checkpoint.committed, default=-1) or position.batch in unfinished
+        ):
+            return _parsed_plan(StartPlan(), position.end, parsed_end)
+        committed = checkpoint.state.committed
+        if {p: committed.get(p) for p in position.end} == position.end:
+            return _parsed_plan(StartPlan(), position.end, parsed_end)
+        if any(committed.get(p, 0) > o for p, o in position.end.items()):
+            why = (
+                f"the table holds less than its checkpoint ({_offsets(committed)}): it was restored "
+                "to an older version or lost commits"
+            )
+        else:
+            why = f"the checkpoint ({_offsets(committed)}) is older than the table"
+    plan = StartPlan(
+        rebuild_from=dict(position.end),
+        reason=f"{why}; rebuilding the position from the table, {position.describe()}",
+    )
+    return _parsed_plan(plan, position.end, parsed_end)
+
+
+def _offsets(offsets: Offsets) -> str:
+    return ", ".join(f"partition {p}: {o}" for p, o in sorted(offsets.items()))
+
+
+def _parsed_plan(plan: StartPlan, bronze_end: Offsets, parsed_end: Offsets) -> StartPlan:
+    """Skip what the parsed side holds beyond bronze; catch up what it lacks below bronze."""
+    if not parsed_end:
+        return plan
+    ahead = {p: o for p, o in parsed_end.items() if o > bronze_end.get(p, 0)}
+    behind = {p: parsed_end.get(p, 0) for p, o in bronze_end.items() if parsed_end.get(p, 0) < o}
+    if plan.rebuild_from is None:
+        # Starting from a checkpoint that agrees with bronze: the parsed side moves with it, and a
+        # gap from an earlier crash is the parsed backlog's business.
+        return plan
+    return StartPlan(plan.rebuild_from, plan.reason, ahead or None, behind or None)
+
+
+def checkpoint_facts(checkpoint: Path, topic: str) -> CheckpointFacts:
+    """Read the checkpoint for :func:`decide_start`; a corrupt one reads as none."""
+    try:
+        state = read_checkpoint(checkpoint, topic)
+        metadata = checkpoint / "metadata"
+        query = json.loads(metadata.read_text()).get("id") if metadata.exists() else None
+    except (OSError, ValueError) as err:
+        log.warning("checkpoint %s cannot be read (%s): treated as missing", checkpoint, err)
+        return CheckpointFacts(None, None)
+    return CheckpointFacts(
+        state, query, tuple(batch_ids(checkpoint / "offsets")), tuple(batch_ids(checkpoint / "commits"))
+    )
+
+
+def plan_start(topic: TopicConfig) -> StartPlan:
+    """Decide where the stream starts (local tables; elsewhere, from the checkpoint as before)."""
+    checkpoint = local_path(topic.checkpoint_path)
+    if checkpoint is None:
+        return StartPlan()
+    position = table_position.read_position(topic.path)
+    parsed_end: Offsets = {}
+    if topic.parsed.enabled:
+        parsed_end = table_position.furthest(
+            table_position.read_position(t.location) for t in topic_tables(topic)[1:]
+        )
+    return decide_start(position, checkpoint_facts(checkpoint, topic.name), parsed_end)

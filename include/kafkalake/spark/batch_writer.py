@@ -28,19 +28,26 @@ from typing import TYPE_CHECKING
 from kafkalake.config.topic import TopicConfig
 from kafkalake.core import kill_points
 from kafkalake.core.errors import Kind
-from kafkalake.lake import parsed_backlog
+from kafkalake.lake import parsed_backlog, table_position
+from kafkalake.lake.checkpoint import batch_end_offsets
+from kafkalake.lake.checkpoint_lock import local_path
 from kafkalake.spark import parse_columns
 from kafkalake.spark.topic_parser import RunStats, TopicParser, write_measured
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import Column, DataFrame, SparkSession
     from pyspark.sql.types import StructType
 
 log = logging.getLogger(__name__)
 
 
 def write_idempotent(
-    frame: DataFrame, path: str, app_id: str, batch_id: int, merge_schema: bool = False
+    frame: DataFrame,
+    path: str,
+    app_id: str,
+    batch_id: int,
+    merge_schema: bool = False,
+    metadata: str | None = None,
 ) -> None:
     writer = (
         frame.write.format("delta")
@@ -50,7 +57,21 @@ def write_idempotent(
     )
     if merge_schema:
         writer = writer.option("mergeSchema", "true")
+    if metadata is not None:
+        # The Kafka offsets the table holds through this commit (lake/table_position).
+        writer = writer.option("userMetadata", metadata)
     writer.save(path)
+
+
+def _not_below(offsets: dict[int, int]) -> Column:
+    """Rows at or past ``offsets`` in their partition (partitions not named: every row)."""
+    from pyspark.sql import functions as F
+
+    partition, offset = F.col("partition"), F.col("offset")
+    held = F.lit(False)
+    for p, below in sorted(offsets.items()):
+        held = held | ((partition == p) & (offset < below))
+    return ~held
 
 
 class BatchWriter:
@@ -76,6 +97,16 @@ class BatchWriter:
         self.can_park = parsed_backlog.supported(topic) and self.config.enabled
         #: The error that parked the parsed side during this run, for the job's report.
         self.parked_by: Exception | None = None
+        #: Whether commits record the Kafka offsets they hold (the stream's; not a re-ingest's or
+        #: a catch-up's, whose rows are older than the table's position).
+        self.records_position = True
+        #: The current batch's commit metadata (table_position.commit_metadata), or None.
+        self._metadata: str | None = None
+        #: Offsets the parsed side's tables hold already (bronze was rebuilt behind them): records
+        #: below these are not parsed again.
+        self.parsed_skip_below: dict[int, int] | None = None
+        #: How the run's start position was rebuilt from the tables ("" when the checkpoint held).
+        self.recovered = ""
 
     def resume_backlog(self) -> None:
         """Pick up a backlog an earlier run left: until it is caught up, batches land bronze only."""
@@ -131,8 +162,17 @@ class BatchWriter:
         finally:
             self._steps[name] = self._steps.get(name, 0.0) + time.monotonic() - started
 
+    def _position_metadata(self, batch_id: int, app_id: str) -> str | None:
+        """The batch's end offsets from the checkpoint's offset log (planned before the batch ran)."""
+        checkpoint = local_path(self.topic.checkpoint_path) if self.records_position else None
+        if checkpoint is None:
+            return None
+        end = batch_end_offsets(checkpoint, self.topic.name, batch_id)
+        return None if end is None else table_position.commit_metadata(end, batch_id, app_id)
+
     def _write(self, batch: DataFrame, batch_id: int) -> None:
         app_id = self.app_id
+        self._metadata = self._position_metadata(batch_id, app_id)
         if not self.config.enabled:
             self._write_bronze(batch, batch_id, app_id)
             return
@@ -145,12 +185,14 @@ class BatchWriter:
             if to_bronze is not None:
                 kill_points.reached("ingest:before_bronze_commit")
                 with self._step("bronze"):
-                    write_idempotent(to_bronze, self.topic.path, app_id, batch_id)
+                    write_idempotent(to_bronze, self.topic.path, app_id, batch_id, metadata=self._metadata)
                 kill_points.reached("ingest:after_bronze_commit")
             self.stats.batches += 1
             to_parse = self.rows_for("parsed", bronze)
             if to_parse is None:
                 return
+            if self.parsed_skip_below:
+                to_parse = to_parse.where(_not_below(self.parsed_skip_below))
             if self.backlog is not None:
                 self._extend_backlog(to_parse, batch_id)
                 return
@@ -210,7 +252,10 @@ class BatchWriter:
             kill_points.reached("ingest:before_bronze_commit")
             with self._step("bronze"):
                 landed = write_measured(
-                    to_bronze, lambda rows: write_idempotent(rows, self.topic.path, app_id, batch_id)
+                    to_bronze,
+                    lambda rows: write_idempotent(
+                        rows, self.topic.path, app_id, batch_id, metadata=self._metadata
+                    ),
                 )
             kill_points.reached("ingest:after_bronze_commit")
             self.stats.add_landed(landed)
@@ -244,16 +289,18 @@ class BatchWriter:
                 # mergeSchema: the history decides the schema (new fields added, or accepted); the
                 # table follows.
                 with self._step("parsed"):
-                    write_idempotent(rows, self.topic.parsed_path, app_id, batch_id, True)
+                    write_idempotent(rows, self.topic.parsed_path, app_id, batch_id, True, self._metadata)
             if parsed.dead_letters:
                 with self._step("dead letters"):
-                    write_idempotent(dead, self.topic.dead_letter_path, app_id, batch_id)
+                    write_idempotent(
+                        dead, self.topic.dead_letter_path, app_id, batch_id, metadata=self._metadata
+                    )
             if self.config.latest_by_key:
                 from kafkalake.spark.latest import latest_schema, merge_latest
 
                 self._create_once("latest", latest_schema(frame))
                 with self._step("latest"):
-                    merge_latest(self.spark, frame, self.topic.latest_path, app_id, batch_id)
+                    merge_latest(self.spark, frame, self.topic.latest_path, app_id, batch_id, self._metadata)
             self.parser.add_stats(parsed.counts)
         finally:
             frame.unpersist()

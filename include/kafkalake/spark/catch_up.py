@@ -35,6 +35,7 @@ class CatchUpWriter(BatchWriter):
     def __init__(self, spark: SparkSession, topic: TopicConfig, app_id: str) -> None:
         super().__init__(spark, topic)
         self.started(app_id)
+        self.records_position = False
         self.can_park = False
 
     def rows_for(self, tables: str, bronze: DataFrame) -> DataFrame | None:

@@ -21,6 +21,7 @@ _TOMBSTONE_FLAG = "_kafka_is_tombstone"
 _NEWER = "struct(s._kafka.partition, s._kafka.offset) > struct(t._kafka.partition, t._kafka.offset)"
 _TXN_APP_ID = "spark.databricks.delta.write.txnAppId"
 _TXN_VERSION = "spark.databricks.delta.write.txnVersion"
+_USER_METADATA = "spark.databricks.delta.commitInfo.userMetadata"
 
 
 def latest_per_key(frame: DataFrame) -> DataFrame:
@@ -48,7 +49,9 @@ def latest_schema(frame: DataFrame) -> StructType:
     return latest_per_key(frame).drop(_TOMBSTONE_FLAG).schema
 
 
-def merge_latest(spark: SparkSession, frame: DataFrame, path: str, app_id: str, batch_id: int) -> None:
+def merge_latest(
+    spark: SparkSession, frame: DataFrame, path: str, app_id: str, batch_id: int, metadata: str | None = None
+) -> None:
     from delta.tables import DeltaTable
 
     source = latest_per_key(frame)
@@ -62,6 +65,8 @@ def merge_latest(spark: SparkSession, frame: DataFrame, path: str, app_id: str, 
     assignments = {f"`{c}`": f"s.`{c}`" for c in columns}
     spark.conf.set(_TXN_APP_ID, app_id)
     spark.conf.set(_TXN_VERSION, str(batch_id))
+    if metadata is not None:
+        spark.conf.set(_USER_METADATA, metadata)
     try:
         (
             DeltaTable.forPath(spark, path)
@@ -75,6 +80,7 @@ def merge_latest(spark: SparkSession, frame: DataFrame, path: str, app_id: str, 
     finally:
         spark.conf.unset(_TXN_APP_ID)
         spark.conf.unset(_TXN_VERSION)
+        spark.conf.unset(_USER_METADATA)
 
 
 def rebuild_latest(frame: DataFrame, path: str) -> None:

@@ -52,6 +52,7 @@ class GapWriter(BatchWriter):
     def __init__(self, spark: SparkSession, topic: TopicConfig, app_id: str) -> None:
         super().__init__(spark, topic)
         self.started(app_id)
+        self.records_position = False
         #: Rows written, per group of tables ("bronze", "parsed").
         self.landed: Counter[str] = Counter()
         self._cached: list[DataFrame] = []

@@ -8,6 +8,7 @@ twice.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
@@ -152,13 +153,24 @@ def to_bronze(kafka_rows: DataFrame) -> DataFrame:
 
 
 def start_ingest(
-    spark: SparkSession, topic: TopicConfig, client_config: Mapping[str, str], writer: BatchWriter
+    spark: SparkSession,
+    topic: TopicConfig,
+    client_config: Mapping[str, str],
+    writer: BatchWriter,
+    starting: Mapping[int, int] | None = None,
 ) -> StreamingQuery:
     """Start the availableNow stream: everything new since the checkpoint, then stop.
 
-    Call :func:`ensure_table` first (once a run: it checks and creates the tables).
+    Call :func:`ensure_table` first (once a run: it checks and creates the tables). ``starting``:
+    the offsets to start from under a new checkpoint, when the position was rebuilt from the table
+    (:func:`kafkalake.lake.table_guard.plan_start`); a checkpoint's own offsets always win.
     """
-    source = spark.readStream.format("kafka").options(**source_options(topic, client_config)).load()
+    options = source_options(topic, client_config)
+    if starting is not None:
+        options["startingOffsets"] = json.dumps(
+            {topic.name: {str(p): o for p, o in sorted(starting.items())}}
+        )
+    source = spark.readStream.format("kafka").options(**options).load()
     query = (
         to_bronze(source)
         .writeStream.queryName(f"kafkalake_{topic.table}")

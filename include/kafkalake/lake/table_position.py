@@ -1,0 +1,114 @@
+"""Which Kafka offsets a table holds, recorded in its own Delta log: the checkpoint is only a cache.
+
+Every micro-batch's commit to bronze and to the parsed-side tables carries, in the commit's
+``userMetadata`` (readable by any Delta reader: ``DESCRIBE HISTORY``, delta-rs ``history()``), the
+Kafka offsets the table holds through that commit: ``{"kafkalake": {"end": {partition: next
+offset}, "batch": id, "query": id}}``. Kafka-delta-ingest keeps its progress in the table the same
+way. When the streaming checkpoint is lost, corrupt, or ahead of the table (the table was restored
+to an older version), the ingest rebuilds its position from here instead of re-reading Kafka from
+the start.
+
+The newest recorded commit of the table's *current* state counts: a ``RESTORE`` to version v
+hides every commit after v, so the walk jumps back to v. Commits without the record (OPTIMIZE,
+VACUUM, a re-ingest's gap fill, a catch-up) are passed over.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from kafkalake.lake.checkpoint import Offsets
+
+METADATA_KEY = "kafkalake"
+
+
+@dataclass(frozen=True)
+class TablePosition:
+    #: The table version whose commit recorded it.
+    version: int
+    #: Per partition, the next offset to read: every offset below it is in the table.
+    end: Offsets
+    batch: int | None = None
+    query: str | None = None
+
+    def describe(self) -> str:
+        spots = ", ".join(f"partition {p}: {o}" for p, o in sorted(self.end.items()))
+        return f"version {self.version} ({spots})"
+
+
+def commit_metadata(end: Mapping[int, int], batch: int, query: str) -> str:
+    """The ``userMetadata`` of a micro-batch's commit."""
+    record = {"end": {str(p): o for p, o in sorted(end.items())}, "batch": batch, "query": query}
+    return json.dumps({METADATA_KEY: record}, sort_keys=True)
+
+
+def _recorded(commit: Mapping[str, Any]) -> dict[str, Any] | None:
+    text = commit.get("userMetadata")
+    if not text:
+        return None
+    try:
+        record = json.loads(text).get(METADATA_KEY)
+    except (ValueError, AttributeError):
+        return None
+    return record if isinstance(record, dict) and isinstance(record.get("end"), dict) else None
+
+
+def _restored_to(commit: Mapping[str, Any], history: list[Mapping[str, Any]]) -> int | None:
+    """The version a RESTORE commit went back to (given as a version or as a timestamp)."""
+    parameters = commit.get("operationParameters") or {}
+    version = parameters.get("version")
+    if version not in (None, "", "null"):
+        return int(version)
+    timestamp = parameters.get("timestamp")
+    if timestamp in (None, "", "null"):
+        return None
+    from datetime import datetime
+
+    millis = datetime.fromisoformat(str(timestamp).replace("Z", "+00:00")).timestamp() * 1000
+    older = [int(c["version"]) for c in history if int(c.get("timestamp", 0)) <= millis]
+    return max(older) if older else None
+
+
+def position_in(history: Iterable[Mapping[str, Any]]) -> TablePosition | None:
+    """The position the table's current state holds, from its commit history (any order)."""
+    commits = sorted(history, key=lambda c: int(c["version"]), reverse=True)
+    below: int | None = None  # after a RESTORE: only commits at or below this version count
+    for commit in commits:
+        version = int(commit["version"])
+        if below is not None and version > below:
+            continue
+        if commit.get("operation") == "RESTORE":
+            below = _restored_to(commit, commits)
+            if below is None:
+                return None  # cannot tell what the restore went back to
+            continue
+        record = _recorded(commit)
+        if record is not None:
+            return TablePosition(
+                version=version,
+                end={int(p): int(o) for p, o in record["end"].items()},
+                batch=record.get("batch"),
+                query=record.get("query"),
+            )
+    return None
+
+
+def read_position(location: str, limit: int = 1000) -> TablePosition | None:
+    """The table's recorded position (delta-rs, no JVM); None without a table or a record."""
+    from deltalake import DeltaTable
+
+    if not DeltaTable.is_deltatable(location):
+        return None
+    return position_in(DeltaTable(location).history(limit))
+
+
+def furthest(positions: Iterable[TablePosition | None]) -> Offsets:
+    """Per partition, the furthest end of several tables' positions (the parsed side's tables)."""
+    end: Offsets = {}
+    for position in positions:
+        for p, o in (position.end if position else {}).items():
+            end[p] = max(end.get(p, 0), o)
+    return end

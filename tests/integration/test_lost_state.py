@@ -1,0 +1,87 @@
+"""State you can lose: the checkpoint deleted, the table restored, bronze deleted with its checkpoint.
+
+The tables record the Kafka offsets they hold in their own Delta logs, so each run after the loss
+rebuilds its position from them: every offset once in bronze, and once across the parsed and
+dead-letter tables, with no gap. Real broker, Spark and Delta; tables read back with delta-rs.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from kafkalake.config.parsed import ParsedConfig
+from kafkalake.config.topic import TopicConfig
+from kafkalake.dev import producer
+from kafkalake.dev.producer import Record
+from kafkalake.lake import parsed_backlog
+from kafkalake.lake.table_position import read_position
+
+from .helpers import assert_exactly_once, make_topic, read_rows, table_version
+from .helpers import run_ingest as run
+
+pytestmark = pytest.mark.integration
+
+NAME = "it-lost-state"
+
+
+def produce(bootstrap: str, start: int, count: int) -> None:
+    records = [
+        Record(f"k{i % 13}".encode(), json.dumps({"n": i}).encode() if i % 29 else b"[", i % 2)
+        for i in range(start, start + count)
+    ]
+    producer.produce(bootstrap, NAME, records)
+
+
+def assert_every_table_holds_each_offset_once(topic: TopicConfig, bootstrap: str, total: int) -> None:
+    bronze = read_rows(Path(topic.path))
+    assert len(bronze) == total
+    assert_exactly_once(bronze, NAME, bootstrap)
+    parsed = read_rows(Path(topic.parsed_path))
+    dead = read_rows(Path(topic.dead_letter_path))
+    spots = [(r["_kafka"]["partition"], r["_kafka"]["offset"]) for r in parsed]
+    spots += [(r["partition"], r["offset"]) for r in dead]
+    assert sorted(spots) == sorted((r["partition"], r["offset"]) for r in bronze)
+    assert parsed_backlog.read(topic) is None
+
+
+def test_losing_the_checkpoint_or_restoring_the_table_loses_and_duplicates_nothing(spark, kafka, tmp_path):
+    topic = make_topic(tmp_path, NAME, ParsedConfig(latest_by_key=True), max_offsets=120)
+    producer.create_topic(kafka.bootstrap_servers, NAME, partitions=2)
+    bootstrap = kafka.bootstrap_servers
+    produce(bootstrap, 0, 300)
+    run(spark, topic, bootstrap)
+    after_first = table_version(Path(topic.path))
+    position = read_position(topic.path)
+    assert position is not None and sum(position.end.values()) == 300  # recorded in the Delta log
+
+    # 1. The checkpoint is deleted by hand.
+    shutil.rmtree(topic.checkpoint_path)
+    produce(bootstrap, 300, 200)
+    writer = run(spark, topic, bootstrap)
+    assert "checkpoint is missing" in writer.recovered
+    assert (
+        list(Path(topic.checkpoint_path).parent.glob("checkpoint.replaced-*")) == []
+    )  # nothing to set aside
+    assert_every_table_holds_each_offset_once(topic, bootstrap, 500)
+
+    # 2. Bronze is restored to an older version; the parsed tables are not.
+    spark.sql(f"RESTORE TABLE delta.`{topic.path}` TO VERSION AS OF {after_first}")
+    assert len(read_rows(Path(topic.path))) == 300
+    produce(bootstrap, 500, 100)
+    writer = run(spark, topic, bootstrap)
+    assert "restored to an older version" in writer.recovered
+    assert len(list(Path(topic.checkpoint_path).parent.glob("checkpoint.replaced-*"))) == 1
+    assert_every_table_holds_each_offset_once(topic, bootstrap, 600)
+
+    # 3. Bronze is deleted with its checkpoint inside; the parsed tables are kept. This looks like a
+    #    first run: bronze lands everything Kafka holds again, the parsed tables nothing twice.
+    shutil.rmtree(topic.path)
+    produce(bootstrap, 600, 50)
+    run(spark, topic, bootstrap)
+    assert_every_table_holds_each_offset_once(topic, bootstrap, 650)
+    latest = read_rows(Path(topic.latest_path))
+    assert len(latest) == 13 and len({r["_kafka"]["key"] for r in latest}) == 13

@@ -1,0 +1,66 @@
+"""Where the stream starts: the table's recorded position against the checkpoint."""
+
+from __future__ import annotations
+
+from kafkalake.lake.checkpoint import CheckpointState
+from kafkalake.lake.table_guard import CheckpointFacts, StartPlan, decide_start
+from kafkalake.lake.table_position import TablePosition
+
+Q = "query-1"
+
+
+def checkpoint(committed: dict[int, int], planned: int, done: int, query: str = Q) -> CheckpointFacts:
+    state = CheckpointState(committed, unfinished_batch=planned > done)
+    return CheckpointFacts(state, query, tuple(range(planned + 1)), tuple(range(done + 1)))
+
+
+def test_a_checkpoint_that_agrees_with_the_table_is_used():
+    position = TablePosition(7, {0: 100, 1: 50}, batch=4, query=Q)
+    assert decide_start(position, checkpoint({0: 100, 1: 50}, 4, 4), {}) == StartPlan()
+
+
+def test_the_normal_resume_after_a_crash_between_the_commit_and_the_checkpoint_uses_the_checkpoint():
+    # Bronze committed batch 5, the checkpoint planned it but did not commit it: Spark replays it.
+    position = TablePosition(8, {0: 120, 1: 60}, batch=5, query=Q)
+    assert decide_start(position, checkpoint({0: 100, 1: 50}, 5, 4), {}) == StartPlan()
+
+
+def test_no_checkpoint_and_a_recorded_table_rebuilds_from_the_table():
+    position = TablePosition(8, {0: 120, 1: 60}, batch=5, query=Q)
+    plan = decide_start(position, CheckpointFacts(None, None), {})
+    assert plan.rebuild_from == {0: 120, 1: 60}
+    assert "checkpoint is missing" in plan.reason and "version 8" in plan.reason
+
+
+def test_a_table_restored_behind_its_checkpoint_rebuilds_from_the_table():
+    position = TablePosition(3, {0: 40}, batch=2, query=Q)
+    plan = decide_start(position, checkpoint({0: 100}, 6, 6), {})
+    assert plan.rebuild_from == {0: 40} and "restored to an older version" in plan.reason
+
+
+def test_a_checkpoint_older_than_the_table_rebuilds_from_the_table():
+    position = TablePosition(9, {0: 150}, batch=8, query=Q)
+    plan = decide_start(position, checkpoint({0: 100}, 4, 4), {})
+    assert plan.rebuild_from == {0: 150} and "(partition 0: 100) is older than the table" in plan.reason
+
+
+def test_a_checkpoint_of_another_stream_is_used_only_when_its_offsets_match_the_table():
+    position = TablePosition(9, {0: 150}, batch=8, query="query-0")
+    assert decide_start(position, checkpoint({0: 150}, 2, 2), {}) == StartPlan()
+    assert decide_start(position, checkpoint({0: 90}, 2, 2), {}).rebuild_from == {0: 150}
+
+
+def test_a_rebuild_catches_the_parsed_side_up_where_it_is_behind_and_skips_where_it_is_ahead():
+    position = TablePosition(9, {0: 150, 1: 80}, batch=8, query=Q)
+    plan = decide_start(position, CheckpointFacts(None, None), {0: 120, 1: 95})
+    assert plan.parsed_backlog_from == {0: 120}
+    assert plan.parsed_skip_below == {1: 95}
+
+
+def test_bronze_gone_with_its_checkpoint_never_gives_the_parsed_tables_a_record_twice():
+    plan = decide_start(None, CheckpointFacts(None, None), {0: 120})
+    assert plan.rebuild_from is None and plan.parsed_skip_below == {0: 120}
+
+
+def test_a_first_run_is_a_plain_start():
+    assert decide_start(None, CheckpointFacts(None, None), {}) == StartPlan()
