@@ -246,14 +246,12 @@ class SecuredKafka(LocalKafka):
         )
 
         admin = AdminClient(self.admin_config())
-        upserts = [
-            UserScramCredentialUpsertion(
-                user, ScramCredentialInfo(ScramMechanism[m.replace("-", "_")], 8192), password.encode()
-            )
-            for m in SCRAM_MECHANISMS
-        ]
-        for future in admin.alter_user_scram_credentials(upserts).values():
-            future.result(timeout=30)
+        # One request per mechanism: the broker refuses two changes of one user in one request.
+        for mechanism in SCRAM_MECHANISMS:
+            info = ScramCredentialInfo(ScramMechanism[mechanism.replace("-", "_")], 8192)
+            upsert = UserScramCredentialUpsertion(user, info, password.encode())
+            for future in admin.alter_user_scram_credentials([upsert]).values():
+                future.result(timeout=30)
 
     def allow_read(self, principal: str, topics: Sequence[str], *, prefixed: bool = False) -> None:
         """Let ``User:<principal>`` read these topics (and use the pipeline's consumer groups)."""
