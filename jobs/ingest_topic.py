@@ -8,7 +8,7 @@ checkpoint as a batch and lands only what the tables lack (:mod:`kafkalake.spark
 
 The topic's settings come from the catalog (``KAFKALAKE_CATALOG``, ``KAFKALAKE_LAKE_ROOT``); the
 Kafka client settings, secrets included, from the private file named by
-``KAFKALAKE_KAFKA_CONFIG_FILE`` — never from the command line.
+``KAFKALAKE_KAFKA_CONFIG_FILE`` — never from the command line — which the job deletes once read.
 
 A failure the job can name (Kafka's data-loss check, bad configuration, a missing topic, a broker
 that does not answer) ends with one line ``KAFKALAKE_FAILURE kind=<kind> <what to do>`` and the
@@ -53,7 +53,11 @@ from kafkalake.core.job_failures import classify_spark_error, exit_code, failure
 from kafkalake.core.metrics import ENV_METRICS_FILE
 from kafkalake.core.paths import catalog_path, lake_root
 from kafkalake.core.run_mode import parse_reingest_from
-from kafkalake.kafka.client_config import ENV_CLIENT_CONFIG_FILE, read_config_file
+from kafkalake.kafka.client_config import (
+    ENV_CLIENT_CONFIG_FILE,
+    ENV_KEEP_CLIENT_CONFIG_FILE,
+    read_config_file,
+)
 from kafkalake.lake import parsed_backlog
 from kafkalake.lake.checkpoint_lock import checkpoint_lock
 from kafkalake.lake.table_guard import check_safe_to_start, plan_start
@@ -83,7 +87,12 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"{ENV_CLIENT_CONFIG_FILE} must name the Kafka client settings file")
     try:
         topic = load_catalog(catalog_path(), lake_root()).topic(args.topic)
-        client_config = read_config_file(config_file)
+        # Read once and deleted at once: no copy of the secrets outlives this line, even if the
+        # job or the task that wrote the file is killed later (KAFKALAKE_KEEP_KAFKA_CONFIG_FILE=1
+        # keeps it, for a hand-written file run more than once).
+        client_config = read_config_file(
+            config_file, remove=os.environ.get(ENV_KEEP_CLIENT_CONFIG_FILE) != "1"
+        )
     except (CatalogError, KafkaConfigError) as err:
         return report(failure(Kind.BAD_CONFIG, f"topic {args.topic!r}: {err}"))
     if args.reingest_from is not None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import socket
 from collections import Counter
+from collections.abc import Mapping
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -14,7 +15,7 @@ from deltalake import DeltaTable
 from kafkalake.config.maintenance import MaintenanceConfig
 from kafkalake.config.parsed import ParsedConfig
 from kafkalake.config.topic import TopicConfig
-from kafkalake.dev.producer import Record
+from kafkalake.dev.producer import Record, client_settings
 from kafkalake.kafka.offsets import end_offsets
 from kafkalake.lake.table_guard import check_safe_to_start, plan_start
 from kafkalake.spark.batch_writer import BatchWriter
@@ -33,13 +34,16 @@ def read_rows(path: Path) -> list[dict[str, Any]]:
     return DeltaTable(str(path)).to_pyarrow_table().to_pylist()
 
 
-def assert_exactly_once(rows: list[dict[str, Any]], topic: str, bootstrap: str) -> None:
-    """Every offset Kafka holds for the topic is in the table once: no duplicate, no gap."""
+def assert_exactly_once(rows: list[dict[str, Any]], topic: str, bootstrap: str | Mapping[str, str]) -> None:
+    """Every offset Kafka holds for the topic is in the table once: no duplicate, no gap.
+
+    ``bootstrap``: the brokers, or the whole client settings of a secured cluster.
+    """
     spots = Counter((r["partition"], r["offset"]) for r in rows if r["topic"] == topic)
     duplicates = {spot: n for spot, n in spots.items() if n > 1}
     assert not duplicates, f"{len(duplicates)} offsets landed more than once, e.g. {list(duplicates)[:5]}"
     expected = {
-        (p, o) for p, end in end_offsets({"bootstrap.servers": bootstrap}, topic).items() for o in range(end)
+        (p, o) for p, end in end_offsets(client_settings(bootstrap), topic).items() for o in range(end)
     }
     missing = expected - set(spots)
     assert not missing, f"{len(missing)} offsets missing, e.g. {sorted(missing)[:5]}"

@@ -19,7 +19,7 @@ from kafkalake.core import kill_points
 from kafkalake.dev import producer
 from kafkalake.dev.broker import LocalKafka
 from kafkalake.dev.producer import Record
-from kafkalake.kafka.client_config import ENV_CLIENT_CONFIG_FILE
+from kafkalake.kafka.client_config import ENV_CLIENT_CONFIG_FILE, ENV_KEEP_CLIENT_CONFIG_FILE
 from kafkalake.kafka.offsets import decide, end_offsets
 from kafkalake.lake.checkpoint import read_checkpoint
 
@@ -48,7 +48,11 @@ def start_ingest(
     topic: TopicConfig, catalog: Path, lake: Path, settings: Path, started: list[subprocess.Popen[bytes]]
 ) -> subprocess.Popen[bytes]:
     cmd = jobs.command("ingest_topic", topic.name, catalog=catalog, lake=lake)
-    env = {**jobs.environment(catalog, lake), ENV_CLIENT_CONFIG_FILE: str(settings)}
+    env = {
+        **jobs.environment(catalog, lake),
+        ENV_CLIENT_CONFIG_FILE: str(settings),
+        ENV_KEEP_CLIENT_CONFIG_FILE: "1",  # one hand-written file serves the three runs
+    }
     process = subprocess.Popen(
         cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
     )  # its own group, so the JVM dies with it
@@ -139,7 +143,11 @@ def json_or_broken(i: int, run: int) -> bytes:
 
 def run_ingest_job(topic: TopicConfig, catalog: Path, lake: Path, settings: Path, kill_at: str | None) -> int:
     cmd = jobs.command("ingest_topic", topic.name, catalog=catalog, lake=lake)
-    env = {**jobs.environment(catalog, lake), ENV_CLIENT_CONFIG_FILE: str(settings)}
+    env = {
+        **jobs.environment(catalog, lake),
+        ENV_CLIENT_CONFIG_FILE: str(settings),
+        ENV_KEEP_CLIENT_CONFIG_FILE: "1",  # one hand-written file serves every run
+    }
     if kill_at is not None:
         # The second micro-batch of the run: the first one's commits are complete by then.
         env |= {kill_points.ENV_KILL_AT: kill_at, kill_points.ENV_KILL_AFTER: "1"}

@@ -93,17 +93,44 @@ def webhook_url(host: str | None, schema: str | None, port: int | None, extra: M
     return base.rstrip("/") + "/" + endpoint.lstrip("/")
 
 
+def redacted_url(url: str) -> str:
+    """The URL without what may be a secret: a webhook's path and query are often its token
+    (Slack's ``/services/T…/B…/<token>``), and user info is a password. Scheme, host and port stay."""
+    parts = httpx.URL(url)
+    port = f":{parts.port}" if parts.port else ""
+    return f"{parts.scheme}://{parts.host}{port}/***"
+
+
+class WebhookError(RuntimeError):
+    """The SLA webhook could not be reached or refused the alert; the message names no secret."""
+
+
 async def post_webhook(conn_id: str, body: Mapping[str, Any]) -> int:
-    """POST ``body`` as JSON to the HTTP connection ``conn_id``; raise unless it answers 2xx."""
+    """POST ``body`` as JSON to the HTTP connection ``conn_id``; raise unless it answers 2xx.
+
+    httpx's own errors (and its INFO log line per request) carry the whole URL: the URL is
+    registered with Airflow's secrets masker, and a failure is raised again with the URL redacted.
+    """
     from airflow.sdk import BaseHook  # the triggerer's connection lookup, at run time only
+    from airflow.sdk.log import mask_secret
 
     conn = await BaseHook.aget_connection(conn_id)
     extra = conn.extra_dejson
     url = webhook_url(conn.host, conn.schema, conn.port, extra)
+    mask_secret(url)
+    safe_url = redacted_url(url)
     auth = httpx.BasicAuth(conn.login, conn.password or "") if conn.login else None
-    async with httpx.AsyncClient(timeout=WEBHOOK_TIMEOUT_SECONDS, auth=auth) as client:
-        response = await client.post(url, json=dict(body), headers=extra.get("headers") or {})
-    response.raise_for_status()
+    try:
+        async with httpx.AsyncClient(timeout=WEBHOOK_TIMEOUT_SECONDS, auth=auth) as client:
+            response = await client.post(url, json=dict(body), headers=extra.get("headers") or {})
+    except httpx.HTTPError as err:
+        raise WebhookError(
+            f"SLA webhook connection {conn_id!r} ({safe_url}) did not answer: {type(err).__name__}"
+        ) from None
+    if response.is_error:
+        raise WebhookError(
+            f"SLA webhook connection {conn_id!r} ({safe_url}) answered HTTP {response.status_code}"
+        )
     return response.status_code
 
 

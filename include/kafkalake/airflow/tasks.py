@@ -22,7 +22,7 @@ from airflow.sdk import BaseHook
 from airflow.sdk.exceptions import AirflowException, AirflowNotFoundException, AirflowSkipException
 
 from kafkalake.airflow import metrics as airflow_metrics
-from kafkalake.airflow.connections import kafka_config_for
+from kafkalake.airflow.connections import kafka_config_for, mask_secrets
 from kafkalake.airflow.pools import SPARK_POOL
 from kafkalake.config.jobs import job_environment
 from kafkalake.config.spark_conf import topic_conf
@@ -204,6 +204,7 @@ class IngestOperator(TopicSparkSubmitOperator):
             ]
         client_config = kafka_config_for(self.kafka_conn_id)
         java_config = kafka_client.java_client_config(client_config)
+        mask_secrets(java_config)
         self.log.info("Kafka client settings: %s", kafka_client.redacted(java_config))
         # Measured just before the job: its availableNow run reads up to the end offsets it sees at start.
         lag_before = airflow_metrics.lag_now(client_config, self.topic)

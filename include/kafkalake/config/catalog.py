@@ -19,6 +19,7 @@ import yaml
 from kafkalake.config.maintenance import parse_maintenance
 from kafkalake.config.parsed import SQL_IDENTIFIER, merge_parsed, parse_parsed
 from kafkalake.config.schedule import run_interval
+from kafkalake.config.spark_conf import CREDENTIAL_ADVICE, credential_settings
 from kafkalake.config.topic import TopicConfig, beside, dag_id_for, sanitize_identifier
 from kafkalake.core.durations import parse_duration
 from kafkalake.core.errors import CatalogError, ParsedConfigError
@@ -304,6 +305,8 @@ def _topic(file: Path, index: int, entry: Mapping[str, Any], lake_root: Path) ->
         isinstance(k, str) and k.startswith("spark.") for k in spark_conf
     ):
         raise fail("spark_conf", "must map Spark settings (keys starting with 'spark.') to values")
+    if secrets := credential_settings(list(spark_conf)):
+        raise fail("spark_conf", f"{secrets} look like credentials: {CREDENTIAL_ADVICE}")
 
     priority = entry.get("priority", TopicConfig.priority)
     if isinstance(priority, bool) or not isinstance(priority, int) or not 1 <= priority <= MAX_PRIORITY:

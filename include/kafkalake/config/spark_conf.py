@@ -6,6 +6,7 @@ is tested is what runs.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from kafkalake.config.topic import TopicConfig
@@ -14,6 +15,48 @@ DELTA_SETTINGS = {
     "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
     "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
 }
+
+
+# Settings whose values are credentials. A topic's spark_conf ends up as `--conf k=v` on the
+# spark-submit command line: visible in `ps`, in the task log and in the task's rendered fields.
+_CREDENTIAL = re.compile(
+    r"secret|password|passwd|token|credential|jaas|private[._-]?key|access[._-]?key"
+    r"|account\.key|sas\.|encryption[._-]?key|signature",
+    re.IGNORECASE,
+)
+# ... unless the name ends in one of these: they name a class, a provider, a switch or a path,
+# e.g. spark.hadoop.fs.s3a.aws.credentials.provider (the supported way to give S3 credentials).
+_NOT_A_CREDENTIAL = re.compile(
+    r"\.(?:provider|providers|provider\.path|provider\.type|class|classes|enabled|type|mechanism"
+    r"|regex|renewal\.enabled)$",
+    re.IGNORECASE,
+)
+#: Where a credential should come from instead; the catalog's refusal points here.
+CREDENTIAL_ADVICE = (
+    "credentials must never be on the spark-submit command line (it is visible in `ps`, the task log "
+    "and the task's rendered fields): give them through the worker's environment (e.g. "
+    "AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, or an instance/workload identity with "
+    "spark.hadoop.fs.s3a.aws.credentials.provider), a Hadoop credential provider "
+    "(spark.hadoop.hadoop.security.credential.provider.path: jceks://file/...), or a properties "
+    "file only the worker's user can read (chmod 600) passed with spark-submit's --properties-file"
+)
+
+
+def credential_settings(keys: list[str]) -> list[str]:
+    """The settings among ``keys`` whose values would be credentials (sorted)."""
+    return sorted(k for k in keys if _CREDENTIAL.search(k) and not _NOT_A_CREDENTIAL.search(k))
+
+
+def redaction_conf() -> dict[str, str]:
+    """What Spark hides wherever it prints settings or a data source's options (event log, UI, plans).
+
+    Spark's defaults miss the Kafka source's secrets: the JAAS line (password inside) and the
+    PEM key arrive as options ``kafka.sasl.jaas.config`` and ``kafka.ssl.keystore.key``.
+    """
+    return {
+        "spark.redaction.regex": (r"(?i)secret|password|token|access[.]?key|jaas|keystore\.key|credential"),
+        "spark.sql.redaction.options.regex": r"(?i)url|jaas|password|secret|keystore\.key|token",
+    }
 
 
 def metastore_dir(lake_root: Path) -> Path:
@@ -42,6 +85,7 @@ def base_conf(lake_root: Path) -> dict[str, str]:
             f"jdbc:derby:;databaseName={metastore / 'metastore_db'};create=true"
         ),
         "spark.driver.extraJavaOptions": f"-Dderby.system.home={metastore}",
+        **redaction_conf(),
     }
 
 

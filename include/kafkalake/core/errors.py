@@ -39,6 +39,9 @@ class Kind(StrEnum):
     DRIVER_LOST = "driver_lost"
     CHECKPOINT_LOCKED = "checkpoint_locked"
     REINGEST_REFUSED = "reingest_refused"
+    AUTHENTICATION_FAILED = "authentication_failed"
+    AUTHORIZATION_FAILED = "authorization_failed"
+    TLS_UNTRUSTED = "tls_untrusted"
     UNKNOWN = "unknown"
 
 
@@ -52,6 +55,11 @@ NON_RETRYABLE = frozenset(
         Kind.TABLE_STATE,
         Kind.INGEST_UNFINISHED,
         Kind.REINGEST_REFUSED,
+        # The cluster refused who we are, what we asked, or we refused the cluster: the same
+        # credentials, ACLs and certificates fail the same way a minute later.
+        Kind.AUTHENTICATION_FAILED,
+        Kind.AUTHORIZATION_FAILED,
+        Kind.TLS_UNTRUSTED,
     }
 )
 
@@ -67,6 +75,9 @@ EXIT_CODES: Mapping[Kind, int] = {
     Kind.BROKER_UNREACHABLE: 75,
     Kind.BAD_CONFIG: 78,
     Kind.CHECKPOINT_LOCKED: 73,  # EX_CANTCREAT: the run could not take its checkpoint's lock
+    Kind.TLS_UNTRUSTED: 76,  # EX_PROTOCOL: the TLS handshake with the broker failed
+    Kind.AUTHORIZATION_FAILED: 77,  # EX_NOPERM: an ACL denies the pipeline's principal
+    Kind.AUTHENTICATION_FAILED: 79,  # past sysexits' range: it has no "bad credentials" code
 }
 KIND_OF_EXIT = {code: kind for kind, code in EXIT_CODES.items()}
 
@@ -120,6 +131,27 @@ RUNBOOK_REINGEST_REFUSED = (
     "Kafka no longer holds the window's first records, choose a later `reingest_from` (what Kafka "
     "deleted cannot be re-read; re-publish it from the source system if it still has it)"
 )
+RUNBOOK_AUTHENTICATION_FAILED = (
+    "The brokers refused the connection's credentials (wrong or expired password, a SCRAM user that "
+    "does not exist or lacks this mechanism, a rejected OAuth client). Fix the login/password (or "
+    "oauth_client_id/oauth_client_secret) of the Kafka connection named in the message, or create "
+    "the user on the cluster, then clear the task. Nothing was read"
+)
+RUNBOOK_AUTHORIZATION_FAILED = (
+    "The brokers know the pipeline's principal but an ACL denies it what it asked (READ/DESCRIBE on "
+    "the topic, READ on its consumer groups 'spark-kafka-source*' and 'kafkalake*'). Ask the "
+    "cluster's admins to grant it (e.g. `kafka-acls.sh --add --allow-principal User:<name> "
+    "--operation Read --topic <topic>` and `--operation Read --group spark-kafka-source "
+    "--resource-pattern-type prefixed`), or point the topic at a connection whose principal has "
+    "them, then clear the task. Nothing was read"
+)
+RUNBOOK_TLS_UNTRUSTED = (
+    "The TLS handshake with the brokers failed: the broker's certificate is not signed by the CA "
+    "the connection trusts (ssl_ca_pem / ssl_ca_location), its name does not match the address in "
+    "bootstrap.servers, it expired, or (mutual TLS) the broker did not accept the client "
+    "certificate. Check with `openssl s_client -connect <host:port> -CAfile <ca.pem>`, fix the "
+    "connection's CA or client certificate, then clear the task. Never turn verification off"
+)
 _RUNBOOK_TRANSIENT = "Transient: the task retries with backoff; if every retry fails, {what}"
 RUNBOOK_BROKER = _RUNBOOK_TRANSIENT.format(
     what="check the brokers are up and reachable from the Airflow worker (bootstrap.servers, "
@@ -148,6 +180,9 @@ _RUNBOOKS = {
     Kind.DRIVER_LOST: RUNBOOK_DRIVER_LOST,
     Kind.CHECKPOINT_LOCKED: RUNBOOK_CHECKPOINT_LOCKED,
     Kind.REINGEST_REFUSED: RUNBOOK_REINGEST_REFUSED,
+    Kind.AUTHENTICATION_FAILED: RUNBOOK_AUTHENTICATION_FAILED,
+    Kind.AUTHORIZATION_FAILED: RUNBOOK_AUTHORIZATION_FAILED,
+    Kind.TLS_UNTRUSTED: RUNBOOK_TLS_UNTRUSTED,
     Kind.UNKNOWN: RUNBOOK_UNKNOWN,
 }
 
@@ -240,6 +275,24 @@ class ReingestRefusedError(NonRetryableError):
     kind = Kind.REINGEST_REFUSED
 
 
+class AuthenticationFailedError(NonRetryableError):
+    """The brokers refused the connection's credentials."""
+
+    kind = Kind.AUTHENTICATION_FAILED
+
+
+class AuthorizationFailedError(NonRetryableError):
+    """An ACL denies the pipeline's principal a topic, a consumer group or the cluster."""
+
+    kind = Kind.AUTHORIZATION_FAILED
+
+
+class TlsUntrustedError(NonRetryableError):
+    """The TLS handshake failed: an untrusted or mismatched broker certificate, or a refused client one."""
+
+    kind = Kind.TLS_UNTRUSTED
+
+
 class TransientError(KafkalakeError):
     """Likely to work later: the task retries with backoff."""
 
@@ -270,6 +323,9 @@ _ERRORS: Mapping[Kind, type[KafkalakeError]] = {
     Kind.DRIVER_LOST: DriverLostError,
     Kind.CHECKPOINT_LOCKED: CheckpointLockedError,
     Kind.REINGEST_REFUSED: ReingestRefusedError,
+    Kind.AUTHENTICATION_FAILED: AuthenticationFailedError,
+    Kind.AUTHORIZATION_FAILED: AuthorizationFailedError,
+    Kind.TLS_UNTRUSTED: TlsUntrustedError,
     Kind.UNKNOWN: TransientError,
 }
 

@@ -40,6 +40,24 @@ _DATA_LOSS_REASON = re.compile(
     r"|Cannot find initial offsets for partitions .*?(?=\. )"
     r"|Partitions .*? have been deleted)"
 )
+# Security failures, as the Java client (Spark's job) and librdkafka (the pre-flight) word them. TLS
+# first: the Java client's SslAuthenticationException is an AuthenticationException too.
+_TLS_UNTRUSTED = re.compile(
+    r"SslAuthenticationException|SSLHandshakeException|PKIX path (?:building|validation) failed"
+    r"|unable to find valid certification path|No subject alternative \w+ matching"
+    r"|SSL handshake failed|certificate verify failed|KafkaError\{code=_SSL\b"
+    # The broker refused the client's certificate (mutual TLS), in OpenSSL's and in Java's words.
+    r"|ssl/tls alert (?:bad certificate|certificate required|certificate unknown|unknown ca)"
+    r"|Received fatal alert: (?:bad_certificate|certificate_required|certificate_unknown|unknown_ca)"
+)
+_AUTHENTICATION = re.compile(
+    r"SaslAuthenticationException|AuthenticationException|SASL authentication error"
+    r"|Authentication failed during authentication|KafkaError\{code=_AUTHENTICATION\b"
+)
+_AUTHORIZATION = re.compile(
+    r"(?:Topic|Group|Cluster|TransactionalId|DelegationToken)AuthorizationException"
+    r"|Not authorized to access|(?:TOPIC|GROUP|CLUSTER)_AUTHORIZATION_FAILED"
+)
 _TOPIC_MISSING = re.compile(r"UnknownTopicOrPartitionException|UNKNOWN_TOPIC_OR_PART")
 _BAD_CONFIG = re.compile(
     r"ConfigException|KafkaConfigError|CatalogError|Invalid value .* for configuration"
@@ -64,6 +82,9 @@ def classify_text(text: str) -> Kind:
     """
     for kind, pattern in (
         (Kind.OFFSETS_EXPIRED, _DATA_LOSS),
+        (Kind.TLS_UNTRUSTED, _TLS_UNTRUSTED),
+        (Kind.AUTHENTICATION_FAILED, _AUTHENTICATION),
+        (Kind.AUTHORIZATION_FAILED, _AUTHORIZATION),
         (Kind.TOPIC_MISSING, _TOPIC_MISSING),
         (Kind.BAD_CONFIG, _BAD_CONFIG),
         (Kind.BROKER_UNREACHABLE, _BROKER),
@@ -85,6 +106,18 @@ def _cause(text: str, limit: int = 300) -> str:
     return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
+_SECURITY_DETAIL = {
+    Kind.TLS_UNTRUSTED: "the TLS handshake with Kafka failed",
+    Kind.AUTHENTICATION_FAILED: "Kafka refused the connection's credentials",
+    Kind.AUTHORIZATION_FAILED: "Kafka's ACLs deny the pipeline's principal",
+}
+
+
+def security_failure(topic: str, kind: Kind, cause: str) -> Failure:
+    """The on-call message of a security failure the pre-flight saw (librdkafka's ``cause``)."""
+    return failure(kind, f"topic {topic!r}: {_SECURITY_DETAIL[kind]}: {cause}")
+
+
 def classify_spark_error(topic: str, text: str) -> Failure:
     """Classify the failure of the ingest job's streaming query from its exception text."""
     kind = classify_text(text)
@@ -99,6 +132,8 @@ def classify_spark_error(topic: str, text: str) -> Failure:
         return failure(kind, f"topic {topic!r} does not exist on the cluster")
     if kind is Kind.BROKER_UNREACHABLE:
         return failure(kind, f"topic {topic!r}: Kafka did not answer in time: {_cause(text)}")
+    if kind in _SECURITY_DETAIL:
+        return failure(kind, f"topic {topic!r}: {_SECURITY_DETAIL[kind]}: {_cause(text)}")
     return failure(kind, f"topic {topic!r}: {_cause(text)}")
 
 

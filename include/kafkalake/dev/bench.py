@@ -45,7 +45,7 @@ from kafkalake.core.paths import REPO_ROOT
 from kafkalake.dev import local_airflow, producer
 from kafkalake.dev.broker import LocalKafka
 from kafkalake.dev.standalone_airflow import StandaloneAirflow, free_port, wait_for
-from kafkalake.kafka.client_config import ENV_CLIENT_CONFIG_FILE
+from kafkalake.kafka.client_config import ENV_CLIENT_CONFIG_FILE, ENV_KEEP_CLIENT_CONFIG_FILE
 
 MIB = 1024 * 1024
 
@@ -227,7 +227,12 @@ def drain(
     """
     shutil.rmtree(topic.path, ignore_errors=True)
     cmd = jobs.command("ingest_topic", topic.name, catalog=catalog, lake=lake)
-    env = {**jobs.environment(catalog, lake), ENV_CLIENT_CONFIG_FILE: str(settings)}
+    # Keep the bench's own settings file: the job would delete it after reading (no secrets here).
+    env = {
+        **jobs.environment(catalog, lake),
+        ENV_CLIENT_CONFIG_FILE: str(settings),
+        ENV_KEEP_CLIENT_CONFIG_FILE: "1",
+    }
     first_batch = Path(topic.checkpoint_path) / "offsets" / "0"
     peaks = {"java": 0.0, "python": 0.0}
     started = time.monotonic()

@@ -99,8 +99,8 @@ class LocalKafka:
     def log_file(self) -> Path:
         return self.directory / "broker.log"
 
-    def _server_properties(self) -> str:
-        settings = {
+    def _settings(self) -> dict[str, str]:
+        return {
             "process.roles": "broker,controller",
             "node.id": "1",
             "controller.quorum.bootstrap.servers": f"127.0.0.1:{self.controller_port}",
@@ -120,7 +120,9 @@ class LocalKafka:
             "auto.create.topics.enable": "false",
             **self.extra_config,
         }
-        return "".join(f"{k}={v}\n" for k, v in settings.items())
+
+    def _server_properties(self) -> str:
+        return "".join(f"{k}={v}\n" for k, v in self._settings().items())
 
     def running_pid(self) -> int | None:
         try:
@@ -138,11 +140,11 @@ class LocalKafka:
             self._wait_ready(timeout)
             log.info("broker already running at %s", self.bootstrap_servers)
             return self
-        self.port = self.port or free_port()
-        self.controller_port = self.controller_port or free_port()
-        for port in (self.port, self.controller_port):
+        self._pick_ports()
+        for port in self._ports():
             if _port_open(port):
                 raise BrokerError(f"port {port} is taken: stop what uses it or pick another with --port")
+        self._prepare()
         props = self.directory / "server.properties"
         props.write_text(self._server_properties())
         (self.directory / "log4j2.properties").write_text(_LOG4J2.format(log_file=self.log_file))
@@ -164,6 +166,7 @@ class LocalKafka:
                     cluster_id,
                     "-c",
                     str(props),
+                    *self._format_args(),
                 ],
                 check=True,
                 capture_output=True,
@@ -189,7 +192,7 @@ class LocalKafka:
                 start_new_session=True,  # outlives the command that started it; stopped by pid
             )
         self._pid_file.write_text(str(process.pid))
-        (self.directory / "ports").write_text(f"{self.port} {self.controller_port}\n")
+        (self.directory / "ports").write_text(" ".join(str(p) for p in self._ports()) + "\n")
         try:
             self._wait_ready(timeout, process)
         except BrokerError:
@@ -198,15 +201,37 @@ class LocalKafka:
         log.info("broker ready at %s (pid %d)", self.bootstrap_servers, process.pid)
         return self
 
+    # Hooks for a broker with other listeners (kafkalake.dev.secured_broker): its ports, what it
+    # needs before the first start, extra storage-format arguments, how its admin connects.
+
+    def _pick_ports(self) -> None:
+        self.port = self.port or free_port()
+        self.controller_port = self.controller_port or free_port()
+
+    def _ports(self) -> list[int]:
+        return [self.port, self.controller_port]
+
+    def _set_ports(self, ports: list[int]) -> None:
+        self.port, self.controller_port = ports
+
+    def _prepare(self) -> None:
+        """Runs before ``server.properties`` is written."""
+
+    def _format_args(self) -> list[str]:
+        return []
+
+    def admin_config(self) -> dict[str, str]:
+        """librdkafka settings of a client allowed to do anything on this broker."""
+        return {"bootstrap.servers": self.bootstrap_servers}
+
     def _load_ports(self) -> None:
-        port, controller = (self.directory / "ports").read_text().split()
-        self.port, self.controller_port = int(port), int(controller)
+        self._set_ports([int(p) for p in (self.directory / "ports").read_text().split()])
 
     def _wait_ready(self, timeout: float, process: subprocess.Popen[bytes] | None = None) -> None:
         from confluent_kafka.admin import AdminClient
 
         deadline = time.monotonic() + timeout
-        admin = AdminClient({"bootstrap.servers": self.bootstrap_servers, "log_level": 0})
+        admin = AdminClient({**self.admin_config(), "log_level": "0"})
         while time.monotonic() < deadline:
             if process is not None and process.poll() is not None:
                 raise BrokerError(f"broker exited with {process.returncode}; see {self.log_file}")

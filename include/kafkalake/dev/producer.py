@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import json
 import random
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,12 +18,19 @@ class Record:
     headers: Sequence[tuple[str, bytes | None]] = field(default=())
 
 
-def create_topic(bootstrap: str, name: str, partitions: int, config: dict[str, str] | None = None) -> bool:
+def client_settings(kafka: str | Mapping[str, str]) -> dict[str, str]:
+    """librdkafka settings from bootstrap servers, or the whole settings of a secured cluster."""
+    return {"bootstrap.servers": kafka} if isinstance(kafka, str) else dict(kafka)
+
+
+def create_topic(
+    bootstrap: str | Mapping[str, str], name: str, partitions: int, config: dict[str, str] | None = None
+) -> bool:
     """Create the topic unless it exists; true when it was created."""
     from confluent_kafka import KafkaError, KafkaException
     from confluent_kafka.admin import AdminClient, NewTopic
 
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin = AdminClient(client_settings(bootstrap))
     future = admin.create_topics([NewTopic(name, partitions, 1, config=config or {})])[name]
     try:
         future.result(timeout=30)
@@ -34,7 +41,9 @@ def create_topic(bootstrap: str, name: str, partitions: int, config: dict[str, s
     return True
 
 
-def produce(bootstrap: str, topic: str, records: Sequence[Record]) -> list[tuple[int, int]]:
+def produce(
+    bootstrap: str | Mapping[str, str], topic: str, records: Sequence[Record]
+) -> list[tuple[int, int]]:
     """Produce and wait until every record is acknowledged.
 
     Returns:
@@ -53,7 +62,7 @@ def produce(bootstrap: str, topic: str, records: Sequence[Record]) -> list[tuple
 
     producer = Producer(
         {
-            "bootstrap.servers": bootstrap,
+            **client_settings(bootstrap),
             "acks": "all",
             "enable.idempotence": True,
             "linger.ms": 20,

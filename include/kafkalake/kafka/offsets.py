@@ -10,8 +10,11 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
-from kafkalake.core.errors import Kind, TopicMissingError, failure
+from kafkalake.core.errors import KafkaConfigError, KafkalakeError, Kind, TopicMissingError, failure
+from kafkalake.core.job_failures import classify_text, security_failure
+from kafkalake.kafka.client_config import scrub
 from kafkalake.lake.checkpoint import CheckpointState, Offsets
 
 
@@ -84,19 +87,77 @@ def decide(
     return Decision(False, "nothing new since the last run", lag)
 
 
+def open_consumer(client_config: Mapping[str, str], group: str) -> tuple[Any, list[Any]]:
+    """A librdkafka consumer that never joins its group, and the list its errors are collected in.
+
+    A setting librdkafka cannot take fails here as :class:`~kafkalake.core.errors.KafkaConfigError`
+    naming it (not as a Kafka error a retry could fix).
+    """
+    from confluent_kafka import Consumer, KafkaException
+
+    seen: list[Any] = []
+    try:
+        consumer = Consumer(
+            {
+                **client_config,
+                "group.id": group,
+                "enable.auto.commit": "false",
+                # Authentication and TLS failures reach the client only through this callback;
+                # the request itself just times out as "transport failure".
+                "error_cb": seen.append,
+            }
+        )
+    except KafkaException as err:
+        detail = scrub(str(err.args[0].str() if err.args else err), client_config)
+        raise KafkaConfigError(
+            f"the Kafka connection's settings are not valid for librdkafka (the pre-flight's client): "
+            f"{detail}"
+        ) from None
+    return consumer, seen
+
+
+def security_error(topic: str, errors: list[Any], client_config: Mapping[str, str]) -> KafkalakeError | None:
+    """The non-retryable error an authentication, authorization or TLS failure stands for, if any."""
+    for error in errors:
+        text = f"KafkaError{{code={error.name()}}} {error.str()}"
+        kind = classify_text(text)
+        if kind in (Kind.TLS_UNTRUSTED, Kind.AUTHENTICATION_FAILED, Kind.AUTHORIZATION_FAILED):
+            cause = scrub(error.str(), client_config)
+            return security_failure(topic, kind, cause).error()
+    return None
+
+
+def _metadata(consumer: Any, topic: str, timeout: float, seen: list[Any], config: Mapping[str, str]) -> Any:
+    """The topic's metadata; a security failure ends the wait at once, not after ``timeout``."""
+    from confluent_kafka import KafkaException
+
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return consumer.list_topics(topic, timeout=max(0.1, min(1.0, deadline - time.monotonic())))
+        except KafkaException:
+            consumer.poll(0)  # serves error_cb
+            failed = security_error(topic, seen, config)
+            if failed is not None:
+                raise failed from None
+            if time.monotonic() >= deadline:
+                raise
+
+
 def watermarks(
     client_config: Mapping[str, str], topic: str, timeout: float = 15.0
 ) -> dict[int, tuple[int, int]]:
     """Kafka's (earliest, end) offsets (low and high watermarks) of every partition of ``topic``.
 
     Raises :class:`~kafkalake.core.errors.TopicMissingError` when the cluster answered and has no such
-    topic, and ``KafkaException`` when it did not answer (a transient failure).
+    topic; an authentication, authorization (ACL) or TLS failure as its own non-retryable error,
+    within about a second; and ``KafkaException`` when the cluster did not answer (transient).
     """
-    from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+    from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
-    consumer = Consumer({**client_config, "group.id": "kafkalake-preflight", "enable.auto.commit": "false"})
+    consumer, seen = open_consumer(client_config, "kafkalake-preflight")
     try:
-        metadata = consumer.list_topics(topic, timeout=timeout)
+        metadata = _metadata(consumer, topic, timeout, seen, client_config)
         info = metadata.topics.get(topic)
         if (
             info is not None
@@ -107,6 +168,10 @@ def watermarks(
                 f"topic {topic!r} does not exist on the cluster at {client_config.get('bootstrap.servers')}"
             )
             raise TopicMissingError(failure(Kind.TOPIC_MISSING, detail).message)
+        if info is not None and info.error is not None:
+            failed = security_error(topic, [info.error], client_config)
+            if failed is not None:
+                raise failed
         if info is None or info.error is not None or not info.partitions:
             reason = info.error if info is not None else "not in metadata"
             raise KafkaException(f"topic {topic!r} is not available on the cluster: {reason}")
@@ -120,6 +185,9 @@ def watermarks(
                     )
                     break
                 except KafkaException as err:
+                    failed = security_error(topic, [err.args[0], *seen], client_config)
+                    if failed is not None:
+                        raise failed from None
                     # A broker that has just started (or a partition whose leader moved) answers
                     # "not leader" for a moment while it elects leaders: wait for it, within the
                     # same timeout, instead of failing the run.

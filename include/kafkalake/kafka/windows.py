@@ -13,7 +13,7 @@ from datetime import datetime
 from pathlib import Path
 
 from kafkalake.core.run_mode import refused
-from kafkalake.kafka.offsets import watermarks
+from kafkalake.kafka.offsets import open_consumer, watermarks
 from kafkalake.lake.checkpoint import Offsets, read_checkpoint
 from kafkalake.lake.checkpoint_lock import local_path
 
@@ -120,10 +120,10 @@ def offsets_for_time(
     timeout: float = 15.0,
 ) -> dict[int, int | None]:
     """Kafka's offset for ``since`` per partition: the first record at or after it; None if none."""
-    from confluent_kafka import Consumer, TopicPartition
+    from confluent_kafka import TopicPartition
 
     millis = int(since.timestamp() * 1000)
-    consumer = Consumer({**client_config, "group.id": "kafkalake-reingest", "enable.auto.commit": "false"})
+    consumer, _errors = open_consumer(client_config, "kafkalake-reingest")
     try:
         found = consumer.offsets_for_times([TopicPartition(topic, p, millis) for p in partitions], timeout)
     finally:

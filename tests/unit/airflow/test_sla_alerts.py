@@ -13,7 +13,14 @@ from typing import Any
 
 import pytest
 
-from kafkalake.airflow.sla_alerts import callback_kwargs, miss_message, on_sla_miss, webhook_url
+from kafkalake.airflow.sla_alerts import (
+    WebhookError,
+    callback_kwargs,
+    miss_message,
+    on_sla_miss,
+    redacted_url,
+    webhook_url,
+)
 
 # The shape of the context Airflow's scheduler hands the callback (Deadline.handle_miss: the
 # REST API's DAGRunResponse, with ``dag_run_id``, and the deadline).
@@ -165,3 +172,46 @@ def test_a_late_backfill_run_pages_no_one(monkeypatch, receiver, caplog):
     assert handler.received == []
     assert [r.levelname for r in caplog.records] == ["INFO"]
     assert "not an SLA miss: backfill run" in caplog.text
+
+
+@pytest.mark.parametrize("status", [404, 500])
+def test_a_failed_post_names_the_webhook_but_never_its_token(monkeypatch, receiver, caplog, status):
+    """A Slack-style URL is its own secret: the error and every log line show host and port only."""
+    handler, port = receiver
+    handler.status = status
+    token = "T0KEN-b7f3e1d2c4a5"
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_KAFKALAKE_TEST_SLA_HOOK",
+        json.dumps({"conn_type": "http", "host": f"http://127.0.0.1:{port}/services/T1/B2/{token}"}),
+    )
+    with caplog.at_level("DEBUG"), pytest.raises(WebhookError) as excinfo:
+        asyncio.run(on_sla_miss(CONTEXT, **KWARGS, webhook_conn_id="kafkalake_test_sla_hook"))
+    assert handler.received[0]["path"] == f"/services/T1/B2/{token}"  # it was sent where it should
+    message = str(excinfo.value)
+    assert f"HTTP {status}" in message and f"http://127.0.0.1:{port}/***" in message
+    assert token not in message
+    # No chained httpx error either: its message (and traceback) would carry the whole URL.
+    assert excinfo.value.__cause__ is None
+    assert excinfo.value.__context__ is None or excinfo.value.__suppress_context__
+    assert token not in caplog.text
+
+
+def test_an_unreachable_webhook_is_named_without_its_token(monkeypatch):
+    token = "T0KEN-unreachable-9a8b"
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_KAFKALAKE_TEST_SLA_HOOK",
+        json.dumps({"conn_type": "http", "host": f"http://127.0.0.1:9/hooks/{token}?x=1"}),
+    )
+    with pytest.raises(WebhookError) as excinfo:
+        asyncio.run(on_sla_miss(CONTEXT, **KWARGS, webhook_conn_id="kafkalake_test_sla_hook"))
+    assert token not in str(excinfo.value)
+    assert "127.0.0.1:9/***" in str(excinfo.value)
+    assert excinfo.value.__suppress_context__
+
+
+def test_redacted_url_keeps_scheme_host_and_port_only():
+    assert (
+        redacted_url("https://user:pw@hooks.slack.com/services/T/B/X?token=y")
+        == "https://hooks.slack.com/***"
+    )
+    assert redacted_url("http://10.0.0.1:8443/a") == "http://10.0.0.1:8443/***"

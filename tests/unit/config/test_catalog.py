@@ -182,6 +182,7 @@ TOPIC_ERRORS = [
     ("unknown_field.yaml", "events", "max_offset_per_trigger", "unknown field", ["orders"]),
     ("bad_starting_offsets.yaml", "events", "starting_offsets", "'beginning'", ["orders"]),
     ("bad_spark_conf.yaml", "events", "spark_conf", "'spark.'", ["orders"]),
+    ("credential_in_spark_conf.yaml", "events", "spark_conf", "credential provider", ["orders"]),
     ("bad_fail_on_data_loss.yaml", "events", "fail_on_data_loss", "true or false", ["orders"]),
     ("bad_database.yaml", "events", "database", "'Bronze-Raw'", ["orders"]),
     ("bad_path.yaml", "events", "path", "non-empty", ["orders"]),
@@ -622,3 +623,13 @@ def test_bad_priority_in_defaults_names_every_topic(tmp_path, lake_root):
     with pytest.raises(CatalogError) as excinfo:
         load_catalog(file, lake_root)
     assert_names_where(excinfo.value, file, "a", "priority")
+
+
+def test_a_credential_in_spark_conf_is_named_but_its_value_never_shown(lake_root):
+    with pytest.raises(CatalogError) as excinfo:
+        load_catalog(CATALOGS / "credential_in_spark_conf.yaml", lake_root, strict=True)
+    message = str(excinfo.value)
+    assert "'spark.hadoop.fs.s3a.secret.key'" in message
+    assert "wJalrXUtnFEMI" not in message
+    # The provider class is the supported way in, not a credential.
+    assert "aws.credentials.provider'" not in message

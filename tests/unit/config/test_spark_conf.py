@@ -2,9 +2,18 @@
 
 from __future__ import annotations
 
+import re
 from datetime import timedelta
 
-from kafkalake.config.spark_conf import DELTA_SETTINGS, base_conf, metastore_dir, topic_conf
+import pytest
+
+from kafkalake.config.spark_conf import (
+    DELTA_SETTINGS,
+    base_conf,
+    credential_settings,
+    metastore_dir,
+    topic_conf,
+)
 from kafkalake.config.topic import TopicConfig
 
 
@@ -45,3 +54,48 @@ def test_a_topic_can_raise_driver_memory(tmp_path):
         name="big", freshness_sla=timedelta(hours=1), spark_conf=(("spark.driver.memory", "4g"),)
     )
     assert topic_conf(topic, tmp_path)["spark.driver.memory"] == "4g"
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        "spark.hadoop.fs.s3a.access.key",
+        "spark.hadoop.fs.s3a.secret.key",
+        "spark.hadoop.fs.s3a.session.token",
+        "spark.hadoop.fs.azure.account.key.acct.dfs.core.windows.net",
+        "spark.hadoop.fs.azure.account.oauth2.client.secret",
+        "spark.hadoop.fs.azure.sas.fixed.token.acct.dfs.core.windows.net",
+        "spark.hadoop.fs.gs.auth.service.account.private.key",
+        "spark.hadoop.javax.jdo.option.ConnectionPassword",
+        "spark.kafka.sasl.jaas.config",
+        "spark.hadoop.fs.s3a.server-side-encryption.key",
+        "spark.executorEnv.AWS_SECRET_ACCESS_KEY",
+    ],
+)
+def test_credential_settings_are_found(key):
+    assert credential_settings([key, "spark.executor.memory"]) == [key]
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        "spark.hadoop.fs.s3a.aws.credentials.provider",
+        "spark.hadoop.hadoop.security.credential.provider.path",
+        "spark.hadoop.fs.azure.account.oauth.provider.type",
+        "spark.hadoop.fs.azure.sas.token.provider.type",
+        "spark.security.credentials.hive.enabled",
+        "spark.redaction.regex",
+        "spark.sql.shuffle.partitions",
+    ],
+)
+def test_providers_switches_and_paths_are_not_credentials(key):
+    assert credential_settings([key]) == []
+
+
+def test_every_job_hides_the_kafka_sources_secrets_where_spark_prints_settings(tmp_path):
+    conf = base_conf(tmp_path)
+    settings = re.compile(conf["spark.redaction.regex"])
+    options = re.compile(conf["spark.sql.redaction.options.regex"])
+    for key in ("kafka.sasl.jaas.config", "kafka.ssl.keystore.key", "kafka.ssl.key.password"):
+        assert options.search(key) and settings.search(key), key
+    assert not options.search("kafka.bootstrap.servers")

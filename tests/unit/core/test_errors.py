@@ -246,3 +246,80 @@ def test_offsets_expired_message_lists_partitions_ranges_and_counts():
     assert "partition 0: offsets 10..24 (15 records), partition 2: offsets 30..30 (1 records)" in message
     assert "NOT retrying" in message
     assert "fail_on_data_loss: false" in message
+
+
+# ---------------------------------------------------------------------------------------------
+# security failures: the Java client's words (the job) and librdkafka's (the pre-flight)
+
+SASL_JAVA = (
+    "[STREAM_FAILED] Query [id = 1] terminated with exception: ...\n"
+    "Caused by: org.apache.kafka.common.errors.SaslAuthenticationException: Authentication failed "
+    "during authentication due to invalid credentials with SASL mechanism SCRAM-SHA-512"
+)
+TLS_JAVA = (
+    "org.apache.kafka.common.errors.SslAuthenticationException: SSL handshake failed\n"
+    "Caused by: javax.net.ssl.SSLHandshakeException: PKIX path building failed: "
+    "sun.security.provider.certpath.SunCertPathBuilderException: unable to find valid certification "
+    "path to requested target"
+)
+ACL_JAVA = (
+    "org.apache.kafka.common.errors.TopicAuthorizationException: "
+    "Not authorized to access topics: [sec-denied]"
+)
+
+
+@pytest.mark.parametrize(
+    ("text", "kind"),
+    [
+        (SASL_JAVA, Kind.AUTHENTICATION_FAILED),
+        (TLS_JAVA, Kind.TLS_UNTRUSTED),
+        (ACL_JAVA, Kind.AUTHORIZATION_FAILED),
+        (
+            "org.apache.kafka.common.errors.GroupAuthorizationException: Not authorized to access group: g",
+            Kind.AUTHORIZATION_FAILED,
+        ),
+        ("javax.net.ssl.SSLHandshakeException: Received fatal alert: bad_certificate", Kind.TLS_UNTRUSTED),
+        (
+            "KafkaError{code=_AUTHENTICATION} sasl_ssl://b:9093/bootstrap: SASL authentication error: "
+            "Authentication failed during authentication due to invalid credentials",
+            Kind.AUTHENTICATION_FAILED,
+        ),
+        (
+            "KafkaError{code=_SSL} SSL handshake failed: error:0A000086:SSL routines::"
+            "certificate verify failed",
+            Kind.TLS_UNTRUSTED,
+        ),
+        (
+            "KafkaError{code=_TRANSPORT} ssl://b:9094/bootstrap: Receive failed: error:0A000412:SSL "
+            "routines::ssl/tls alert bad certificate: SSL alert number 42",
+            Kind.TLS_UNTRUSTED,
+        ),
+        (
+            'KafkaError{code=TOPIC_AUTHORIZATION_FAILED,val=29,str="Broker: Topic authorization failed"}',
+            Kind.AUTHORIZATION_FAILED,
+        ),
+        (
+            "KafkaError{code=_TRANSPORT} Connect to ipv4#127.0.0.1:9093 failed: Connection refused",
+            Kind.BROKER_UNREACHABLE,
+        ),
+    ],
+)
+def test_security_failures_are_their_own_non_retryable_kinds(text, kind):
+    assert classify_text(text) is kind
+    failed = classify_spark_error("orders", text)
+    assert failed.kind is kind
+    if kind is not Kind.BROKER_UNREACHABLE:
+        assert not failed.retryable
+        assert f"See RUNBOOK.md, section {kind}." in failed.message
+        assert isinstance(failed.error(), NonRetryableError)
+
+
+def test_the_job_s_security_failure_line_and_exit_code_reach_airflow():
+    line = failure_line(classify_spark_error("orders", SASL_JAVA))
+    assert exit_code(Kind.AUTHENTICATION_FAILED) == 79
+    failed = classify_job_failure("ingest_topic.py", "orders", submit_error(79, "WARN x", line))
+    assert failed.kind is Kind.AUTHENTICATION_FAILED
+    assert "invalid credentials" in failed.message
+    # The exit code alone, when the line was cut off.
+    for kind, code in ((Kind.AUTHORIZATION_FAILED, 77), (Kind.TLS_UNTRUSTED, 76)):
+        assert classify_job_failure("ingest_topic.py", "orders", submit_error(code, "x")).kind is kind

@@ -5,6 +5,9 @@ from __future__ import annotations
 import json
 import os
 import stat
+import subprocess
+import sys
+import tempfile
 
 import pytest
 
@@ -15,6 +18,8 @@ from kafkalake.kafka.client_config import (
     librdkafka_config,
     read_config_file,
     redacted,
+    scrub,
+    sweep_stale,
 )
 
 PLAIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"
@@ -166,18 +171,21 @@ def test_librdkafka_only_keys_are_dropped():
 
 
 @pytest.mark.parametrize("value", ["false", "False", "FALSE"])
-def test_disabled_certificate_verification_turns_off_hostname_checks(value):
-    java = java_client_config({"bootstrap.servers": "b", "enable.ssl.certificate.verification": value})
-    assert java["ssl.endpoint.identification.algorithm"] == ""
-
-
-@pytest.mark.parametrize("key", ["ssl.certificate.location", "ssl.key.location"])
-def test_client_certificates_are_rejected_with_what_to_use_instead(key):
+def test_disabled_certificate_verification_is_refused_naming_the_setting(value):
+    """The Java client cannot skip verification: mapping it to a hostname switch would be a lie."""
     with pytest.raises(KafkaConfigError) as excinfo:
-        java_client_config({"bootstrap.servers": "b", key: "/client.pem"})
-    message = str(excinfo.value)
-    assert key in message
-    assert "ssl.keystore.location" in message
+        java_client_config({"bootstrap.servers": "b", "enable.ssl.certificate.verification": value})
+    assert "'enable.ssl.certificate.verification'" in str(excinfo.value)
+    assert "ssl_ca_pem" in str(excinfo.value)
+
+
+def test_hostname_check_off_maps_to_both_clients():
+    config = librdkafka_config("k", "b", 9093, {"security_protocol": "SSL", "ssl_check_hostname": False})
+    assert config["ssl.endpoint.identification.algorithm"] == "none"
+    assert java_client_config(config)["ssl.endpoint.identification.algorithm"] == ""
+    on = librdkafka_config("k", "b", 9093, {"ssl_check_hostname": "true"})
+    assert on["ssl.endpoint.identification.algorithm"] == "https"
+    assert "ssl.endpoint.identification.algorithm" not in java_client_config(on)
 
 
 def test_java_config_does_not_modify_its_input():
@@ -276,3 +284,395 @@ def test_read_config_file_requires_bootstrap_servers(tmp_path, content):
         read_config_file(path)
     assert str(path) in str(excinfo.value)
     assert "bootstrap.servers" in str(excinfo.value)
+
+
+# ---------------------------------------------------------------------------------------------
+# the documented connection form, per mechanism: both clients' settings
+
+CA = "-----BEGIN CERTIFICATE-----\nQ0EgY2VydGlmaWNhdGUgYm9keQ==\n-----END CERTIFICATE-----\n"
+CERT = "-----BEGIN CERTIFICATE-----\nY2xpZW50IGNlcnRpZmljYXRlIGJvZHk=\n-----END CERTIFICATE-----\n"
+KEY_BODY = "cHJpdmF0ZSBrZXkgYm9keSB0aGF0IGlzIHNlY3JldCBhbmQgbG9uZw=="
+KEY = f"-----BEGIN PRIVATE KEY-----\n{KEY_BODY}\n-----END PRIVATE KEY-----\n"
+
+
+def test_scram_over_sasl_ssl_with_login_and_password_from_the_connection():
+    config = librdkafka_config(
+        "kafka_prod",
+        "b1.example.com",
+        9093,
+        {"security_protocol": "SASL_SSL", "sasl_mechanism": "SCRAM-SHA-512", "ssl_ca_pem": CA},
+        login="lander",
+        password="pw",
+    )
+    assert config == {
+        "bootstrap.servers": "b1.example.com:9093",
+        "security.protocol": "SASL_SSL",
+        "sasl.mechanism": "SCRAM-SHA-512",
+        "sasl.username": "lander",
+        "sasl.password": "pw",
+        "ssl.ca.pem": CA,
+    }
+    java = java_client_config(config)
+    assert java == {
+        "bootstrap.servers": "b1.example.com:9093",
+        "security.protocol": "SASL_SSL",
+        "sasl.mechanism": "SCRAM-SHA-512",
+        "sasl.jaas.config": f'{SCRAM_MODULE} required username="lander" password="pw";',
+        "ssl.truststore.type": "PEM",
+        "ssl.truststore.certificates": CA,
+    }
+
+
+def test_sasl_plain_and_several_brokers():
+    config = librdkafka_config(
+        "k",
+        None,
+        None,
+        {"bootstrap_servers": "b1:9093,b2:9093", "security_protocol": "SASL_SSL", "sasl_mechanism": "PLAIN"},
+        login="u",
+        password="p",
+    )
+    assert config["bootstrap.servers"] == "b1:9093,b2:9093"
+    assert (
+        java_client_config(config)["sasl.jaas.config"]
+        == f'{PLAIN_MODULE} required username="u" password="p";'
+    )
+
+
+def test_login_without_a_mechanism_is_plain_for_both_clients():
+    """librdkafka's default mechanism is GSSAPI, the Java client's PLAIN: both are told PLAIN."""
+    config = librdkafka_config("k", "b", 9093, {"security_protocol": "SASL_SSL"}, login="u", password="p")
+    assert config["sasl.mechanism"] == "PLAIN"
+    assert java_client_config(config)["sasl.mechanism"] == "PLAIN"
+
+
+@pytest.mark.parametrize("protocol", [None, "SSL", "PLAINTEXT"])
+def test_credentials_without_a_sasl_protocol_are_refused(protocol):
+    extra = {"sasl_mechanism": "SCRAM-SHA-256"} | ({"security_protocol": protocol} if protocol else {})
+    with pytest.raises(KafkaConfigError) as excinfo:
+        librdkafka_config("kafka_prod", "b", 9093, extra, login="u", password="secret-pw")
+    assert "'kafka_prod'" in str(excinfo.value)
+    assert "security_protocol" in str(excinfo.value)
+    assert "secret-pw" not in str(excinfo.value)
+
+
+def test_mutual_tls_from_pem_text():
+    config = librdkafka_config(
+        "k",
+        "b",
+        9094,
+        {"security_protocol": "SSL", "ssl_ca_pem": CA, "ssl_certificate_pem": CERT, "ssl_key_pem": KEY},
+    )
+    assert config["ssl.certificate.pem"] == CERT
+    assert config["ssl.key.pem"] == KEY
+    java = java_client_config(config)
+    assert java == {
+        "bootstrap.servers": "b:9094",
+        "security.protocol": "SSL",
+        "ssl.truststore.type": "PEM",
+        "ssl.truststore.certificates": CA,
+        "ssl.keystore.type": "PEM",
+        "ssl.keystore.certificate.chain": CERT,
+        "ssl.keystore.key": KEY,
+    }
+
+
+def test_mutual_tls_from_files_hands_java_their_text(tmp_path):
+    (tmp_path / "ca.pem").write_text(CA)
+    (tmp_path / "client.crt").write_text(CERT)
+    (tmp_path / "client.key").write_text(KEY)
+    config = librdkafka_config(
+        "k",
+        "b",
+        9094,
+        {
+            "security_protocol": "SSL",
+            "ssl_ca_location": str(tmp_path / "ca.pem"),
+            "ssl_certificate_location": str(tmp_path / "client.crt"),
+            "ssl_key_location": str(tmp_path / "client.key"),
+            "ssl_key_password": "kpw",
+        },
+    )
+    java = java_client_config(config)
+    assert java["ssl.truststore.location"] == str(tmp_path / "ca.pem")
+    assert java["ssl.keystore.certificate.chain"] == CERT
+    assert java["ssl.keystore.key"] == KEY
+    assert java["ssl.key.password"] == "kpw"
+    assert "ssl.key.location" not in java and "ssl.certificate.location" not in java
+
+
+def test_a_combined_pem_file_gives_java_only_the_key_block_as_key(tmp_path):
+    (tmp_path / "both.pem").write_text(KEY + CERT)
+    config = {
+        "bootstrap.servers": "b",
+        "ssl.certificate.location": str(tmp_path / "both.pem"),
+        "ssl.key.location": str(tmp_path / "both.pem"),
+    }
+    java = java_client_config(config)
+    assert java["ssl.keystore.key"] == KEY
+    assert java["ssl.keystore.certificate.chain"] == CERT
+
+
+def test_an_unreadable_key_file_is_a_config_error_naming_the_setting(tmp_path):
+    config = {
+        "bootstrap.servers": "b",
+        "ssl.certificate.pem": CERT,
+        "ssl.key.location": str(tmp_path / "missing.key"),
+    }
+    with pytest.raises(KafkaConfigError) as excinfo:
+        java_client_config(config)
+    assert "'ssl.key.location'" in str(excinfo.value)
+
+
+@pytest.mark.parametrize("header", ["RSA PRIVATE KEY", "EC PRIVATE KEY"])
+def test_a_pkcs1_key_is_refused_with_the_conversion_command(header):
+    key = f"-----BEGIN {header}-----\n{KEY_BODY}\n-----END {header}-----\n"
+    config = {"bootstrap.servers": "b", "ssl.certificate.pem": CERT, "ssl.key.pem": key}
+    with pytest.raises(KafkaConfigError) as excinfo:
+        java_client_config(config)
+    message = str(excinfo.value)
+    assert "'ssl.key.pem'" in message and "openssl pkcs8 -topk8" in message
+    assert KEY_BODY not in message
+
+
+@pytest.mark.parametrize(
+    "extra", [{"ssl_certificate_pem": CERT}, {"ssl_key_pem": KEY}], ids=["cert only", "key only"]
+)
+def test_a_certificate_without_its_key_is_refused(extra):
+    with pytest.raises(KafkaConfigError) as excinfo:
+        librdkafka_config("k", "b", 9094, {"security_protocol": "SSL", **extra})
+    assert "needs its key" in str(excinfo.value)
+    assert KEY_BODY not in str(excinfo.value)
+
+
+def test_oauthbearer_client_credentials_from_extra():
+    config = librdkafka_config(
+        "k",
+        "b",
+        9093,
+        {
+            "security_protocol": "SASL_SSL",
+            "sasl_mechanism": "OAUTHBEARER",
+            "oauth_token_endpoint": "https://idp.example.com/oauth2/token",
+            "oauth_client_id": "lander",
+            "oauth_client_secret": "cs",
+            "oauth_scope": "kafka",
+        },
+    )
+    assert config == {
+        "bootstrap.servers": "b:9093",
+        "security.protocol": "SASL_SSL",
+        "sasl.mechanism": "OAUTHBEARER",
+        "sasl.oauthbearer.method": "oidc",
+        "sasl.oauthbearer.token.endpoint.url": "https://idp.example.com/oauth2/token",
+        "sasl.oauthbearer.client.id": "lander",
+        "sasl.oauthbearer.client.secret": "cs",
+        "sasl.oauthbearer.scope": "kafka",
+    }
+    java = java_client_config(config)
+    assert java == {
+        "bootstrap.servers": "b:9093",
+        "security.protocol": "SASL_SSL",
+        "sasl.mechanism": "OAUTHBEARER",
+        "sasl.jaas.config": (
+            "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required "
+            'clientId="lander" clientSecret="cs" scope="kafka";'
+        ),
+        "sasl.login.callback.handler.class": (
+            "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler"
+        ),
+        "sasl.oauthbearer.token.endpoint.url": "https://idp.example.com/oauth2/token",
+    }
+
+
+def test_oauthbearer_client_id_and_secret_from_login_and_password():
+    config = librdkafka_config(
+        "k",
+        "b",
+        9093,
+        {"security_protocol": "SASL_SSL", "oauth_token_endpoint": "https://idp/token"},
+        login="cid",
+        password="csecret",
+    )
+    assert config["sasl.mechanism"] == "OAUTHBEARER"
+    assert config["sasl.oauthbearer.client.id"] == "cid"
+    assert config["sasl.oauthbearer.client.secret"] == "csecret"
+    assert "sasl.username" not in config
+    assert 'clientSecret="csecret"' in java_client_config(config)["sasl.jaas.config"]
+
+
+def test_oauthbearer_extensions_become_jaas_options():
+    config = {
+        "bootstrap.servers": "b",
+        "sasl.mechanism": "OAUTHBEARER",
+        "sasl.oauthbearer.token.endpoint.url": "https://idp/token",
+        "sasl.oauthbearer.client.id": "c",
+        "sasl.oauthbearer.client.secret": "s",
+        "sasl.oauthbearer.extensions": "logicalCluster=lkc-1,identityPoolId=pool-2",
+    }
+    jaas = java_client_config(config)["sasl.jaas.config"]
+    assert 'extension_logicalCluster="lkc-1" extension_identityPoolId="pool-2";' in jaas
+
+
+def test_oauthbearer_without_a_token_endpoint_is_refused_for_java():
+    config = {"bootstrap.servers": "b", "sasl.mechanism": "OAUTHBEARER", "sasl.oauthbearer.client.id": "c"}
+    with pytest.raises(KafkaConfigError) as excinfo:
+        java_client_config(config)
+    assert "oauth_token_endpoint" in str(excinfo.value)
+
+
+# ---------------------------------------------------------------------------------------------
+# Java client settings in a connection: translated for librdkafka, or refused
+
+
+def test_a_scram_jaas_config_is_translated_to_username_and_password():
+    config = librdkafka_config(
+        "k",
+        "b",
+        9093,
+        {
+            "security.protocol": "SASL_SSL",
+            "sasl.mechanism": "SCRAM-SHA-256",
+            "sasl.jaas.config": f'{SCRAM_MODULE} required username="u" password="p\\"w";',
+        },
+    )
+    assert "sasl.jaas.config" not in config
+    assert (config["sasl.username"], config["sasl.password"]) == ("u", 'p"w')
+    assert java_client_config(config)["sasl.jaas.config"] == (
+        f'{SCRAM_MODULE} required username="u" password="p\\"w";'
+    )
+
+
+def test_an_unknown_login_module_is_refused_naming_the_setting_not_its_value():
+    with pytest.raises(KafkaConfigError) as excinfo:
+        librdkafka_config(
+            "kafka_prod",
+            "b",
+            9093,
+            {
+                "security.protocol": "SASL_SSL",
+                "sasl.jaas.config": 'com.example.Custom required token="t0ps3cret";',
+            },
+        )
+    message = str(excinfo.value)
+    assert "'sasl.jaas.config'" in message and "'kafka_prod'" in message
+    assert "t0ps3cret" not in message
+
+
+def test_a_pem_truststore_and_keystore_are_translated():
+    config = librdkafka_config(
+        "k",
+        "b",
+        9094,
+        {
+            "security.protocol": "SSL",
+            "ssl.truststore.type": "PEM",
+            "ssl.truststore.certificates": CA,
+            "ssl.keystore.type": "PEM",
+            "ssl.keystore.certificate.chain": CERT,
+            "ssl.keystore.key": KEY,
+        },
+    )
+    assert (config["ssl.ca.pem"], config["ssl.certificate.pem"], config["ssl.key.pem"]) == (CA, CERT, KEY)
+    assert not any(k.startswith(("ssl.truststore", "ssl.keystore")) for k in config)
+
+
+def test_a_pkcs12_keystore_is_kept_for_both_clients():
+    config = librdkafka_config(
+        "k",
+        "b",
+        9094,
+        {
+            "security.protocol": "SSL",
+            "ssl_ca_location": "/ca.pem",
+            "ssl.keystore.type": "PKCS12",
+            "ssl.keystore.location": "/client.p12",
+            "ssl.keystore.password": "kspw",
+        },
+    )
+    assert config["ssl.keystore.location"] == "/client.p12"
+    assert config["ssl.keystore.password"] == "kspw"
+    java = java_client_config(config)
+    assert java["ssl.keystore.type"] == "PKCS12"
+    assert java["ssl.keystore.location"] == "/client.p12"
+    assert java["ssl.keystore.password"] == "kspw"
+
+
+@pytest.mark.parametrize(
+    ("extra", "setting"),
+    [
+        ({"ssl.truststore.location": "/t.jks", "ssl.truststore.password": "x"}, "ssl.truststore.type"),
+        ({"ssl.keystore.location": "/k.jks", "ssl.keystore.password": "x"}, "ssl.keystore.type"),
+        ({"ssl.keymanager.algorithm": "PKIX"}, "ssl.keymanager.algorithm"),
+    ],
+)
+def test_java_only_settings_librdkafka_cannot_take_are_refused(extra, setting):
+    with pytest.raises(KafkaConfigError) as excinfo:
+        librdkafka_config("kafka_prod", "b", 9094, {"security.protocol": "SSL", **extra})
+    assert setting in str(excinfo.value)
+    assert "'kafka_prod'" in str(excinfo.value)
+
+
+def test_a_misspelt_documented_key_is_refused():
+    with pytest.raises(KafkaConfigError) as excinfo:
+        librdkafka_config("k", "b", 9093, {"security_protocl": "SSL"})
+    assert "'security_protocl'" in str(excinfo.value)
+
+
+def test_the_same_setting_twice_is_refused():
+    with pytest.raises(KafkaConfigError) as excinfo:
+        librdkafka_config("k", "b", 9093, {"security_protocol": "SSL", "security.protocol": "SASL_SSL"})
+    assert "'security.protocol'" in str(excinfo.value)
+
+
+# ---------------------------------------------------------------------------------------------
+# secrets out of logs and messages; the settings file gone after a crash
+
+
+def test_redacted_hides_every_secret_form():
+    config = {
+        "bootstrap.servers": "b",
+        "ssl.keystore.key": KEY,
+        "ssl.key.pem": KEY,
+        "sasl.oauthbearer.client.secret": "cs",
+        "ssl.truststore.certificates": CA,
+    }
+    safe = redacted(config)
+    assert KEY_BODY not in json.dumps(safe) and "cs" not in safe.values()
+    assert safe["ssl.truststore.certificates"] == CA  # a CA is public
+
+
+def test_scrub_removes_secrets_and_their_pem_lines_from_a_message():
+    config = {"sasl.password": "hunter22", "ssl.key.pem": KEY, "bootstrap.servers": "b"}
+    text = f"failed with hunter22 and line {KEY_BODY}"
+    assert scrub(text, config) == "failed with *** and line ***"
+
+
+def test_read_config_file_can_delete_the_file_once_read():
+    with config_file({"bootstrap.servers": "b", "sasl.password": "x"}) as path:
+        assert read_config_file(path, remove=True)["sasl.password"] == "x"
+        assert not path.exists()
+
+
+def test_a_settings_folder_left_by_a_killed_writer_is_swept(tmp_path):
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    stale = tmp_path / f"kafkalake-secrets-{dead.pid}-abc"
+    stale.mkdir(mode=0o700)
+    (stale / "kafka-client.json").write_text('{"sasl.password": "x"}')
+    alive = tmp_path / f"kafkalake-secrets-{os.getpid()}-def"
+    alive.mkdir(mode=0o700)
+    assert sweep_stale(tmp_path) == [stale]
+    assert not stale.exists()
+    assert alive.exists()
+
+
+def test_config_file_sweeps_before_it_writes(tmp_path, monkeypatch):
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    stale = tmp_path / f"kafkalake-secrets-{dead.pid}-abc"
+    stale.mkdir(mode=0o700)
+    with config_file({"bootstrap.servers": "b"}) as path:
+        assert path.parent.parent == tmp_path
+        assert not stale.exists()
