@@ -39,8 +39,12 @@ demo: setup  ## start Kafka, produce sample events, run the orders DAG, show the
 airflow: setup  ## the real Airflow UI on the DAGs (airflow standalone), http://127.0.0.1:8080 or AIRFLOW_PORT=
 	$(PY) -m kafkalake.dev.airflow_ui --port $(AIRFLOW_PORT)
 
+# Two workers: most of a test's time is JVM start-up and Airflow's own latency, which overlap well on
+# 2 cores. Each test module stays on one worker (tests/conftest.py); PYTEST_WORKERS=0 runs serially.
+PYTEST_WORKERS ?= 2
+
 test: setup $(CHROMIUM)  ## run the whole test suite (real broker, Spark and Delta, Chromium for the UI test)
-	$(PY) -m pytest
+	$(PY) -m pytest $(if $(filter-out 0,$(PYTEST_WORKERS)),-n $(PYTEST_WORKERS) --dist loadgroup)
 
 test-unit: setup  ## only the fast unit tests
 	$(PY) -m pytest tests/unit
