@@ -46,6 +46,7 @@ from kafkalake.core.errors import (
     Kind,
     ReingestRefusedError,
     TableStateError,
+    TopicRecreatedError,
     failure,
     failure_of,
 )
@@ -61,6 +62,7 @@ from kafkalake.kafka.client_config import (
 from kafkalake.lake import parsed_backlog
 from kafkalake.lake.checkpoint_lock import checkpoint_lock
 from kafkalake.lake.table_guard import check_safe_to_start, plan_start
+from kafkalake.lake.table_position import ENV_TOPIC_ID
 from kafkalake.spark import reingest as landing_gaps
 from kafkalake.spark.batch_writer import BatchWriter
 from kafkalake.spark.catch_up import catch_up_if_behind
@@ -112,7 +114,8 @@ def ingest(topic: TopicConfig, client_config: dict[str, str], started: float) ->
     try:
         # Refuse to start when table and checkpoint disagree (a deleted table would otherwise be
         # re-created empty, a deleted checkpoint re-read Kafka): before the table is created.
-        plan = plan_start(topic)
+        writer.topic_id = os.environ.get(ENV_TOPIC_ID) or None
+        plan = plan_start(topic, writer.topic_id)
         if plan.rebuild_from is None:
             check_safe_to_start(topic)
         # The table first: the run lock's file lives in the table's folder, and Delta creates a
@@ -127,7 +130,7 @@ def ingest(topic: TopicConfig, client_config: dict[str, str], started: float) ->
             streaming = time.monotonic()
             query.awaitTermination()
             behind = catch_up_parsed(spark, topic, writer)
-    except (BadConfigError, CheckpointLockedError, TableStateError) as err:
+    except (BadConfigError, CheckpointLockedError, TableStateError, TopicRecreatedError) as err:
         spark.stop()
         write_metrics(writer, started, streaming)
         return report(failure_of(err))

@@ -85,10 +85,11 @@ def make_topic(
     )
 
 
-def run_ingest(spark: Any, topic: TopicConfig, bootstrap: str) -> BatchWriter:
+def run_ingest(spark: Any, topic: TopicConfig, bootstrap: str, topic_id: str | None = None) -> BatchWriter:
     """One availableNow run of the topic's stream, as the ingest job does it."""
     writer = BatchWriter(spark, topic)
-    plan = plan_start(topic)
+    writer.topic_id = topic_id
+    plan = plan_start(topic, topic_id)
     if plan.rebuild_from is None:
         check_safe_to_start(topic)
     writer.tables_exist(ensure_table(spark, topic))

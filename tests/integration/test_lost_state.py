@@ -8,15 +8,21 @@ dead-letter tables, with no gap. Real broker, Spark and Delta; tables read back 
 from __future__ import annotations
 
 import json
+import re
 import shutil
+import time
 from pathlib import Path
 
 import pytest
+from confluent_kafka.admin import AdminClient
 
+from kafkalake.airflow.tasks import check_topic_identity
 from kafkalake.config.parsed import ParsedConfig
 from kafkalake.config.topic import TopicConfig
+from kafkalake.core.errors import TopicRecreatedError
 from kafkalake.dev import producer
 from kafkalake.dev.producer import Record
+from kafkalake.kafka.offsets import topic_id
 from kafkalake.lake import parsed_backlog
 from kafkalake.lake.table_position import read_position
 
@@ -26,6 +32,13 @@ from .helpers import run_ingest as run
 pytestmark = pytest.mark.integration
 
 NAME = "it-lost-state"
+
+
+def wait_until(condition, what: str, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.5)
 
 
 def produce(bootstrap: str, start: int, count: int) -> None:
@@ -85,3 +98,35 @@ def test_losing_the_checkpoint_or_restoring_the_table_loses_and_duplicates_nothi
     assert_every_table_holds_each_offset_once(topic, bootstrap, 650)
     latest = read_rows(Path(topic.latest_path))
     assert len(latest) == 13 and len({r["_kafka"]["key"] for r in latest}) == 13
+
+
+def test_a_recreated_topic_is_never_silently_skipped_whether_or_not_it_refilled(spark, kafka, tmp_path):
+    name = "it-recreated"
+    bootstrap = kafka.bootstrap_servers
+    config = {"bootstrap.servers": bootstrap}
+    topic = make_topic(tmp_path, name, ParsedConfig(enabled=False))
+    producer.create_topic(bootstrap, name, partitions=1)
+    producer.produce(bootstrap, name, [Record(None, f"{i}".encode(), 0) for i in range(100)])
+    first_id = topic_id(config, name)
+    assert first_id
+    run(spark, topic, bootstrap, first_id)
+    position = read_position(topic.path)
+    assert position is not None and position.topic_id == first_id and position.end == {0: 100}
+    check_topic_identity(config, name, topic.path)  # the same topic: no complaint
+
+    admin = AdminClient(config)  # kept: a collected client cancels its requests
+    admin.delete_topics([name])[name].result(timeout=30)
+    wait_until(lambda: topic_id(config, name) is None, "the topic to be deleted")
+    producer.create_topic(bootstrap, name, partitions=1)
+    new_id = topic_id(config, name)
+    assert new_id and new_id != first_id
+    # 40 records: not yet refilled past the table's offset 100; then 210 more: refilled past it.
+    for more in (40, 210):
+        producer.produce(bootstrap, name, [Record(None, b"new", 0) for _ in range(more)])
+        with pytest.raises(
+            TopicRecreatedError, match=re.escape(f"re-created in Kafka: its topic ID is now {new_id}")
+        ):
+            check_topic_identity(config, name, topic.path)  # the pre-flight, before any JVM
+        with pytest.raises(TopicRecreatedError, match=re.escape(f"read from topic ID {first_id}")):
+            run(spark, topic, bootstrap, new_id)  # and the job, should it be started anyway
+    assert len(read_rows(Path(topic.path))) == 100  # nothing was written

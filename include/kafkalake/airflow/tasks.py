@@ -36,7 +36,7 @@ from kafkalake.core.paths import jobs_dir
 from kafkalake.core.run_mode import Mode, RunMode, run_mode
 from kafkalake.kafka import client_config as kafka_client
 from kafkalake.kafka import offsets, windows
-from kafkalake.lake import care_due, parsed_backlog, registry
+from kafkalake.lake import care_due, parsed_backlog, registry, table_position
 from kafkalake.lake.checkpoint import read_checkpoint
 
 log = logging.getLogger(__name__)
@@ -83,6 +83,8 @@ def check_new_offsets(
             log.info("skipping the Spark job: Kafka has nothing in the window the stream has passed")
         return window.records > 0
     marks = offsets.watermarks(config, topic_name)
+    if table_path:
+        check_topic_identity(config, topic_name, table_path)
     state = read_checkpoint(Path(checkpoint), topic_name)
     decision = offsets.decide(
         state,
@@ -113,6 +115,19 @@ def check_new_offsets(
             run_metrics.idle_metrics(topic_name, dict(decision.lag), newest, datetime.now(UTC)), ti
         )
     return decision.run
+
+
+def check_topic_identity(config: Mapping[str, str], topic_name: str, table_path: str) -> None:
+    """Fail at once (no JVM) when Kafka's topic is not the one the table's offsets came from."""
+    current = offsets.topic_id(config, topic_name)
+    position = table_position.read_position(table_path) if current else None
+    if current is None or position is None:
+        return
+    recreated = table_position.recreated_message(topic_name, current, position)
+    if recreated is not None:
+        failed = failures.failure(failures.Kind.TOPIC_RECREATED, recreated)
+        log.error("%s", failed.message)
+        raise failed.error()
 
 
 class KafkalakeSparkSubmitOperator(SparkSubmitOperator):  # type: ignore[misc]  # provider is untyped
@@ -208,9 +223,11 @@ class IngestOperator(TopicSparkSubmitOperator):
         self.log.info("Kafka client settings: %s", kafka_client.redacted(java_config))
         # Measured just before the job: its availableNow run reads up to the end offsets it sees at start.
         lag_before = airflow_metrics.lag_now(client_config, self.topic)
+        topic_id = offsets.topic_id(client_config, self.topic.name)
         with kafka_client.config_file(java_config) as path, job_metrics_file() as metrics_path:
             self.env_vars = {
                 **(self.env_vars or {}),
+                **({table_position.ENV_TOPIC_ID: topic_id} if topic_id else {}),
                 kafka_client.ENV_CLIENT_CONFIG_FILE: str(path),
                 run_metrics.ENV_METRICS_FILE: str(metrics_path),
             }

@@ -42,6 +42,7 @@ class Kind(StrEnum):
     AUTHENTICATION_FAILED = "authentication_failed"
     AUTHORIZATION_FAILED = "authorization_failed"
     TLS_UNTRUSTED = "tls_untrusted"
+    TOPIC_RECREATED = "topic_recreated"
     UNKNOWN = "unknown"
 
 
@@ -60,6 +61,8 @@ NON_RETRYABLE = frozenset(
         Kind.AUTHENTICATION_FAILED,
         Kind.AUTHORIZATION_FAILED,
         Kind.TLS_UNTRUSTED,
+        # The topic's offsets started again at 0: the table's position means nothing for it.
+        Kind.TOPIC_RECREATED,
     }
 )
 
@@ -78,6 +81,7 @@ EXIT_CODES: Mapping[Kind, int] = {
     Kind.TLS_UNTRUSTED: 76,  # EX_PROTOCOL: the TLS handshake with the broker failed
     Kind.AUTHORIZATION_FAILED: 77,  # EX_NOPERM: an ACL denies the pipeline's principal
     Kind.AUTHENTICATION_FAILED: 79,  # past sysexits' range: it has no "bad credentials" code
+    Kind.TOPIC_RECREATED: 80,
 }
 KIND_OF_EXIT = {code: kind for kind, code in EXIT_CODES.items()}
 
@@ -118,6 +122,15 @@ RUNBOOK_TABLE_STATE = (
     "'path' in the catalog) and put it back. To start over on purpose, run `python -m "
     "kafkalake.cli.full_refresh --topic <topic>`: it deletes table and checkpoint together, and only "
     "while Kafka still holds every record. Never delete only the checkpoint or only the table."
+)
+RUNBOOK_TOPIC_RECREATED = (
+    "Kafka's topic was deleted and created again under the same name: its offsets started over at "
+    "0, so the offsets the table records belong to the old topic and reading the new one from them "
+    "would skip its first records. Nothing was written. To keep the old data and land the new "
+    "topic: give the topic a new `table` (or `path`) in the catalog, e.g. `orders_v2`; its next run "
+    "is a first run and the old table stays readable. If the old data may go: `python -m "
+    "kafkalake.cli.full_refresh --topic <topic>` deletes the tables, and the next run lands the new "
+    "topic from its start."
 )
 RUNBOOK_INGEST_UNFINISHED = (
     "The topic's last ingest stopped in the middle of a micro-batch: bronze may already hold records "
@@ -183,6 +196,7 @@ _RUNBOOKS = {
     Kind.AUTHENTICATION_FAILED: RUNBOOK_AUTHENTICATION_FAILED,
     Kind.AUTHORIZATION_FAILED: RUNBOOK_AUTHORIZATION_FAILED,
     Kind.TLS_UNTRUSTED: RUNBOOK_TLS_UNTRUSTED,
+    Kind.TOPIC_RECREATED: RUNBOOK_TOPIC_RECREATED,
     Kind.UNKNOWN: RUNBOOK_UNKNOWN,
 }
 
@@ -257,6 +271,12 @@ class ExpectationFailedError(NonRetryableError):
     kind = Kind.EXPECTATION_FAILED
 
 
+class TopicRecreatedError(NonRetryableError):
+    """The topic's Kafka topic ID is not the one the table's offsets were read from."""
+
+    kind = Kind.TOPIC_RECREATED
+
+
 class TableStateError(NonRetryableError):
     """Table and checkpoint disagree: starting the stream would lose or duplicate data."""
 
@@ -326,6 +346,7 @@ _ERRORS: Mapping[Kind, type[KafkalakeError]] = {
     Kind.AUTHENTICATION_FAILED: AuthenticationFailedError,
     Kind.AUTHORIZATION_FAILED: AuthorizationFailedError,
     Kind.TLS_UNTRUSTED: TlsUntrustedError,
+    Kind.TOPIC_RECREATED: TopicRecreatedError,
     Kind.UNKNOWN: TransientError,
 }
 

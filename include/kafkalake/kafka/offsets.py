@@ -7,6 +7,7 @@ checkpoint and asking Kafka for its end offsets are the I/O edges around it.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -16,6 +17,8 @@ from kafkalake.core.errors import KafkaConfigError, KafkalakeError, Kind, TopicM
 from kafkalake.core.job_failures import classify_text, security_failure
 from kafkalake.kafka.client_config import scrub
 from kafkalake.lake.checkpoint import CheckpointState, Offsets
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -229,3 +232,22 @@ def topic_config(client_config: Mapping[str, str], topic: str, timeout: float = 
 def is_compacted(config: Mapping[str, str]) -> bool:
     """Whether Kafka compacts the topic: its offsets then start at 0 while older versions are gone."""
     return "compact" in config.get("cleanup.policy", "delete").replace(" ", "").split(",")
+
+
+def topic_id(client_config: Mapping[str, str], topic: str, timeout: float = 10.0) -> str | None:
+    """Kafka's ID of the topic (new each time a topic of that name is created).
+
+    None when the cluster cannot say (an old broker, a principal not allowed to describe the topic,
+    no answer): the identity check is then skipped, and the offsets checks still run.
+    """
+    from confluent_kafka import KafkaException, TopicCollection
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient(dict(client_config))
+    try:
+        described = admin.describe_topics(TopicCollection([topic]), request_timeout=timeout)[topic]
+        found = described.result(timeout=timeout).topic_id
+    except (KafkaException, TimeoutError) as err:
+        log.warning("cannot read the topic ID of %r, its identity is not checked: %s", topic, err)
+        return None
+    return str(found) if found is not None else None

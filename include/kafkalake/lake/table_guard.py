@@ -34,7 +34,7 @@ from pathlib import Path
 
 from kafkalake.config.tables import topic_tables
 from kafkalake.config.topic import TopicConfig
-from kafkalake.core.errors import Kind, TableStateError, failure
+from kafkalake.core.errors import Kind, TableStateError, TopicRecreatedError, failure
 from kafkalake.lake import table_position
 from kafkalake.lake.checkpoint import CheckpointState, Offsets, batch_ids, read_checkpoint, starting_offsets
 from kafkalake.lake.checkpoint_lock import local_path
@@ -208,12 +208,20 @@ def checkpoint_facts(checkpoint: Path, topic: str) -> CheckpointFacts:
     )
 
 
-def plan_start(topic: TopicConfig) -> StartPlan:
-    """Decide where the stream starts (local tables; elsewhere, from the checkpoint as before)."""
+def plan_start(topic: TopicConfig, topic_id: str | None = None) -> StartPlan:
+    """Decide where the stream starts (local tables; elsewhere, from the checkpoint as before).
+
+    Raises:
+        TopicRecreatedError: ``topic_id`` (Kafka's, now) is not the one the table's offsets came from.
+    """
     checkpoint = local_path(topic.checkpoint_path)
     if checkpoint is None:
         return StartPlan()
     position = table_position.read_position(topic.path)
+    if position is not None and topic_id is not None:
+        recreated = table_position.recreated_message(topic.name, topic_id, position)
+        if recreated is not None:
+            raise TopicRecreatedError(failure(Kind.TOPIC_RECREATED, recreated).message)
     parsed_end: Offsets = {}
     if topic.parsed.enabled:
         parsed_end = table_position.furthest(

@@ -23,6 +23,8 @@ from typing import Any
 from kafkalake.lake.checkpoint import Offsets
 
 METADATA_KEY = "kafkalake"
+#: The topic's Kafka topic ID, handed by the ingest task (which asked Kafka) to the job.
+ENV_TOPIC_ID = "KAFKALAKE_TOPIC_ID"
 
 
 @dataclass(frozen=True)
@@ -33,15 +35,23 @@ class TablePosition:
     end: Offsets
     batch: int | None = None
     query: str | None = None
+    #: Kafka's topic ID the offsets were read from (a re-created topic has a new one).
+    topic_id: str | None = None
 
     def describe(self) -> str:
         spots = ", ".join(f"partition {p}: {o}" for p, o in sorted(self.end.items()))
         return f"version {self.version} ({spots})"
 
 
-def commit_metadata(end: Mapping[int, int], batch: int, query: str) -> str:
+def commit_metadata(end: Mapping[int, int], batch: int, query: str, topic_id: str | None = None) -> str:
     """The ``userMetadata`` of a micro-batch's commit."""
-    record = {"end": {str(p): o for p, o in sorted(end.items())}, "batch": batch, "query": query}
+    record: dict[str, Any] = {
+        "end": {str(p): o for p, o in sorted(end.items())},
+        "batch": batch,
+        "query": query,
+    }
+    if topic_id:
+        record["topic_id"] = topic_id
     return json.dumps({METADATA_KEY: record}, sort_keys=True)
 
 
@@ -92,6 +102,7 @@ def position_in(history: Iterable[Mapping[str, Any]]) -> TablePosition | None:
                 end={int(p): int(o) for p, o in record["end"].items()},
                 batch=record.get("batch"),
                 query=record.get("query"),
+                topic_id=record.get("topic_id"),
             )
     return None
 
@@ -103,6 +114,16 @@ def read_position(location: str, limit: int = 1000) -> TablePosition | None:
     if not DeltaTable.is_deltatable(location):
         return None
     return position_in(DeltaTable(location).history(limit))
+
+
+def recreated_message(topic: str, current_id: str, position: TablePosition) -> str | None:
+    """The on-call detail when Kafka's topic is not the one the table's offsets came from; else None."""
+    if not position.topic_id or position.topic_id == current_id:
+        return None
+    return (
+        f"topic {topic!r} was deleted and re-created in Kafka: its topic ID is now {current_id}, but "
+        f"the table's offsets ({position.describe()}) were read from topic ID {position.topic_id}"
+    )
 
 
 def furthest(positions: Iterable[TablePosition | None]) -> Offsets:

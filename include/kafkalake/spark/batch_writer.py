@@ -107,6 +107,8 @@ class BatchWriter:
         self.parsed_skip_below: dict[int, int] | None = None
         #: How the run's start position was rebuilt from the tables ("" when the checkpoint held).
         self.recovered = ""
+        #: Kafka's ID of the topic, recorded with the offsets (None when the task did not say).
+        self.topic_id: str | None = None
 
     def resume_backlog(self) -> None:
         """Pick up a backlog an earlier run left: until it is caught up, batches land bronze only."""
@@ -168,7 +170,9 @@ class BatchWriter:
         if checkpoint is None:
             return None
         end = batch_end_offsets(checkpoint, self.topic.name, batch_id)
-        return None if end is None else table_position.commit_metadata(end, batch_id, app_id)
+        if end is None:
+            return None
+        return table_position.commit_metadata(end, batch_id, app_id, self.topic_id)
 
     def _write(self, batch: DataFrame, batch_id: int) -> None:
         app_id = self.app_id

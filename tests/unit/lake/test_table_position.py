@@ -5,7 +5,13 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from kafkalake.lake.table_position import TablePosition, commit_metadata, furthest, position_in
+from kafkalake.lake.table_position import (
+    TablePosition,
+    commit_metadata,
+    furthest,
+    position_in,
+    recreated_message,
+)
 
 
 def write(version: int, end: dict[int, int] | None, batch: int = 0, ts: int = 0) -> dict[str, Any]:
@@ -57,3 +63,14 @@ def test_the_parsed_side_is_as_far_as_its_furthest_table_per_partition():
         1: 4,
         2: 1,
     }
+
+
+def test_a_different_topic_id_is_a_recreated_topic_and_an_unknown_one_is_not():
+    position = TablePosition(4, {0: 100}, topic_id="old-id")
+    assert "re-created in Kafka: its topic ID is now new-id" in (
+        recreated_message("t", "new-id", position) or ""
+    )
+    assert recreated_message("t", "old-id", position) is None
+    assert recreated_message("t", "new-id", TablePosition(4, {0: 100})) is None  # recorded before IDs were
+    meta = commit_metadata({0: 100}, 3, "q", "old-id")
+    assert position_in([{"version": 4, "userMetadata": meta}]) == TablePosition(4, {0: 100}, 3, "q", "old-id")
