@@ -40,11 +40,12 @@ airflow: setup  ## the real Airflow UI on the DAGs (airflow standalone), http://
 	$(PY) -m kafkalake.dev.airflow_ui --port $(AIRFLOW_PORT)
 
 # Two workers: most of a test's time is JVM start-up and Airflow's own latency, which overlap well on
-# 2 cores. Each test module stays on one worker (tests/conftest.py); PYTEST_WORKERS=0 runs serially.
+# 2 cores. --dist loadfile keeps each test module on one worker (its tests share module-scoped topics
+# and run in order; xdist's loadgroup does not group under pytest 9). PYTEST_WORKERS=0: serially.
 PYTEST_WORKERS ?= 2
 
 test: setup $(CHROMIUM)  ## run the whole test suite (real broker, Spark and Delta, Chromium for the UI test)
-	$(PY) -m pytest $(if $(filter-out 0,$(PYTEST_WORKERS)),-n $(PYTEST_WORKERS) --dist loadgroup)
+	$(PY) -m pytest $(if $(filter-out 0,$(PYTEST_WORKERS)),-n $(PYTEST_WORKERS) --dist loadfile)
 
 test-unit: setup  ## only the fast unit tests
 	$(PY) -m pytest tests/unit

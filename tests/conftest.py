@@ -59,23 +59,6 @@ topics:
 """
 
 
-#: Modules that share one `airflow standalone` server (tests/integration/airflow_server.py): with
-#: pytest-xdist they run in the same worker, so the server starts once.
-STANDALONE_MODULES = {"test_airflow_ui", "test_backfill", "test_deadline_alert"}
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Under pytest-xdist (``-n 2 --dist loadgroup``), keep each module on one worker.
-
-    Tests of a module share module-scoped topics and run in order; modules that share the standalone
-    Airflow server go together. Without xdist the marks do nothing.
-    """
-    for item in items:
-        module = item.module.__name__.rsplit(".", 1)[-1] if item.module else item.nodeid
-        group = "standalone-airflow" if module in STANDALONE_MODULES else item.nodeid.split("::")[0]
-        item.add_marker(pytest.mark.xdist_group(name=group))
-
-
 @pytest.fixture(scope="session")
 def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalKafka]:
     broker = LocalKafka(tmp_path_factory.mktemp("kafka")).start()
