@@ -12,7 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from kafkalake.config.spark_types import validate_spark_type
+from kafkalake.config.spark_types import type_depth, validate_spark_type
+from kafkalake.config.sql_expression import check_boolean_expression
 from kafkalake.core.errors import ParsedConfigError
 
 #: Auto Loader's names for what happens when the data brings a column the table lacks.
@@ -23,6 +24,12 @@ EXPECTATION_ACTIONS = ("warn", "drop", "fail")
 SQL_IDENTIFIER = re.compile(r"[a-z_][a-z0-9_]*")
 MAX_INT32 = 2_147_483_647
 MIN_SAMPLE_ROWS = 100
+#: delta-rs (and other kernel-based readers) cannot open a table whose schema JSON nests past
+#: serde_json's recursion limit of 128: a struct costs 3 levels there, so ~42 nested structs. 32
+#: leaves room for arrays and maps around them (checked: 40 structs open, 50 do not).
+MAX_DEPTH_LIMIT = 32
+#: Columns at every depth (a struct and each of its fields count one each).
+MAX_COLUMNS_LIMIT = 10_000
 
 _EXPECTATION_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _EXPECTATION_KEYS = ("name", "rule", "action")
@@ -33,6 +40,8 @@ _KEYS = (
     "type_hints",
     "max_value_bytes",
     "sample_rows",
+    "max_depth",
+    "max_columns",
     "database",
     "table",
     "expectations",
@@ -61,6 +70,12 @@ class ParsedConfig:
     max_value_bytes: int = 1_048_576
     #: Rows sampled by schema inference.
     sample_rows: int = 10_000
+    #: Nesting levels (objects and arrays) a column's type may have; what lies deeper is kept as
+    #: its JSON text in a string field.
+    max_depth: int = 16
+    #: Columns (at every depth) inference and evolution may give the table; the fields beyond are
+    #: kept in ``_rescued_data``.
+    max_columns: int = 500
     database: str = "silver"
     #: Empty means the topic's table name; TopicConfig fills it in.
     table: str = ""
@@ -124,6 +139,12 @@ def parse_parsed(value: Any) -> ParsedConfig:
         sample_rows=_whole(
             "parsed.sample_rows", value.get("sample_rows", ParsedConfig.sample_rows), MIN_SAMPLE_ROWS
         ),
+        max_depth=_whole(
+            "parsed.max_depth", value.get("max_depth", ParsedConfig.max_depth), 1, MAX_DEPTH_LIMIT
+        ),
+        max_columns=_whole(
+            "parsed.max_columns", value.get("max_columns", ParsedConfig.max_columns), 1, MAX_COLUMNS_LIMIT
+        ),
         database=_identifier("parsed.database", value.get("database", ParsedConfig.database)),
         table=_identifier("parsed.table", value["table"]) if "table" in value else "",
         expectations=_expectations(value.get("expectations", [])),
@@ -174,19 +195,29 @@ def _types(field: str, mapping: Any, *, dotted: bool) -> list[tuple[str, str]]:
         if not isinstance(name, str) or not name or (dotted and "" in name.split(".")):
             what = "a dotted field path such as customer.id" if dotted else "a non-empty field name"
             raise ParsedConfigError(field, f"{name!r} is not {what}")
+        if "\x00" in name:
+            # Arrow, and so delta-rs, refuses a column name with a NUL character.
+            raise ParsedConfigError(field, f"{name!r}: a field name cannot hold a NUL character")
         if not isinstance(spark_type, str):
             raise ParsedConfigError(f"{field}.{name}", f"must be a Spark SQL type string, not {spark_type!r}")
         try:
             validate_spark_type(spark_type)
         except ValueError as err:
             raise ParsedConfigError(f"{field}.{name}", f"{spark_type!r}: {err}") from None
+        levels = type_depth(spark_type) + (name.count(".") if dotted else 0)
+        if levels > MAX_DEPTH_LIMIT:
+            raise ParsedConfigError(
+                f"{field}.{name}",
+                f"{spark_type!r} nests {levels} levels deep; other engines (delta-rs) cannot open a table "
+                f"nested past {MAX_DEPTH_LIMIT}",
+            )
         pairs.append((name, spark_type))
     return pairs
 
 
-def _whole(field: str, number: Any, least: int) -> int:
-    if isinstance(number, bool) or not isinstance(number, int) or not least <= number <= MAX_INT32:
-        raise ParsedConfigError(field, f"must be a whole number from {least} to {MAX_INT32}, not {number!r}")
+def _whole(field: str, number: Any, least: int, most: int = MAX_INT32) -> int:
+    if isinstance(number, bool) or not isinstance(number, int) or not least <= number <= most:
+        raise ParsedConfigError(field, f"must be a whole number from {least} to {most}, not {number!r}")
     return number
 
 
@@ -215,6 +246,10 @@ def _expectations(entries: Any) -> tuple[Expectation, ...]:
             raise ParsedConfigError(f"{where}.name", f"{name!r} is used by an earlier expectation")
         if not isinstance(rule, str) or not rule.strip():
             raise ParsedConfigError(f"{where}.rule", "must be a non-empty Spark SQL boolean expression")
+        try:
+            check_boolean_expression(rule)
+        except ValueError as err:
+            raise ParsedConfigError(f"{where}.rule", f"{rule.strip()!r} does not parse: {err}") from None
         if action not in EXPECTATION_ACTIONS:
             raise ParsedConfigError(
                 f"{where}.action", f"must be one of {', '.join(EXPECTATION_ACTIONS)}, not {action!r}"

@@ -248,7 +248,7 @@ class TopicParser:
         else:
             probe = parse_columns.parse_batch(bronze, {"type": "struct", "fields": []}, self.config)
             schema = parse_columns.infer_schema(
-                self.spark, parse_columns.valid_json_texts(probe, self.config.sample_rows)
+                parse_columns.valid_json_texts(probe, self.config.sample_rows), self.config
             )
             origin = f"inferred from {source}"
         schema = parse_columns.with_catalog_hints(schema, self.config)
@@ -271,7 +271,12 @@ class TopicParser:
         """New fields in rescued records: add them (addNewColumns) or stop the run (failOnNewColumns)."""
         assert self.schema is not None
         texts = parse_columns.valid_json_texts(frame, self.config.sample_rows, only_rescued=True)
-        merged = merge(self.schema, parse_columns.infer_schema(self.spark, texts))
+        merged = merge(
+            self.schema, parse_columns.infer_schema(texts, self.config), max_columns=self.config.max_columns
+        )
+        skipped = [str(c) for c in merged.changes if c.kind == "skipped"]
+        if skipped:
+            log.warning("topic %s: %s", self.topic.name, "; ".join(skipped))
         if not merged.added:
             return False
         new_schema = parse_columns.with_catalog_hints(merged.schema, self.config)
