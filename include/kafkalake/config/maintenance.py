@@ -30,8 +30,6 @@ DEFAULT_OPTIMIZE_EVERY = timedelta(days=1)
 NEVER = "never"
 #: The property kafkalake sets on bronze and keeps: bronze only ever grows.
 APPEND_ONLY = "delta.appendOnly"
-#: The parsed and latest tables use Delta column mapping by name, so any JSON key is a column name.
-COLUMN_MAPPING = "delta.columnMapping.mode"
 RETENTION_PROPERTY = "delta.deletedFileRetentionDuration"
 #: ``partition_by`` value for a date column Delta derives from each table's ingestion time.
 INGESTION_DATE = "ingestion_date"
@@ -239,12 +237,6 @@ def _properties(value: Any, allow_below: bool, fail: Fail) -> tuple[tuple[str, s
             f"properties.{APPEND_ONLY}",
             "kafkalake owns this property: bronze is append-only (delta.appendOnly=true) and the catalog "
             "can never turn that off; remove the key",
-        )
-    if COLUMN_MAPPING in properties:
-        raise fail(
-            f"properties.{COLUMN_MAPPING}",
-            "kafkalake owns this property: the parsed and latest tables map columns by name (any JSON "
-            "key is a column name) and bronze and the dead letters need none; remove the key",
         )
     retention = properties.get(RETENTION_PROPERTY)
     if retention is not None:

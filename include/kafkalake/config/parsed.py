@@ -72,7 +72,7 @@ class ParsedConfig:
     sample_rows: int = 10_000
     #: Nesting levels (objects and arrays) a column's type may have; what lies deeper is kept as
     #: its JSON text in a string field.
-    max_depth: int = 16
+    max_depth: int = 10
     #: Columns (at every depth) inference and evolution may give the table; the fields beyond are
     #: kept in ``_rescued_data``.
     max_columns: int = 500
@@ -84,6 +84,28 @@ class ParsedConfig:
     latest_by_key: bool = False
     #: A null value (tombstone) deletes its key from the latest table.
     changelog: bool = False
+
+
+#: What Delta refuses in a column name without column mapping, and control characters (Arrow, so
+#: delta-rs, refuses NUL). Column mapping would lift this, but delta-rs 1.6.6 reads a column-mapped
+#: table written by Spark as all NULLs through ``to_pyarrow_table``/``to_pyarrow_dataset``.
+_NOT_IN_COLUMN_NAMES = re.compile(r"[ ,;{}()=\x00-\x1f\x7f]")
+#: Where a column keeps the JSON key it comes from, when the two differ.
+JSON_NAME = "json_name"
+
+
+def column_name(json_name: str) -> str:
+    """The parsed table's column name for a JSON key: each character Delta refuses becomes ``_``.
+
+    ``first name`` → ``first_name``, ``a=b`` → ``a_b``, the empty key → ``_``. Dots and backticks stay:
+    every name reaching SQL is quoted.
+    """
+    return _NOT_IN_COLUMN_NAMES.sub("_", json_name) or "_"
+
+
+def clash_key(json_name: str) -> str:
+    """Two JSON keys with the same clash key would be one column."""
+    return column_name(json_name).lower()
 
 
 def merge_parsed(default: Any, own: Any) -> Any:
@@ -175,15 +197,18 @@ def _schema(schema: Any) -> tuple[tuple[str, str], ...]:
         )
     seen: set[str] = set()
     for name, _ in fields:
-        lower = name.lower()
+        lower = clash_key(name)
         if lower.startswith("_kafka") or lower == "_rescued_data":
             raise ParsedConfigError(
                 f"parsed.schema.{name}", "reserved for the table's own columns (_kafka*, _rescued_data)"
             )
-        if lower in seen:
-            # Spark resolves column names case-insensitively.
-            raise ParsedConfigError(f"parsed.schema.{name}", "given twice (names differ only in case)")
-        seen.add(lower)
+        if clash_key(name) in seen:
+            # Spark resolves column names case-insensitively, and the column of `first name` is
+            # first_name.
+            raise ParsedConfigError(
+                f"parsed.schema.{name}", f"given twice (its column {column_name(name)!r} is another's)"
+            )
+        seen.add(clash_key(name))
     return tuple(fields)
 
 
@@ -195,9 +220,6 @@ def _types(field: str, mapping: Any, *, dotted: bool) -> list[tuple[str, str]]:
         if not isinstance(name, str) or not name or (dotted and "" in name.split(".")):
             what = "a dotted field path such as customer.id" if dotted else "a non-empty field name"
             raise ParsedConfigError(field, f"{name!r} is not {what}")
-        if "\x00" in name:
-            # Arrow, and so delta-rs, refuses a column name with a NUL character.
-            raise ParsedConfigError(field, f"{name!r}: a field name cannot hold a NUL character")
         if not isinstance(spark_type, str):
             raise ParsedConfigError(f"{field}.{name}", f"must be a Spark SQL type string, not {spark_type!r}")
         try:

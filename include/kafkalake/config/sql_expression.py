@@ -369,16 +369,17 @@ def check_boolean_expression(text: str) -> None:
     tokens = _tokens(text)
     if not tokens:
         raise ValueError("empty")
-    depth = 0
+    opened: list[str] = []
     for token in tokens:
-        if token.kind == "op" and token.text in "([":
-            depth += 1
-        elif token.kind == "op" and token.text in ")]":
-            depth -= 1
-            if depth < 0:
-                raise ValueError(f"unbalanced {token.text!r}")
-    if depth > 0:
-        raise ValueError("unbalanced '(' or '[': a closing bracket is missing")
+        if token.kind == "op" and token.text in ("(", "["):
+            opened.append(token.text)
+        elif token.kind == "op" and token.text in (")", "]"):
+            wanted = "(" if token.text == ")" else "["
+            if not opened or opened.pop() != wanted:
+                raise ValueError(f"unbalanced {token.text!r}: no {wanted!r} opens it")
+    if opened:
+        closer = ")" if opened[-1] == "(" else "]"
+        raise ValueError(f"unbalanced {opened[-1]!r}: a closing {closer!r} is missing")
     parser = _Parser(tokens)
     parser.expression()
     extra = parser.peek()

@@ -84,6 +84,12 @@ def decide(
     return Decision(False, "nothing new since the last run", lag)
 
 
+#: As the ingest reads (stream.ISOLATION_DEFAULTS): the end offset is then the last stable one, so
+#: a transaction still open is not "new records" that start a Spark job for nothing. librdkafka's
+#: default already; said here so a connection's other settings cannot hide it. Its own wins.
+READ_COMMITTED = {"isolation.level": "read_committed"}
+
+
 def watermarks(
     client_config: Mapping[str, str], topic: str, timeout: float = 15.0
 ) -> dict[int, tuple[int, int]]:
@@ -94,7 +100,9 @@ def watermarks(
     """
     from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
-    consumer = Consumer({**client_config, "group.id": "kafkalake-preflight", "enable.auto.commit": "false"})
+    consumer = Consumer(
+        {**READ_COMMITTED, **client_config, "group.id": "kafkalake-preflight", "enable.auto.commit": "false"}
+    )
     try:
         metadata = consumer.list_topics(topic, timeout=timeout)
         info = metadata.topics.get(topic)

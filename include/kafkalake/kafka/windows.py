@@ -13,7 +13,7 @@ from datetime import datetime
 from pathlib import Path
 
 from kafkalake.core.run_mode import refused
-from kafkalake.kafka.offsets import watermarks
+from kafkalake.kafka.offsets import READ_COMMITTED, watermarks
 from kafkalake.lake.checkpoint import Offsets, read_checkpoint
 from kafkalake.lake.checkpoint_lock import local_path
 
@@ -123,7 +123,9 @@ def offsets_for_time(
     from confluent_kafka import Consumer, TopicPartition
 
     millis = int(since.timestamp() * 1000)
-    consumer = Consumer({**client_config, "group.id": "kafkalake-reingest", "enable.auto.commit": "false"})
+    consumer = Consumer(
+        {**READ_COMMITTED, **client_config, "group.id": "kafkalake-reingest", "enable.auto.commit": "false"}
+    )
     try:
         found = consumer.offsets_for_times([TopicPartition(topic, p, millis) for p in partitions], timeout)
     finally:

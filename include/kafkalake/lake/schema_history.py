@@ -10,6 +10,12 @@ to a temporary file and linked into place, so a reader never sees half a file, a
 Evolution only adds. A field inferred with another type than the one persisted is a *conflict*:
 the persisted type stays, and values that do not fit are kept in ``_rescued_data`` by the parser,
 never turned into a silent null.
+
+Names: the history keeps each field's JSON key, as the producers spell it; the table's column is
+:func:`column_name` of it (Delta, without column mapping, refuses `` ,;{}()\n\t=`` in a name), with
+the key in the column's metadata (``json_name``). Two keys whose column names differ at most in
+case (``Name`` and ``name``, ``first name`` and ``first_name``) would be one column to Spark and
+Delta: a schema holds the first of them, and the parser rescues the other's values.
 """
 
 from __future__ import annotations
@@ -25,6 +31,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from kafkalake.config.parsed import JSON_NAME, clash_key, column_name
+
 Schema = dict[str, Any]
 
 #: Columns of the parsed table itself; a JSON field with one of these names is always rescued.
@@ -33,12 +41,35 @@ RESERVED_PREFIX = "_kafka"
 _VERSION_FILE = re.compile(r"(\d{6})\.json")
 
 
+def table_type(data_type: Any) -> Any:
+    """A JSON-named type with every struct field renamed to its :func:`column_name`."""
+    if not isinstance(data_type, dict):
+        return data_type
+    if data_type["type"] == "struct":
+        return {**data_type, "fields": [_table_field(f) for f in data_type["fields"]]}
+    if data_type["type"] == "array":
+        return {**data_type, "elementType": table_type(data_type["elementType"])}
+    if data_type["type"] == "map":
+        return {**data_type, "valueType": table_type(data_type["valueType"])}
+    return data_type
+
+
+def _table_field(field: dict[str, Any]) -> dict[str, Any]:
+    name = column_name(field["name"])
+    metadata = dict(field.get("metadata") or {})
+    if name != field["name"]:
+        metadata[JSON_NAME] = field["name"]
+    return {**field, "name": name, "type": table_type(field["type"]), "metadata": metadata}
+
+
 def empty_schema() -> Schema:
     return {"type": "struct", "fields": []}
 
 
 def is_reserved(name: str) -> bool:
-    return name == RESCUED_COLUMN or name.startswith(RESERVED_PREFIX)
+    """Whether a top-level JSON key's column would be one of the table's own."""
+    column = column_name(name).lower()
+    return column == RESCUED_COLUMN or column.startswith(RESERVED_PREFIX)
 
 
 #: serde_json's recursion limit is 128; delta-rs parses the schema with it (and a little nesting of
@@ -53,9 +84,8 @@ class UnusableSchemaError(ValueError):
 def schema_problems(schema: Schema) -> list[str]:
     """What makes ``schema`` unfit for a parsed table that delta-rs must open too; empty when fit.
 
-    With column mapping any name is a column name, except one holding a NUL character (Arrow, and
-    so delta-rs, refuses it); two names that differ only in case clash in Spark and Delta; Parquet
-    cannot store a struct without fields; delta-rs cannot parse a schema nested past its limit.
+    Two keys whose column names differ at most in case clash in Spark and Delta; Parquet cannot
+    store a struct without fields; delta-rs cannot parse a schema nested past its limit.
     """
     problems: list[str] = []
 
@@ -70,13 +100,9 @@ def schema_problems(schema: Schema) -> list[str]:
             for f in data_type["fields"]:
                 name = f["name"]
                 where = f"{path}.{name}" if path else name
-                if "\x00" in name:
-                    problems.append(f"{where!r}: a name with a NUL character")
-                if name.lower() in seen:
-                    problems.append(
-                        f"{where!r}: clashes with {seen[name.lower()]!r} (names differ only in case)"
-                    )
-                seen[name.lower()] = name
+                if clash_key(name) in seen:
+                    problems.append(f"{where!r}: would be the same column as {seen[clash_key(name)]!r}")
+                seen[clash_key(name)] = name
                 visit(f["type"], where)
         elif data_type["type"] == "array":
             visit(data_type["elementType"], f"{path}[]")
@@ -182,9 +208,9 @@ class Merge:
 def merge(current: Schema, inferred: Schema, max_columns: int | None = None) -> Merge:
     """``current`` plus the fields only ``inferred`` has; types of existing fields never change.
 
-    New fields are appended in inferred order and are nullable, so older rows read null. A name
-    that differs from an existing one only in case is that field (Spark and Delta resolve names
-    regardless of case; the parser rescues the other spelling's values). With ``max_columns``, new
+    New fields are appended in inferred order and are nullable, so older rows read null. A key
+    whose column would be an existing field's (``Name`` beside ``name``) is that field: the parser
+    rescues the other spelling's values. With ``max_columns``, new
     fields that would take the schema past that many fields (at every depth) are not added: they
     are listed as ``skipped`` and their values stay in ``_rescued_data``.
     """
@@ -194,13 +220,13 @@ def merge(current: Schema, inferred: Schema, max_columns: int | None = None) -> 
 
 def _merge_struct(current: Schema, inferred: Schema, prefix: str, budget: list[int | None]) -> Merge:
     fields = [dict(f) for f in current["fields"]]
-    by_name = {f["name"].lower(): i for i, f in enumerate(fields)}
+    by_name = {clash_key(f["name"]): i for i, f in enumerate(fields)}
     changes: list[Change] = []
     for new in inferred["fields"]:
         path = f"{prefix}{new['name']}"
         if not prefix and is_reserved(new["name"]):
             continue
-        index = by_name.get(new["name"].lower())
+        index = by_name.get(clash_key(new["name"]))
         if index is None:
             cost = 1 + count_fields(new["type"])
             if budget[0] is not None:
@@ -209,7 +235,7 @@ def _merge_struct(current: Schema, inferred: Schema, prefix: str, budget: list[i
                     continue
                 budget[0] -= cost
             fields.append({**new, "nullable": True})
-            by_name[new["name"].lower()] = len(fields) - 1
+            by_name[clash_key(new["name"])] = len(fields) - 1
             changes.append(Change("added", path, new=type_string(new["type"])))
             continue
         old = fields[index]
@@ -268,22 +294,22 @@ def _is_struct(data_type: Any) -> bool:
 def with_type_hints(schema: Schema, hints: Iterable[tuple[str, Any]]) -> Schema:
     """Force the type at each dotted path (adding the field when missing): the catalog wins.
 
-    A path's names match fields regardless of case, as Spark resolves them: a hint never adds a
-    case twin of a field the data has.
+    A path's names match fields as their columns would (regardless of case, as Spark resolves
+    them): a hint never adds a second spelling of a field the data has.
     """
     result: Schema = json.loads(json.dumps(schema))
     for path, data_type in hints:
         *parents, leaf = path.split(".")
         node = result
         for name in parents:
-            parent = next((f for f in node["fields"] if f["name"].lower() == name.lower()), None)
+            parent = next((f for f in node["fields"] if clash_key(f["name"]) == clash_key(name)), None)
             if parent is None:
                 parent = {"name": name, "type": empty_schema(), "nullable": True, "metadata": {}}
                 node["fields"].append(parent)
             elif not _is_struct(parent["type"]):
                 parent["type"] = empty_schema()
             node = parent["type"]
-        field = next((f for f in node["fields"] if f["name"].lower() == leaf.lower()), None)
+        field = next((f for f in node["fields"] if clash_key(f["name"]) == clash_key(leaf)), None)
         if field is None:
             node["fields"].append({"name": leaf, "type": data_type, "nullable": True, "metadata": {}})
         else:

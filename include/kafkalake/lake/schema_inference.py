@@ -16,11 +16,12 @@ are left to the parser, which keeps them in ``_rescued_data`` (never a silent nu
   (delta-rs refuses one nested ~42 structs deep);
 * **width**: at most ``max_columns`` fields in all, at every depth; fields are taken level by level,
   the most frequent first, and the rest stay in ``_rescued_data``;
-* **names**: any JSON key is a column name (the parsed tables use Delta column mapping), except a
-  key holding a NUL character, which Arrow (so delta-rs) cannot take, and the case twins of a key
-  (``Name`` beside ``name``; Spark and Delta resolve names regardless of case): the most frequent
-  spelling is the column and the others are rescued. Top-level names the table keeps for its own
-  columns (``_rescued_data``, ``_kafka*``) are rescued too.
+* **names**: any JSON key is a field (its column is
+  :func:`~kafkalake.lake.schema_history.column_name` of it), except the twins of a key whose
+  column would be the same (``Name`` beside ``name``, ``first name`` beside ``first_name``; Spark and
+  Delta resolve names regardless of case): the most frequent is the field and the others are
+  rescued. Top-level keys whose column the table keeps for its own (``_rescued_data``,
+  ``_kafka*``) are rescued too.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from kafkalake.config.parsed import clash_key
 from kafkalake.lake.schema_history import Schema, is_reserved
 
 _INT64 = (-(2**63), 2**63 - 1)
@@ -41,7 +43,7 @@ _TIE_ORDER = ("string", "object", "array", "number", "boolean")
 
 @dataclass(frozen=True)
 class Limits:
-    max_depth: int = 16
+    max_depth: int = 10
     max_columns: int = 500
 
 
@@ -157,12 +159,12 @@ def _object_holders(node: _Node) -> list[_Node]:
 
 
 def _admit(node: _Node, top: bool, budget: list[int]) -> list[tuple[str, _Node]]:
-    """The fields of an object node that become columns: usable names, one per case, in budget."""
+    """The fields of an object node that become columns: one per column name, within the budget."""
     by_case: dict[str, tuple[str, _Node]] = {}
     for name, child in node.fields.items():
-        if "\x00" in name or (top and is_reserved(name)):
+        if top and is_reserved(name):
             continue
-        key = name.lower()
+        key = clash_key(name)
         held = by_case.get(key)
         if held is None or child.seen > held[1].seen:
             by_case[key] = (name, child)

@@ -27,9 +27,15 @@ import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from kafkalake.config.parsed import Expectation, ParsedConfig
+from kafkalake.config.parsed import JSON_NAME, Expectation, ParsedConfig, column_name
 from kafkalake.lake import schema_inference
-from kafkalake.lake.schema_history import RESCUED_COLUMN, Schema, with_type_hints, without_reserved
+from kafkalake.lake.schema_history import (
+    RESCUED_COLUMN,
+    Schema,
+    table_type,
+    with_type_hints,
+    without_reserved,
+)
 from kafkalake.spark.table_settings import quote_identifier
 
 if TYPE_CHECKING:
@@ -82,26 +88,8 @@ def _lossy(raw: Column, parsed: Column, data_type: Any, unknown_lost: bool = Tru
     from pyspark.sql import functions as F
 
     present = raw.isNotNull()
-    if isinstance(data_type, dict) and data_type["type"] == "struct":
-        fields = data_type["fields"]
-        raw_fields = F.from_json(raw, "map<string,string>")
-        lost = _has_unknown(raw_fields, [f["name"] for f in fields]) if unknown_lost else F.lit(False)
-        for field in fields:
-            name = field["name"]
-            lost = lost | _lossy(raw_fields[name], parsed[name], field["type"], unknown_lost)
-        return present & (parsed.isNull() | lost)
-    if isinstance(data_type, dict) and data_type["type"] == "array":
-        element = data_type["elementType"]
-        raw_elements = F.from_json(raw, "array<string>")
-        if isinstance(element, dict) and element["type"] in ("struct", "array"):
-            inner = F.exists(
-                F.zip_with(raw_elements, parsed, lambda r, p: _lossy(r, p, element, unknown_lost)),
-                lambda x: x,
-            )
-        else:
-            # A scalar element that does not convert makes Spark null the whole array.
-            inner = F.lit(False)
-        return present & (parsed.isNull() | F.coalesce(inner, F.lit(False)))
+    if isinstance(data_type, dict) and data_type["type"] in ("struct", "array"):
+        return present & _lossy_nested(raw, parsed, data_type, unknown_lost)
     decimal = _DECIMAL.fullmatch(data_type) if isinstance(data_type, str) else None
     if decimal is not None:
         precision, scale = int(decimal.group(1)), int(decimal.group(2))
@@ -112,6 +100,32 @@ def _lossy(raw: Column, parsed: Column, data_type: Any, unknown_lost: bool = Tru
         rounded = F.coalesce(parsed != exact, F.lit(False))
         return present & (parsed.isNull() | rounded)
     return present & parsed.isNull()
+
+
+def _lossy_nested(raw: Column, parsed: Column, data_type: Any, unknown_lost: bool) -> Column:
+    """:func:`_lossy` of a struct or an array whose raw text is present."""
+    from pyspark.sql import functions as F
+
+    if data_type["type"] == "struct":
+        fields = data_type["fields"]
+
+        raw_fields = F.from_json(raw, "map<string,string>")
+        lost = _has_unknown(raw_fields, [f["name"] for f in fields]) if unknown_lost else F.lit(False)
+        for field in fields:
+            name = field["name"]
+            lost = lost | _lossy(raw_fields[name], parsed[name], field["type"], unknown_lost)
+        return parsed.isNull() | lost
+    element = data_type["elementType"]
+    raw_elements = F.from_json(raw, "array<string>")
+    if isinstance(element, dict) and element["type"] in ("struct", "array"):
+        inner = F.exists(
+            F.zip_with(raw_elements, parsed, lambda r, p: _lossy(r, p, element, unknown_lost)),
+            lambda x: x,
+        )
+    else:
+        # A scalar element that does not convert makes Spark null the whole array.
+        inner = F.lit(False)
+    return parsed.isNull() | F.coalesce(inner, F.lit(False))
 
 
 def parse_batch(bronze: DataFrame, schema: Schema, config: ParsedConfig) -> DataFrame:
@@ -206,10 +220,26 @@ def parse_batch(bronze: DataFrame, schema: Schema, config: ParsedConfig) -> Data
             needs_rescue & rescued.isNull(),
             F.lit("fields to rescue could not be written as JSON (a key given twice in one object?)"),
         )
-    columns = [F.col(KAFKA_COLUMN), *(parsed[n].alias(n) for n in names)]
+    columns = [F.col(KAFKA_COLUMN), *(_as_column(parsed[f["name"]], f) for f in schema["fields"])]
     if rescue_mode:
         columns.append(F.when(reason.isNull(), rescued).alias(RESCUED_COLUMN))
     return frame.select(*columns, reason.alias(REASON), detail.alias(DETAIL), F.col(VALUE))
+
+
+def _as_column(value: Column, field: dict[str, Any]) -> Column:
+    """A parsed field (named as its JSON key, at every depth) as the table's column: renamed to
+    :func:`column_name`, nested fields too (a struct cast is by position), the key kept in the
+    column's metadata."""
+    from pyspark.sql.types import StructType
+
+    name = column_name(field["name"])
+    renamed = table_type(field["type"])
+    if renamed != field["type"]:
+        wanted = StructType.fromJson({"type": "struct", "fields": [{**field, "type": renamed}]})
+        value = value.cast(wanted.fields[0].dataType)
+    if name != field["name"]:
+        return value.alias(name, metadata={JSON_NAME: field["name"]})
+    return value.alias(name)
 
 
 def with_expectations(frame: DataFrame, expectations: Sequence[Expectation]) -> DataFrame:

@@ -1,10 +1,9 @@
 """How a topic's tables are created and kept: partitioning and table properties.
 
 * At creation (:func:`create_table`): the catalog's partitioning (``maintenance.partition_by``), its
-  properties, ``delta.appendOnly=true`` on bronze, and Delta column mapping on the parsed and
-  latest tables, whose columns are named by the JSON the producers send. ``ingestion_date`` is a
-  Delta generated column (``CAST(ingested_at AS DATE)``), so writers never supply it and readers
-  filtering on ``ingestion_date`` read only the matching partitions.
+  properties, and ``delta.appendOnly=true`` on bronze. ``ingestion_date`` is a Delta generated
+  column (``CAST(ingested_at AS DATE)``), so writers never supply it and readers filtering on
+  ``ingestion_date`` read only the matching partitions.
 * On every ingest run (:func:`check_partitioning`, :func:`keep_properties`): an existing table
   partitioned otherwise than the catalog says fails the run (Delta cannot re-partition a table in
   place), and properties that differ from the catalog are set.
@@ -21,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kafkalake.config.maintenance import APPEND_ONLY, COLUMN_MAPPING, INGESTION_DATE
+from kafkalake.config.maintenance import APPEND_ONLY, INGESTION_DATE
 from kafkalake.config.tables import Table, topic_tables
 from kafkalake.config.topic import TopicConfig
 from kafkalake.core.errors import BadConfigError, Kind, failure
@@ -36,8 +35,6 @@ log = logging.getLogger(__name__)
 #: Where each kind of table keeps its ingestion time; the latest-row table is never partitioned:
 #: MERGE updates its rows in place, and a row would move between partitions with every update.
 _INGESTED_AT = {"bronze": "ingested_at", "dead_letter": "ingested_at", "parsed": "_kafka.ingested_at"}
-#: Tables whose columns come from the JSON values.
-_NAMED_BY_DATA = ("parsed", "latest")
 
 
 @dataclass(frozen=True)
@@ -64,11 +61,6 @@ def settings_for(topic: TopicConfig, table: Table) -> TableSettings:
     properties = dict(config.properties)
     if table.kind == "bronze":
         properties[APPEND_ONLY] = "true"
-    if table.kind in _NAMED_BY_DATA:
-        # Any JSON key is a column name: without column mapping Delta refuses names with
-        # ` ,;{}()\n\t=`. Delta raises the protocol to reader 2 / writer 5 with it; delta-rs reads
-        # such tables. An older table gets it set in place on its next run (keep_properties).
-        properties[COLUMN_MAPPING] = "name"
     partition_by: tuple[str, ...] = ()
     generated: tuple[GeneratedColumn, ...] = ()
     if config.partition_by == INGESTION_DATE and table.kind in _INGESTED_AT:

@@ -24,6 +24,7 @@ def test_default_options():
         "failOnDataLoss": "true",
         "includeHeaders": "true",
         "maxOffsetsPerTrigger": "500000",
+        "kafka.isolation.level": "read_committed",
         "kafka.bootstrap.servers": "broker:9092",
         "kafka.security.protocol": "PLAINTEXT",
         "kafka.max.partition.fetch.bytes": "8388608",
@@ -33,6 +34,12 @@ def test_default_options():
         "kafka.default.api.timeout.ms": "20000",
         "kafkaConsumer.pollTimeoutMs": "30000",
     }
+
+
+def test_aborted_transactions_stay_out_unless_the_connection_says_otherwise():
+    assert source_options(topic(), CLIENT)["kafka.isolation.level"] == "read_committed"
+    own = source_options(topic(), {**CLIENT, "isolation.level": "read_uncommitted"})
+    assert own["kafka.isolation.level"] == "read_uncommitted"
 
 
 def test_a_connection_setting_beats_a_fetch_default():

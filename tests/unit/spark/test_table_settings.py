@@ -66,10 +66,8 @@ def test_no_partitioning_by_default_and_properties_everywhere_with_append_only_o
     settings = {t.kind: settings_for(config, t) for t in topic_tables(config)}
     assert all(s.partition_by == () and s.generated == () for s in settings.values())
     assert dict(settings["bronze"].properties) == {**dict(PROPS), "delta.appendOnly": "true"}
-    assert settings["dead_letter"].properties == PROPS
-    # Tables named by the data map columns by name: any JSON key is a column name.
-    for kind in ("parsed", "latest"):
-        assert dict(settings[kind].properties) == {**dict(PROPS), "delta.columnMapping.mode": "name"}
+    for kind in ("parsed", "dead_letter", "latest"):
+        assert settings[kind].properties == PROPS
 
 
 def test_partitioning_mismatch_names_table_both_layouts_and_the_way_out():
