@@ -8,7 +8,7 @@ import pytest
 
 from kafkalake.config.topic import TopicConfig
 from kafkalake.kafka.client_config import java_client_config
-from kafkalake.spark.stream import FETCH_DEFAULTS, TIMEOUT_DEFAULTS, source_options
+from kafkalake.spark.stream import FETCH_DEFAULTS, ISOLATION_DEFAULTS, TIMEOUT_DEFAULTS, source_options
 
 CLIENT = {"bootstrap.servers": "broker:9092", "security.protocol": "PLAINTEXT"}
 
@@ -87,7 +87,7 @@ def test_every_client_setting_takes_the_kafka_prefix():
     )
     options = source_options(topic(), client)
     prefixed = {k.removeprefix("kafka."): v for k, v in options.items() if k.startswith("kafka.")}
-    defaults = FETCH_DEFAULTS | TIMEOUT_DEFAULTS
+    defaults = FETCH_DEFAULTS | TIMEOUT_DEFAULTS | ISOLATION_DEFAULTS
     assert {k: v for k, v in prefixed.items() if f"kafka.{k}" not in defaults} == client
     assert options["kafka.sasl.mechanism"] == "SCRAM-SHA-512"
     assert options["kafka.ssl.truststore.type"] == "PEM"
