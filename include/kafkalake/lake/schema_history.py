@@ -120,6 +120,39 @@ def schema_problems(schema: Schema) -> list[str]:
     return problems
 
 
+def repaired(schema: Schema) -> Schema:
+    """``schema`` without what no table could take: of fields sharing a column, the first; a nested
+    struct without fields as a string (its JSON text).
+
+    For versions recorded before :func:`schema_problems` guarded the history (Spark's inference made
+    ``Name`` and ``name`` two fields, and the table could never be created): the table never had
+    those columns, so dropping them changes no column it has. A schema nested too deep cannot be
+    repaired this way: its table exists with the deep column (see RUNBOOK, "Awkward JSON").
+    """
+
+    def fix(data_type: Any) -> Any:
+        if not isinstance(data_type, dict):
+            return data_type
+        if data_type["type"] == "struct":
+            seen: set[str] = set()
+            fields = []
+            for f in data_type["fields"]:
+                if clash_key(f["name"]) in seen:
+                    continue
+                seen.add(clash_key(f["name"]))
+                inner = fix(f["type"])
+                if isinstance(inner, dict) and inner["type"] == "struct" and not inner["fields"]:
+                    inner = "string"
+                fields.append({**f, "type": inner})
+            return {**data_type, "fields": fields}
+        if data_type["type"] == "array":
+            return {**data_type, "elementType": fix(data_type["elementType"])}
+        return data_type
+
+    result: Schema = fix(schema)
+    return result
+
+
 def json_nesting(value: Any) -> int:
     """How deep ``value`` nests as JSON (a scalar is 0, ``{"a": []}`` is 2), without recursion."""
     deepest = 0

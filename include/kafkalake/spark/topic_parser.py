@@ -19,7 +19,14 @@ from typing import TYPE_CHECKING, Any
 from kafkalake.config.topic import TopicConfig
 from kafkalake.core.errors import ExpectationFailedError, SchemaRejectedError
 from kafkalake.core.metrics import JobMetrics
-from kafkalake.lake.schema_history import RESCUED_COLUMN, Schema, SchemaHistory, merge
+from kafkalake.lake.schema_history import (
+    RESCUED_COLUMN,
+    Schema,
+    SchemaHistory,
+    merge,
+    repaired,
+    schema_problems,
+)
 from kafkalake.spark import parse_columns
 
 if TYPE_CHECKING:
@@ -164,6 +171,8 @@ class TopicParser:
         """
         if self.schema is None:
             self.schema = self._first_schema(bronze, source)
+        elif problems := schema_problems(self.schema):
+            self.schema = self._repair(self.schema, problems)
         frame = self._parse(bronze)
         try:
             # The counts are the one pass that parses the rows (and fills the cache the writes
@@ -254,6 +263,17 @@ class TopicParser:
         schema = parse_columns.with_catalog_hints(schema, self.config)
         self._persist(schema, origin)
         return schema
+
+    def _repair(self, schema: Schema, problems: list[str]) -> Schema:
+        """A current version no table could take (recorded by an older release): the repaired one,
+        recorded as the next version."""
+        fixed = repaired(schema)
+        if schema_problems(fixed):
+            # Nested too deep: the table has that column already; only a rebuild helps (RUNBOOK).
+            log.warning("topic %s: the current schema %s", self.topic.name, "; ".join(problems))
+            return schema
+        self._persist(fixed, f"repaired ({'; '.join(problems)})")
+        return fixed
 
     def _persist(self, schema: Schema, origin: str) -> None:
         written = self.history.write(schema, origin)

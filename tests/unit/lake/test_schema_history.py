@@ -14,6 +14,7 @@ from kafkalake.lake.schema_history import (
     SchemaHistory,
     UnusableSchemaError,
     merge,
+    repaired,
     schema_problems,
     table_type,
     type_string,
@@ -129,3 +130,16 @@ def test_a_proposal_replaces_the_last_one_atomically(tmp_path):
     pending = history.pending()
     assert pending is not None and pending["reason"] == "second"
     assert sorted(os.listdir(tmp_path)) == ["pending.json"]
+
+
+def test_a_version_no_table_could_take_is_repaired_without_touching_what_a_table_can_have():
+    broken = struct(
+        field("Name", "long"),
+        field("name", "string"),
+        field("meta", struct()),
+        field("s", struct(field("first name", "long"), field("first_name", "long"))),
+    )
+    fixed = repaired(broken)
+    assert type_string(fixed) == "struct<Name:bigint,meta:string,s:struct<first name:bigint>>"
+    assert schema_problems(fixed) == []
+    assert repaired(fixed) == fixed
