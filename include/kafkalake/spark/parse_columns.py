@@ -17,8 +17,10 @@ arrays element by element, at any depth. A decimal is the other silent loss: ``f
 ``12.345`` into a ``decimal(10,2)`` as ``12.35``, so a decimal that differs from its raw text read
 with every digit the column's integer part allows is rescued too.
 
-Field names reach Spark only as literals or quoted (:func:`~kafkalake.spark.table_settings.quote_identifier`):
-a JSON key may hold dots, backticks, spaces or anything else.
+Records are parsed by their JSON keys (the schema history's names); each top-level field then
+becomes its table column, :func:`~kafkalake.config.parsed.column_name` of the key at every depth.
+Names reach Spark only as literals or quoted
+(:func:`~kafkalake.spark.table_settings.quote_identifier`): a key may hold dots, backticks, spaces.
 """
 
 from __future__ import annotations
@@ -108,7 +110,6 @@ def _lossy_nested(raw: Column, parsed: Column, data_type: Any, unknown_lost: boo
 
     if data_type["type"] == "struct":
         fields = data_type["fields"]
-
         raw_fields = F.from_json(raw, "map<string,string>")
         lost = _has_unknown(raw_fields, [f["name"] for f in fields]) if unknown_lost else F.lit(False)
         for field in fields:
