@@ -98,3 +98,23 @@ def test_mode_none_dead_letters_a_type_mismatch_and_names_the_fields(spark):
     for name in ("clean", "fields_missing", "json_null", "unknown_key", "nested_unknown"):
         assert out[name][parse_columns.REASON] is None, name
     assert out["tombstone"][parse_columns.REASON] == parse_columns.TOMBSTONE
+
+
+def test_the_catalogs_rule_check_agrees_with_sparks_parser(spark):
+    """Every rule the load-time check accepts, Spark's SQL parser accepts; every one it refuses,
+    Spark refuses too, but for a column with an alias (``a b``), which is no boolean rule."""
+    from pyspark.errors import ParseException
+    from unit.config.test_parsed import BAD_RULES, GOOD_RULES
+
+    parser = spark._jsparkSession.sessionState().sqlParser()
+    for rule in GOOD_RULES:
+        parser.parseExpression(rule)
+    accepted = []
+    for rule in BAD_RULES:
+        try:
+            parser.parseExpression(rule)
+        except ParseException:
+            continue
+        accepted.append(rule)
+    # Both read as a column with an alias (AND is no reserved word outside ANSI mode): no rule.
+    assert accepted == ["a b", "AND a"]
