@@ -118,13 +118,16 @@ def _lossy_nested(raw: Column, parsed: Column, data_type: Any, unknown_lost: boo
         return parsed.isNull() | lost
     element = data_type["elementType"]
     raw_elements = F.from_json(raw, "array<string>")
-    if isinstance(element, dict) and element["type"] in ("struct", "array"):
+    if (isinstance(element, dict) and element["type"] in ("struct", "array")) or (
+        isinstance(element, str) and _DECIMAL.fullmatch(element)
+    ):
         inner = F.exists(
             F.zip_with(raw_elements, parsed, lambda r, p: _lossy(r, p, element, unknown_lost)),
             lambda x: x,
         )
     else:
-        # A scalar element that does not convert makes Spark null the whole array.
+        # A scalar element that does not convert makes Spark null the whole array (a decimal
+        # that would be rounded does not: checked element by element above).
         inner = F.lit(False)
     return parsed.isNull() | F.coalesce(inner, F.lit(False))
 
