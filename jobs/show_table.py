@@ -64,7 +64,9 @@ def show_parsed(spark: SparkSession, topic: TopicConfig, rows: int) -> None:
     parsed = spark.table(topic.parsed_table)
     print(f"table={topic.parsed_table}")
     print(f"rows={parsed.count()}")
-    columns = [c for c in parsed.columns if c != "_kafka"]
+    from kafkalake.spark.table_settings import quote_identifier
+
+    columns = [F.col(quote_identifier(c)) for c in parsed.columns if c != "_kafka"]
     parsed.orderBy("_kafka.partition", "_kafka.offset").select(*columns).show(rows, truncate=40)
     if spark.catalog.tableExists(topic.dead_letter_table):
         dead = spark.table(topic.dead_letter_table)

@@ -51,6 +51,9 @@ topics:
     freshness_sla: 6h
     max_offsets_per_trigger: 200
     parsed: {latest_by_key: true}
+  - name: it-awkward
+    freshness_sla: 6h
+    parsed: {latest_by_key: {changelog: true}}
   - name: it-care
     freshness_sla: 6h
     maintenance:

@@ -98,3 +98,56 @@ def test_mode_none_dead_letters_a_type_mismatch_and_names_the_fields(spark):
     for name in ("clean", "fields_missing", "json_null", "unknown_key", "nested_unknown"):
         assert out[name][parse_columns.REASON] is None, name
     assert out["tombstone"][parse_columns.REASON] == parse_columns.TOMBSTONE
+
+
+def test_the_catalogs_rule_check_agrees_with_sparks_parser(spark):
+    """Every rule the load-time check accepts, Spark's SQL parser accepts; every one it refuses,
+    Spark refuses too, but for a column with an alias (``a b``), which is no boolean rule."""
+    from pyspark.errors import ParseException
+    from unit.config.test_parsed import BAD_RULES, GOOD_RULES
+
+    parser = spark._jsparkSession.sessionState().sqlParser()
+    for rule in GOOD_RULES:
+        parser.parseExpression(rule)
+    accepted = []
+    for rule in BAD_RULES:
+        try:
+            parser.parseExpression(rule)
+        except ParseException:
+            continue
+        accepted.append(rule)
+    # Both read as a column with an alias (AND is no reserved word outside ANSI mode): no rule.
+    assert accepted == ["a b", "AND a"]
+
+
+def test_a_decimal_that_would_be_rounded_is_rescued_not_rounded(spark):
+    schema = {
+        "type": "struct",
+        "fields": [
+            {"name": "amount", "type": "decimal(10,2)", "nullable": True, "metadata": {}},
+            {
+                "name": "prices",
+                "type": {"type": "array", "elementType": "decimal(10,2)", "containsNull": True},
+                "nullable": True,
+                "metadata": {},
+            },
+        ],
+    }
+    values = {
+        "exact": b'{"amount": 12.34, "prices": [1.5, 2]}',
+        "as_text": b'{"amount": "12.3"}',
+        "rounded": b'{"amount": 12.345}',
+        "rounded_in_array": b'{"prices": [1.5, 2.345]}',
+        "too_big": b'{"amount": 123456789012.5}',
+    }
+    now = datetime(2026, 11, 23, tzinfo=UTC)
+    rows = [(k.encode(), v, [], "t", 0, i, now, 0, now) for i, (k, v) in enumerate(values.items())]
+    frame = parse_columns.parse_batch(spark.createDataFrame(rows, bronze_schema()), schema, ParsedConfig())
+    out = {r["_kafka"]["key"].decode(): r.asDict(recursive=True) for r in frame.collect()}
+
+    assert str(out["exact"]["amount"]) == "12.34" and out["exact"]["_rescued_data"] is None
+    assert [str(p) for p in out["exact"]["prices"]] == ["1.50", "2.00"]
+    assert str(out["as_text"]["amount"]) == "12.30" and out["as_text"]["_rescued_data"] is None
+    assert rescued(out["rounded"]) == {"amount": 12.345}
+    assert rescued(out["rounded_in_array"]) == {"prices": [1.5, 2.345]}
+    assert rescued(out["too_big"]) == {"amount": 123456789012.5}

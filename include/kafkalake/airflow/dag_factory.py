@@ -49,6 +49,8 @@ REPLAY_DAG_ID = "kafkalake_replay"
 START_DATE = pendulum.datetime(2025, 1, 1, tz="UTC")
 RETRIES = 3
 RETRY_DELAY = timedelta(minutes=1)
+#: A replay re-parses a whole bronze snapshot: longer than a topic's runs, still bounded.
+REPLAY_TIMEOUT = timedelta(hours=6)
 
 #: Failures a retry cannot fix fail the task at once; the others keep retries with backoff.
 NOT_RETRYABLE: tuple[type[BaseException], ...] = (
@@ -196,7 +198,13 @@ def dag_for(topic: TopicConfig, catalog: Catalog, lake: Any) -> DAG:
             # Skip only `ingest` (and what needs it): table maintenance still gets its due check.
             ignore_downstream_trigger_rules=False,
         )
-        spark_args = {"topic": topic, "catalog_file": catalog.file, "lake_root": lake}
+        spark_args = {
+            "topic": topic,
+            "catalog_file": catalog.file,
+            "lake_root": lake,
+            # A hung Spark job is killed (spark-submit and its driver) and retried.
+            "execution_timeout": topic.spark_task_timeout,
+        }
         ingest = IngestOperator(
             task_id="ingest", kafka_conn_id=topic.kafka_conn_id, outlets=topic_assets(topic), **spark_args
         )
@@ -279,7 +287,9 @@ def replay_dag(catalog: Catalog, lake: Any) -> DAG | None:
             "retry_policy": retry_policy(),
         },
     ) as dag:
-        ReplayOperator(task_id="replay", catalog_file=catalog.file, lake_root=lake)
+        ReplayOperator(
+            task_id="replay", catalog_file=catalog.file, lake_root=lake, execution_timeout=REPLAY_TIMEOUT
+        )
     return dag
 
 

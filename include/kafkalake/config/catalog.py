@@ -11,6 +11,7 @@ import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,7 @@ from kafkalake.config.parsed import SQL_IDENTIFIER, merge_parsed, parse_parsed
 from kafkalake.config.schedule import run_interval
 from kafkalake.config.spark_conf import CREDENTIAL_ADVICE, credential_settings
 from kafkalake.config.topic import TopicConfig, beside, dag_id_for, sanitize_identifier
-from kafkalake.core.durations import parse_duration
+from kafkalake.core.durations import format_duration, parse_duration
 from kafkalake.core.errors import CatalogError, ParsedConfigError
 
 # Kafka's own rule for topic names.
@@ -33,6 +34,10 @@ MAX_PRIORITY = 2_147_483_647
 # Airflow's own limits; an entry past them would break the DAG file for every topic.
 MAX_DAG_ID_LENGTH = 250
 MAX_TAG_LENGTH = 100
+#: Bounds of a Spark task's execution_timeout: long enough for a first run on a large backlog, short
+#: enough that a hung job is killed and retried the same day.
+MIN_TASK_TIMEOUT = timedelta(minutes=1)
+MAX_TASK_TIMEOUT = timedelta(days=2)
 
 _TOPIC_FIELDS = {
     "name",
@@ -51,6 +56,7 @@ _TOPIC_FIELDS = {
     "priority",
     "sla_webhook_conn_id",
     "maintenance",
+    "spark_task_timeout",
 }
 _DEFAULTS_FIELDS = _TOPIC_FIELDS - {"name", "table", "path"}
 
@@ -79,11 +85,13 @@ def load_catalog(file: Path, lake_root: Path, *, strict: bool = True) -> Catalog
         strict: raise on the first broken topic; when false, collect errors and keep the rest.
     """
     try:
-        raw = yaml.safe_load(file.read_text())
+        text = file.read_text()
+        raw = yaml.safe_load(text)
     except FileNotFoundError:
         raise CatalogError(file, "file not found (set KAFKALAKE_CATALOG to another file?)") from None
     except yaml.YAMLError as err:
         raise CatalogError(file, f"not valid YAML: {err}") from None
+    _refuse_duplicate_keys(file, text)
     if not isinstance(raw, Mapping) or not isinstance(raw.get("topics"), list):
         raise CatalogError(file, "expected a mapping with a 'topics' list")
     unknown = set(raw) - {"defaults", "topics"}
@@ -120,6 +128,48 @@ def load_catalog(file: Path, lake_root: Path, *, strict: bool = True) -> Catalog
             errors.append(err)
     kept = _drop_clashes(file, topics, strict, errors)
     return Catalog(file=file, topics=tuple(sorted(kept, key=lambda t: t.name)), errors=tuple(errors))
+
+
+def _refuse_duplicate_keys(file: Path, text: str) -> None:
+    """A key given twice in one mapping fails the load, naming the topic and the field.
+
+    YAML keeps the last one silently, so a second ``freshness_sla`` further down a topic would win
+    unseen. The file is composed into nodes (it parsed already) and walked with the path to each
+    mapping; merge keys (``<<``) are YAML's own way to combine mappings and are left alone.
+    """
+    root = yaml.compose(text, Loader=yaml.SafeLoader)
+    stack: list[tuple[yaml.Node, str, str | None]] = [(root, "", None)] if root is not None else []
+    while stack:
+        node, path, topic = stack.pop()
+        if isinstance(node, yaml.SequenceNode):
+            for index, item in enumerate(node.value):
+                item_topic = topic
+                if path == "topics" and isinstance(item, yaml.MappingNode):
+                    names = [
+                        v.value for k, v in item.value if k.value == "name" and isinstance(v, yaml.ScalarNode)
+                    ]
+                    item_topic = names[-1] if names else f"#{index + 1}"
+                stack.append((item, "" if path == "topics" else f"{path}[{index}]", item_topic))
+            continue
+        if not isinstance(node, yaml.MappingNode):
+            continue
+        first: dict[str, int] = {}
+        for key, value in node.value:
+            name = str(key.value)
+            if name == "<<":
+                continue
+            field = f"{path}.{name}" if path else name
+            line = key.start_mark.line + 1
+            if name in first:
+                raise CatalogError(
+                    file,
+                    f"key {name!r} is given twice in one mapping (lines {first[name]} and {line}); "
+                    "YAML would keep the last one silently: keep one",
+                    topic,
+                    field,
+                )
+            first[name] = line
+            stack.append((value, field, topic))
 
 
 def _drop_clashes(
@@ -307,6 +357,25 @@ def _topic(file: Path, index: int, entry: Mapping[str, Any], lake_root: Path) ->
         raise fail("spark_conf", "must map Spark settings (keys starting with 'spark.') to values")
     if secrets := credential_settings(list(spark_conf)):
         raise fail("spark_conf", f"{secrets} look like credentials: {CREDENTIAL_ADVICE}")
+    for key, value in spark_conf.items():
+        if value is None or isinstance(value, Mapping | list):
+            # str() would hand Spark "{'a': 1}" or "None" as the setting's value.
+            raise fail(
+                f"spark_conf.{key}", f"must be a single value (text, number, true/false), not {value!r}"
+            )
+
+    task_timeout = TopicConfig.spark_task_timeout
+    if "spark_task_timeout" in entry:
+        try:
+            task_timeout = parse_duration(str(entry["spark_task_timeout"]))
+        except ValueError as err:
+            raise fail("spark_task_timeout", str(err)) from None
+        if not MIN_TASK_TIMEOUT <= task_timeout <= MAX_TASK_TIMEOUT:
+            raise fail(
+                "spark_task_timeout",
+                f"must be from {format_duration(MIN_TASK_TIMEOUT)} to {format_duration(MAX_TASK_TIMEOUT)}, "
+                f"not {entry['spark_task_timeout']!r}",
+            )
 
     priority = entry.get("priority", TopicConfig.priority)
     if isinstance(priority, bool) or not isinstance(priority, int) or not 1 <= priority <= MAX_PRIORITY:
@@ -327,10 +396,16 @@ def _topic(file: Path, index: int, entry: Mapping[str, Any], lake_root: Path) ->
         fail_on_data_loss=fail_on_data_loss,
         owner=entry.get("owner", TopicConfig.owner),
         tags=tuple(tags),
-        spark_conf=tuple(sorted((k, str(v)) for k, v in spark_conf.items())),
+        spark_conf=tuple(sorted((k, _conf_value(v)) for k, v in spark_conf.items())),
         parsed=parsed,
         parsed_location=parsed_location,
         priority=priority,
         sla_webhook_conn_id=webhook,
         maintenance=parse_maintenance(file, name, entry.get("maintenance"), parsed),
+        spark_task_timeout=task_timeout,
     )
+
+
+def _conf_value(value: Any) -> str:
+    """A Spark setting's value as Spark reads it: YAML's true is "true", not Python's "True"."""
+    return str(value).lower() if isinstance(value, bool) else str(value)

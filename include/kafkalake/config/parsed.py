@@ -12,7 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from kafkalake.config.spark_types import validate_spark_type
+from kafkalake.config.spark_types import type_depth, validate_spark_type
+from kafkalake.config.sql_expression import check_boolean_expression
 from kafkalake.core.errors import ParsedConfigError
 
 #: Auto Loader's names for what happens when the data brings a column the table lacks.
@@ -23,6 +24,12 @@ EXPECTATION_ACTIONS = ("warn", "drop", "fail")
 SQL_IDENTIFIER = re.compile(r"[a-z_][a-z0-9_]*")
 MAX_INT32 = 2_147_483_647
 MIN_SAMPLE_ROWS = 100
+#: delta-rs (and other kernel-based readers) cannot open a table whose schema JSON nests past
+#: serde_json's recursion limit of 128: a struct costs 3 levels there, so ~42 nested structs. 32
+#: leaves room for arrays and maps around them (checked: 40 structs open, 50 do not).
+MAX_DEPTH_LIMIT = 32
+#: Columns at every depth (a struct and each of its fields count one each).
+MAX_COLUMNS_LIMIT = 10_000
 
 _EXPECTATION_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _EXPECTATION_KEYS = ("name", "rule", "action")
@@ -33,6 +40,8 @@ _KEYS = (
     "type_hints",
     "max_value_bytes",
     "sample_rows",
+    "max_depth",
+    "max_columns",
     "database",
     "table",
     "expectations",
@@ -61,6 +70,12 @@ class ParsedConfig:
     max_value_bytes: int = 1_048_576
     #: Rows sampled by schema inference.
     sample_rows: int = 10_000
+    #: Nesting levels (objects and arrays) a column's type may have; what lies deeper is kept as
+    #: its JSON text in a string field.
+    max_depth: int = 10
+    #: Columns (at every depth) inference and evolution may give the table; the fields beyond are
+    #: kept in ``_rescued_data``.
+    max_columns: int = 500
     database: str = "silver"
     #: Empty means the topic's table name; TopicConfig fills it in.
     table: str = ""
@@ -69,6 +84,28 @@ class ParsedConfig:
     latest_by_key: bool = False
     #: A null value (tombstone) deletes its key from the latest table.
     changelog: bool = False
+
+
+#: What Delta refuses in a column name without column mapping, and control characters (Arrow, so
+#: delta-rs, refuses NUL). Column mapping would lift this, but delta-rs 1.6.6 reads a column-mapped
+#: table written by Spark as all NULLs through ``to_pyarrow_table``/``to_pyarrow_dataset``.
+_NOT_IN_COLUMN_NAMES = re.compile(r"[ ,;{}()=\x00-\x1f\x7f]")
+#: Where a column keeps the JSON key it comes from, when the two differ.
+JSON_NAME = "json_name"
+
+
+def column_name(json_name: str) -> str:
+    """The parsed table's column name for a JSON key: each character Delta refuses becomes ``_``.
+
+    ``first name`` → ``first_name``, ``a=b`` → ``a_b``, the empty key → ``_``. Dots and backticks stay:
+    every name reaching SQL is quoted.
+    """
+    return _NOT_IN_COLUMN_NAMES.sub("_", json_name) or "_"
+
+
+def clash_key(json_name: str) -> str:
+    """Two JSON keys with the same clash key would be one column."""
+    return column_name(json_name).lower()
 
 
 def merge_parsed(default: Any, own: Any) -> Any:
@@ -124,6 +161,12 @@ def parse_parsed(value: Any) -> ParsedConfig:
         sample_rows=_whole(
             "parsed.sample_rows", value.get("sample_rows", ParsedConfig.sample_rows), MIN_SAMPLE_ROWS
         ),
+        max_depth=_whole(
+            "parsed.max_depth", value.get("max_depth", ParsedConfig.max_depth), 1, MAX_DEPTH_LIMIT
+        ),
+        max_columns=_whole(
+            "parsed.max_columns", value.get("max_columns", ParsedConfig.max_columns), 1, MAX_COLUMNS_LIMIT
+        ),
         database=_identifier("parsed.database", value.get("database", ParsedConfig.database)),
         table=_identifier("parsed.table", value["table"]) if "table" in value else "",
         expectations=_expectations(value.get("expectations", [])),
@@ -154,15 +197,18 @@ def _schema(schema: Any) -> tuple[tuple[str, str], ...]:
         )
     seen: set[str] = set()
     for name, _ in fields:
-        lower = name.lower()
+        lower = clash_key(name)
         if lower.startswith("_kafka") or lower == "_rescued_data":
             raise ParsedConfigError(
                 f"parsed.schema.{name}", "reserved for the table's own columns (_kafka*, _rescued_data)"
             )
-        if lower in seen:
-            # Spark resolves column names case-insensitively.
-            raise ParsedConfigError(f"parsed.schema.{name}", "given twice (names differ only in case)")
-        seen.add(lower)
+        if clash_key(name) in seen:
+            # Spark resolves column names case-insensitively, and the column of `first name` is
+            # first_name.
+            raise ParsedConfigError(
+                f"parsed.schema.{name}", f"given twice (its column {column_name(name)!r} is another's)"
+            )
+        seen.add(clash_key(name))
     return tuple(fields)
 
 
@@ -180,13 +226,20 @@ def _types(field: str, mapping: Any, *, dotted: bool) -> list[tuple[str, str]]:
             validate_spark_type(spark_type)
         except ValueError as err:
             raise ParsedConfigError(f"{field}.{name}", f"{spark_type!r}: {err}") from None
+        levels = type_depth(spark_type) + (name.count(".") if dotted else 0)
+        if levels > MAX_DEPTH_LIMIT:
+            raise ParsedConfigError(
+                f"{field}.{name}",
+                f"{spark_type!r} nests {levels} levels deep; other engines (delta-rs) cannot open a table "
+                f"nested past {MAX_DEPTH_LIMIT}",
+            )
         pairs.append((name, spark_type))
     return pairs
 
 
-def _whole(field: str, number: Any, least: int) -> int:
-    if isinstance(number, bool) or not isinstance(number, int) or not least <= number <= MAX_INT32:
-        raise ParsedConfigError(field, f"must be a whole number from {least} to {MAX_INT32}, not {number!r}")
+def _whole(field: str, number: Any, least: int, most: int = MAX_INT32) -> int:
+    if isinstance(number, bool) or not isinstance(number, int) or not least <= number <= most:
+        raise ParsedConfigError(field, f"must be a whole number from {least} to {most}, not {number!r}")
     return number
 
 
@@ -215,6 +268,10 @@ def _expectations(entries: Any) -> tuple[Expectation, ...]:
             raise ParsedConfigError(f"{where}.name", f"{name!r} is used by an earlier expectation")
         if not isinstance(rule, str) or not rule.strip():
             raise ParsedConfigError(f"{where}.rule", "must be a non-empty Spark SQL boolean expression")
+        try:
+            check_boolean_expression(rule)
+        except ValueError as err:
+            raise ParsedConfigError(f"{where}.rule", f"{rule.strip()!r} does not parse: {err}") from None
         if action not in EXPECTATION_ACTIONS:
             raise ParsedConfigError(
                 f"{where}.action", f"must be one of {', '.join(EXPECTATION_ACTIONS)}, not {action!r}"

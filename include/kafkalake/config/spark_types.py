@@ -128,3 +128,15 @@ def _parse_struct(tokens: list[str], position: int) -> int:
             position += 1
             continue
         return _expect(tokens, position, ">", "<")
+
+
+def type_depth(text: str) -> int:
+    """Nesting levels of a valid type string: ``bigint`` 0, ``array<struct<a:int>>`` 2."""
+    depth = deepest = 0
+    for token in _tokenize(text):
+        if token == "<":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif token == ">":
+            depth -= 1
+    return deepest

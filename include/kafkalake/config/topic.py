@@ -54,6 +54,10 @@ class TopicConfig:
     #: HTTP connection the SLA-miss alert is POSTed to (kafkalake.airflow.sla_alerts); None: log only.
     sla_webhook_conn_id: str | None = None
     maintenance: MaintenanceConfig = field(default_factory=MaintenanceConfig)
+    #: Every Spark task of the topic's DAG (ingest, schema refresh, registration, table care) is
+    #: killed after this long (Airflow's execution_timeout) and retried: a hung job never holds the
+    #: Spark pool's slot, nor the topic, for good.
+    spark_task_timeout: timedelta = timedelta(hours=2)
 
     @property
     def dag_id(self) -> str:

@@ -90,6 +90,12 @@ def decide(
     return Decision(False, "nothing new since the last run", lag)
 
 
+#: As the ingest reads (stream.ISOLATION_DEFAULTS): the end offset is then the last stable one, so
+#: a transaction still open is not "new records" that start a Spark job for nothing. librdkafka's
+#: default already; said here so a connection's other settings cannot hide it. Its own wins.
+READ_COMMITTED = {"isolation.level": "read_committed"}
+
+
 def open_consumer(client_config: Mapping[str, str], group: str) -> tuple[Any, list[Any]]:
     """A librdkafka consumer that never joins its group, and the list its errors are collected in.
 
@@ -102,6 +108,7 @@ def open_consumer(client_config: Mapping[str, str], group: str) -> tuple[Any, li
     try:
         consumer = Consumer(
             {
+                **READ_COMMITTED,
                 **client_config,
                 "group.id": group,
                 "enable.auto.commit": "false",

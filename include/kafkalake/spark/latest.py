@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from kafkalake.spark import parse_columns
+from kafkalake.spark.table_settings import quote_identifier
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -32,7 +33,8 @@ def latest_per_key(frame: DataFrame) -> DataFrame:
     rows = frame.where(
         (reason.isNull() | (reason == parse_columns.TOMBSTONE)) & F.col("_kafka.key").isNotNull()
     )
-    columns = [c for c in frame.columns if not c.startswith("_kafka_")]
+    # Quoted: a column named by a JSON key may hold a dot or a backtick.
+    columns = [F.col(quote_identifier(c)) for c in frame.columns if not c.startswith("_kafka_")]
     record = F.struct(
         *columns, F.coalesce(reason == parse_columns.TOMBSTONE, F.lit(False)).alias(_TOMBSTONE_FLAG)
     )
@@ -62,7 +64,7 @@ def merge_latest(
         # Create the table, or give it the columns the parsed schema gained, with an empty append.
         empty = spark.createDataFrame([], wanted)
         empty.write.format("delta").mode("append").option("mergeSchema", "true").save(path)
-    assignments = {f"`{c}`": f"s.`{c}`" for c in columns}
+    assignments = {quote_identifier(c): f"s.{quote_identifier(c)}" for c in columns}
     spark.conf.set(_TXN_APP_ID, app_id)
     spark.conf.set(_TXN_VERSION, str(batch_id))
     if metadata is not None:

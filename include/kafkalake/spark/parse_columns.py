@@ -13,20 +13,35 @@ Every record ends in exactly one place, so nothing is lost silently:
 Type mismatches are found by comparing each field's raw JSON text with its parsed value: Spark's
 ``from_json`` turns a value it cannot convert into a null and carries on, so "raw text present,
 parsed value null" is exactly the silent loss to catch. Structs are checked field by field and
-arrays element by element, at any depth.
+arrays element by element, at any depth. A decimal is the other silent loss: ``from_json`` rounds
+``12.345`` into a ``decimal(10,2)`` as ``12.35``, so a decimal that differs from its raw text read
+with every digit the column's integer part allows is rescued too.
+
+Records are parsed by their JSON keys (the schema history's names); each top-level field then
+becomes its table column, :func:`~kafkalake.config.parsed.column_name` of the key at every depth.
+Names reach Spark only as literals or quoted
+(:func:`~kafkalake.spark.table_settings.quote_identifier`): a key may hold dots, backticks, spaces.
 """
 
 from __future__ import annotations
 
-import json
+import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from kafkalake.config.parsed import Expectation, ParsedConfig
-from kafkalake.lake.schema_history import RESCUED_COLUMN, Schema, with_type_hints, without_reserved
+from kafkalake.config.parsed import JSON_NAME, Expectation, ParsedConfig, column_name
+from kafkalake.lake import schema_inference
+from kafkalake.lake.schema_history import (
+    RESCUED_COLUMN,
+    Schema,
+    table_type,
+    with_type_hints,
+    without_reserved,
+)
+from kafkalake.spark.table_settings import quote_identifier
 
 if TYPE_CHECKING:
-    from pyspark.sql import Column, DataFrame, SparkSession
+    from pyspark.sql import Column, DataFrame
 
 #: The Kafka metadata of a parsed row, in one struct column so no JSON field name can clash with it.
 KAFKA_COLUMN = "_kafka"
@@ -45,7 +60,9 @@ DEAD_LETTER_REASONS = (
     "malformed_json",
     "not_an_object",
     "type_mismatch",
+    "not_rescuable",
 )
+_DECIMAL = re.compile(r"decimal\((\d+),\s*(\d+)\)")
 
 
 def _has_unknown(raw_fields: Column, names: Sequence[str]) -> Column:
@@ -73,27 +90,46 @@ def _lossy(raw: Column, parsed: Column, data_type: Any, unknown_lost: bool = Tru
     from pyspark.sql import functions as F
 
     present = raw.isNotNull()
-    if isinstance(data_type, dict) and data_type["type"] == "struct":
+    if isinstance(data_type, dict) and data_type["type"] in ("struct", "array"):
+        return present & _lossy_nested(raw, parsed, data_type, unknown_lost)
+    decimal = _DECIMAL.fullmatch(data_type) if isinstance(data_type, str) else None
+    if decimal is not None:
+        precision, scale = int(decimal.group(1)), int(decimal.group(2))
+        # The raw number with as many fraction digits as a decimal(38) with the column's integer
+        # digits holds: a value from_json rounded to the column's scale differs from it. (A JSON
+        # float's raw text is what a double reads, 17 significant digits.)
+        exact = raw.try_cast(f"decimal(38,{38 - (precision - scale)})")
+        rounded = F.coalesce(parsed != exact, F.lit(False))
+        return present & (parsed.isNull() | rounded)
+    return present & parsed.isNull()
+
+
+def _lossy_nested(raw: Column, parsed: Column, data_type: Any, unknown_lost: bool) -> Column:
+    """:func:`_lossy` of a struct or an array whose raw text is present."""
+    from pyspark.sql import functions as F
+
+    if data_type["type"] == "struct":
         fields = data_type["fields"]
         raw_fields = F.from_json(raw, "map<string,string>")
         lost = _has_unknown(raw_fields, [f["name"] for f in fields]) if unknown_lost else F.lit(False)
         for field in fields:
             name = field["name"]
             lost = lost | _lossy(raw_fields[name], parsed[name], field["type"], unknown_lost)
-        return present & (parsed.isNull() | lost)
-    if isinstance(data_type, dict) and data_type["type"] == "array":
-        element = data_type["elementType"]
-        raw_elements = F.from_json(raw, "array<string>")
-        if isinstance(element, dict) and element["type"] in ("struct", "array"):
-            inner = F.exists(
-                F.zip_with(raw_elements, parsed, lambda r, p: _lossy(r, p, element, unknown_lost)),
-                lambda x: x,
-            )
-        else:
-            # A scalar element that does not convert makes Spark null the whole array.
-            inner = F.lit(False)
-        return present & (parsed.isNull() | F.coalesce(inner, F.lit(False)))
-    return present & parsed.isNull()
+        return parsed.isNull() | lost
+    element = data_type["elementType"]
+    raw_elements = F.from_json(raw, "array<string>")
+    if (isinstance(element, dict) and element["type"] in ("struct", "array")) or (
+        isinstance(element, str) and _DECIMAL.fullmatch(element)
+    ):
+        inner = F.exists(
+            F.zip_with(raw_elements, parsed, lambda r, p: _lossy(r, p, element, unknown_lost)),
+            lambda x: x,
+        )
+    else:
+        # A scalar element that does not convert makes Spark null the whole array (a decimal
+        # that would be rounded does not: checked element by element above).
+        inner = F.lit(False)
+    return parsed.isNull() | F.coalesce(inner, F.lit(False))
 
 
 def parse_batch(bronze: DataFrame, schema: Schema, config: ParsedConfig) -> DataFrame:
@@ -145,8 +181,9 @@ def parse_batch(bronze: DataFrame, schema: Schema, config: ParsedConfig) -> Data
         any_lost = any_lost | field_lost
     flagged = [F.when(hit, F.lit(name)) for hit, name in zip(lost, names, strict=True)]
     mismatched = F.array_compact(F.array(*flagged)) if flagged else F.array().cast("array<string>")
+    needs_rescue = _has_unknown(raw_fields, names) | any_lost
     rescued = F.when(
-        _has_unknown(raw_fields, names) | any_lost,
+        needs_rescue,
         F.to_json(
             F.map_filter(
                 F.from_json(TEXT, "map<string,variant>"),
@@ -179,10 +216,34 @@ def parse_batch(bronze: DataFrame, schema: Schema, config: ParsedConfig) -> Data
             any_lost,
             F.concat(F.lit("fields not of their schema type: "), F.array_join(mismatched, ", ")),
         )
-    columns = [F.col(KAFKA_COLUMN), *(parsed[n].alias(n) for n in names)]
+    else:
+        # What must be rescued but cannot be written as JSON (Spark's variant refused it, e.g. a
+        # key twice in one object where duplicates are not allowed) is a dead letter, not a loss.
+        reason = reason.when(needs_rescue & rescued.isNull(), F.lit("not_rescuable"))
+        detail = detail.when(
+            needs_rescue & rescued.isNull(),
+            F.lit("fields to rescue could not be written as JSON (a key given twice in one object?)"),
+        )
+    columns = [F.col(KAFKA_COLUMN), *(_as_column(parsed[f["name"]], f) for f in schema["fields"])]
     if rescue_mode:
         columns.append(F.when(reason.isNull(), rescued).alias(RESCUED_COLUMN))
     return frame.select(*columns, reason.alias(REASON), detail.alias(DETAIL), F.col(VALUE))
+
+
+def _as_column(value: Column, field: dict[str, Any]) -> Column:
+    """A parsed field (named as its JSON key, at every depth) as the table's column: renamed to
+    :func:`column_name`, nested fields too (a struct cast is by position), the key kept in the
+    column's metadata."""
+    from pyspark.sql.types import StructType
+
+    name = column_name(field["name"])
+    renamed = table_type(field["type"])
+    if renamed != field["type"]:
+        wanted = StructType.fromJson({"type": "struct", "fields": [{**field, "type": renamed}]})
+        value = value.cast(wanted.fields[0].dataType)
+    if name != field["name"]:
+        return value.alias(name, metadata={JSON_NAME: field["name"]})
+    return value.alias(name)
 
 
 def with_expectations(frame: DataFrame, expectations: Sequence[Expectation]) -> DataFrame:
@@ -214,7 +275,7 @@ def parsed_rows(frame: DataFrame) -> DataFrame:
     """The rows of the parsed table: no dead letters, no tombstones, no working columns."""
     from pyspark.sql import functions as F
 
-    keep = [c for c in frame.columns if not c.startswith("_kafka_")]
+    keep = [F.col(quote_identifier(c)) for c in frame.columns if not c.startswith("_kafka_")]
     return frame.where(F.col(REASON).isNull()).select(*keep)
 
 
@@ -246,18 +307,17 @@ def valid_json_texts(frame: DataFrame, limit: int, only_rescued: bool = False) -
     return rows.select(F.col(VALUE).cast("string").alias("json")).limit(limit)
 
 
-def infer_schema(spark: SparkSession, json_texts: DataFrame) -> Schema:
-    """Spark's JSON schema inference (``spark.read.json``) over a column of JSON strings.
+def infer_schema(json_texts: DataFrame, config: ParsedConfig) -> Schema:
+    """The schema most of the JSON strings in ``json_texts`` agree on, within the catalog's limits.
 
-    Open-source ``schema_of_json`` accepts only a literal; reading a Dataset[String] infers over
-    rows. Integers come out as bigint, decimals as double, mixed types as string.
+    Spark's own inference (``spark.read.json``) widens a field to string when one record
+    disagrees and knows no depth or width limit; :mod:`kafkalake.lake.schema_inference` decides by
+    most of the sample instead. The strings (at most ``sample_rows`` of them, see
+    :func:`valid_json_texts`) come to the driver one partition at a time.
     """
-    jvm = spark._jvm
-    assert jvm is not None
-    strings = getattr(json_texts._jdf, "as")(jvm.org.apache.spark.sql.Encoders.STRING())
-    inferred: Schema = json.loads(spark._jsparkSession.read().json(strings).schema().json())
-    # A record Spark could not parse would add a _corrupt_record column: those are dead letters here.
-    return {**inferred, "fields": [f for f in inferred["fields"] if f["name"] != "_corrupt_record"]}
+    limits = schema_inference.Limits(max_depth=config.max_depth, max_columns=config.max_columns)
+    texts = (row[0] for row in json_texts.toLocalIterator() if row[0] is not None)
+    return schema_inference.infer(texts, limits)
 
 
 def ddl_type_json(type_string: str) -> Any:

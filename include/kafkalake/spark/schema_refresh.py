@@ -53,7 +53,7 @@ def refresh(spark: SparkSession, topic: TopicConfig, now: datetime | None = None
         sampled = texts.count()
         if not sampled:
             return Refresh(0, None, ())
-        inferred = parse_columns.infer_schema(spark, texts)
+        inferred = parse_columns.infer_schema(texts, config)
     finally:
         texts.unpersist()
     history = SchemaHistory(topic.schema_dir)
@@ -62,7 +62,7 @@ def refresh(spark: SparkSession, topic: TopicConfig, now: datetime | None = None
         base = parse_columns.pinned_schema(config) or empty_schema()
     else:
         base = current.schema
-    merged = merge(base, inferred)
+    merged = merge(base, inferred, max_columns=config.max_columns)
     drift = tuple(c for c in merged.changes if c.kind in ("added", "conflict"))
     if current is not None and config.evolution != "addNewColumns":
         return Refresh(sampled, None, drift)

@@ -120,6 +120,13 @@ TIMEOUT_DEFAULTS = {
 }
 
 
+#: Records of a transaction its producer aborted (or has not committed yet) never reach bronze: the
+#: Java client's default, read_uncommitted, hands them over like any other record. A connection's
+#: own setting wins. Offsets then have gaps (aborted records and transaction markers), which
+#: Spark's Kafka source skips without calling them data loss.
+ISOLATION_DEFAULTS = {"kafka.isolation.level": "read_committed"}
+
+
 def source_options(topic: TopicConfig, client_config: Mapping[str, str]) -> dict[str, str]:
     """Options for Spark's Kafka source; Java client settings take the ``kafka.`` prefix."""
     options = {
@@ -127,6 +134,7 @@ def source_options(topic: TopicConfig, client_config: Mapping[str, str]) -> dict
         "startingOffsets": topic.starting_offsets,
         "failOnDataLoss": str(topic.fail_on_data_loss).lower(),
         "includeHeaders": "true",
+        **ISOLATION_DEFAULTS,
         **FETCH_DEFAULTS,
         **TIMEOUT_DEFAULTS,
         **{f"kafka.{k}": v for k, v in client_config.items()},

@@ -21,7 +21,7 @@ from kafkalake.config.topic import TopicConfig
 from kafkalake.core import kill_points
 from kafkalake.core.errors import BadConfigError, Kind, failure
 from kafkalake.lake.care_due import decide, read_state
-from kafkalake.spark.table_settings import delta_ident, set_properties
+from kafkalake.spark.table_settings import delta_ident, quote_identifier, set_properties
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -150,7 +150,7 @@ def _optimize(
     spark: SparkSession, table: Table, config: MaintenanceConfig, columns: tuple[str, ...], detail: Any
 ) -> str:
     ident = delta_ident(table.location)
-    cols = ", ".join(f"`{c}`" for c in columns)
+    cols = ", ".join(quote_identifier(c) for c in columns)
     if columns and config.cluster_by:
         current = tuple(detail["clusteringColumns"] or ())
         if current != columns:

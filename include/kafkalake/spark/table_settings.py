@@ -121,6 +121,15 @@ def as_nullable(schema: StructType) -> StructType:
 # Spark and Delta
 
 
+def quote_identifier(name: str) -> str:
+    """A column name as a Spark SQL identifier: in backticks, its own backticks doubled.
+
+    Also what ``F.col`` and ``DataFrame.select`` need for a name with a dot, which they would
+    otherwise read as a struct field.
+    """
+    return "`" + name.replace("`", "``") + "`"
+
+
 def delta_ident(location: str) -> str:
     """A table's location as a Spark SQL identifier: ``delta.`<path>```."""
     return "delta.`" + location.replace("`", "``") + "`"

@@ -19,7 +19,14 @@ from typing import TYPE_CHECKING, Any
 from kafkalake.config.topic import TopicConfig
 from kafkalake.core.errors import ExpectationFailedError, SchemaRejectedError
 from kafkalake.core.metrics import JobMetrics
-from kafkalake.lake.schema_history import RESCUED_COLUMN, Schema, SchemaHistory, merge
+from kafkalake.lake.schema_history import (
+    RESCUED_COLUMN,
+    Schema,
+    SchemaHistory,
+    merge,
+    repaired,
+    schema_problems,
+)
 from kafkalake.spark import parse_columns
 
 if TYPE_CHECKING:
@@ -173,6 +180,8 @@ class TopicParser:
         """
         if self.schema is None:
             self.schema = self._first_schema(bronze, source)
+        elif problems := schema_problems(self.schema):
+            self.schema = self._repair(self.schema, problems)
         frame = self._parse(bronze)
         try:
             # The counts are the one pass that parses the rows (and fills the cache the writes
@@ -257,12 +266,23 @@ class TopicParser:
         else:
             probe = parse_columns.parse_batch(bronze, {"type": "struct", "fields": []}, self.config)
             schema = parse_columns.infer_schema(
-                self.spark, parse_columns.valid_json_texts(probe, self.config.sample_rows)
+                parse_columns.valid_json_texts(probe, self.config.sample_rows), self.config
             )
             origin = f"inferred from {source}"
         schema = parse_columns.with_catalog_hints(schema, self.config)
         self._persist(schema, origin)
         return schema
+
+    def _repair(self, schema: Schema, problems: list[str]) -> Schema:
+        """A current version no table could take (recorded by an older release): the repaired one,
+        recorded as the next version."""
+        fixed = repaired(schema)
+        if schema_problems(fixed):
+            # Nested too deep: the table has that column already; only a rebuild helps (RUNBOOK).
+            log.warning("topic %s: the current schema %s", self.topic.name, "; ".join(problems))
+            return schema
+        self._persist(fixed, f"repaired ({'; '.join(problems)})")
+        return fixed
 
     def _persist(self, schema: Schema, origin: str) -> None:
         written = self.history.write(schema, origin)
@@ -280,7 +300,12 @@ class TopicParser:
         """New fields in rescued records: add them (addNewColumns) or stop the run (failOnNewColumns)."""
         assert self.schema is not None
         texts = parse_columns.valid_json_texts(frame, self.config.sample_rows, only_rescued=True)
-        merged = merge(self.schema, parse_columns.infer_schema(self.spark, texts))
+        merged = merge(
+            self.schema, parse_columns.infer_schema(texts, self.config), max_columns=self.config.max_columns
+        )
+        skipped = [str(c) for c in merged.changes if c.kind == "skipped"]
+        if skipped:
+            log.warning("topic %s: %s", self.topic.name, "; ".join(skipped))
         if not merged.added:
             return False
         new_schema = parse_columns.with_catalog_hints(merged.schema, self.config)

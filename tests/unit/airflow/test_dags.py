@@ -852,6 +852,23 @@ def test_spark_tasks_take_a_slot_of_the_spark_pool_and_the_preflight_does_not(po
 
 
 @pytest.mark.parametrize("expected", POLICY_TOPICS, ids=POLICY_IDS)
+def test_every_spark_task_has_an_execution_timeout_from_the_catalog(policy_bag, expected):
+    dag = policy_bag.dags[expected.dag_id]
+    spark_tasks = [t for t in dag.tasks if isinstance(t, SparkSubmitOperator)]
+    assert {t.task_id for t in spark_tasks} >= {"ingest", "register_table", "maintain_table"}
+    # policy.yaml gives payments its own; the others get the default.
+    wanted = timedelta(minutes=40) if expected.topic == "payments" else timedelta(hours=2)
+    for task in spark_tasks:
+        assert task.execution_timeout == wanted, task.task_id
+    # The pre-flight had its bound already.
+    assert dag.get_task("check_new_offsets").execution_timeout == timedelta(minutes=5)
+
+
+def test_the_replay_task_has_an_execution_timeout(replay_bag):
+    assert replay_bag.dags[REPLAY_DAG_ID].get_task("replay").execution_timeout == timedelta(hours=6)
+
+
+@pytest.mark.parametrize("expected", POLICY_TOPICS, ids=POLICY_IDS)
 def test_every_task_weighs_the_topics_priority_absolutely(policy_bag, expected):
     dag = policy_bag.dags[expected.dag_id]
     for task in dag.tasks:

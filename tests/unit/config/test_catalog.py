@@ -633,3 +633,110 @@ def test_a_credential_in_spark_conf_is_named_but_its_value_never_shown(lake_root
     assert "wJalrXUtnFEMI" not in message
     # The provider class is the supported way in, not a credential.
     assert "aws.credentials.provider'" not in message
+
+
+# ---------------------------------------------------------------------------------------------
+# Entries that would load into something else than the file says
+
+
+def test_a_key_given_twice_is_refused_naming_file_topic_field_and_lines(lake_root):
+    file = CATALOGS / "duplicate_key.yaml"
+    with pytest.raises(CatalogError) as caught:
+        load_catalog(file, lake_root)
+    assert_names_where(caught.value, file, "events", "parsed.max_value_bytes")
+    assert "lines 8 and 10" in str(caught.value)
+    # Lenient mode cannot keep the other topics: the file itself says two things.
+    with pytest.raises(CatalogError):
+        load_catalog(file, lake_root, strict=False)
+
+
+@pytest.mark.parametrize(
+    ("text", "topic", "field_name"),
+    [
+        ("topics:\n  - name: a\n    freshness_sla: 1h\n    freshness_sla: 2h\n", "a", "freshness_sla"),
+        ("defaults:\n  owner: x\n  owner: y\ntopics: []\n", None, "defaults.owner"),
+        ("topics: []\ntopics: []\n", None, "topics"),
+        (
+            "topics:\n  - name: a\n    freshness_sla: 1h\n    spark_conf:\n"
+            "      spark.x: 1\n      spark.x: 2\n",
+            "a",
+            "spark_conf.spark.x",
+        ),
+    ],
+)
+def test_duplicate_keys_anywhere_name_where_they_are(tmp_path, lake_root, text, topic, field_name):
+    file = write_catalog(tmp_path, text)
+    with pytest.raises(CatalogError) as caught:
+        load_catalog(file, lake_root)
+    assert_names_where(caught.value, file, topic, field_name)
+
+
+def test_yaml_merge_keys_are_not_duplicates(tmp_path, lake_root):
+    text = (
+        "common: &common\n  freshness_sla: 1h\n"
+        "topics:\n  - <<: *common\n    name: a\n  - <<: *common\n    name: b\n    freshness_sla: 2h\n"
+    )
+    file = write_catalog(tmp_path, text.replace("common: &common\n  freshness_sla: 1h\n", ""))
+    # Anchors need a home the catalog allows: put the shared fields on the first topic.
+    file.write_text(
+        "topics:\n  - &common\n    name: a\n    freshness_sla: 1h\n"
+        "  - <<: *common\n    name: b\n    freshness_sla: 2h\n"
+    )
+    catalog = load_catalog(file, lake_root)
+    assert catalog.topic("b").freshness_sla == timedelta(hours=2)
+
+
+def test_a_non_scalar_spark_conf_value_is_refused(lake_root):
+    file = CATALOGS / "non_scalar_spark_conf.yaml"
+    with pytest.raises(CatalogError) as caught:
+        load_catalog(file, lake_root)
+    assert_names_where(caught.value, file, "events", "spark_conf.spark.executor.extraJavaOptions")
+    assert "single value" in str(caught.value)
+    lenient = load_catalog(file, lake_root, strict=False)
+    assert [t.name for t in lenient.topics] == ["orders"]
+
+
+@pytest.mark.parametrize("value", ["null", "{a: 1}"])
+def test_spark_conf_values_must_be_single_values(tmp_path, lake_root, value):
+    file = write_catalog(
+        tmp_path, f"topics:\n  - name: a\n    freshness_sla: 1h\n    spark_conf:\n      spark.x: {value}\n"
+    )
+    with pytest.raises(CatalogError) as caught:
+        load_catalog(file, lake_root)
+    assert_names_where(caught.value, file, "a", "spark_conf.spark.x")
+
+
+def test_spark_conf_booleans_are_spelled_as_spark_reads_them(tmp_path, lake_root):
+    file = write_catalog(
+        tmp_path,
+        "topics:\n  - name: a\n    freshness_sla: 1h\n    spark_conf:\n"
+        "      spark.sql.adaptive.enabled: false\n      spark.sql.shuffle.partitions: 4\n",
+    )
+    assert load_catalog(file, lake_root).topic("a").spark_conf == (
+        ("spark.sql.adaptive.enabled", "false"),
+        ("spark.sql.shuffle.partitions", "4"),
+    )
+
+
+def test_an_expectation_rule_that_does_not_parse_is_refused(lake_root):
+    file = CATALOGS / "bad_expectation.yaml"
+    with pytest.raises(CatalogError) as caught:
+        load_catalog(file, lake_root)
+    assert_names_where(caught.value, file, "events", "parsed.expectations[0].rule")
+    assert "does not parse" in str(caught.value) and "')' is missing" in str(caught.value)
+
+
+def test_spark_task_timeout_defaults_to_two_hours_and_is_bounded(tmp_path, lake_root):
+    file = write_catalog(
+        tmp_path,
+        "topics:\n  - name: a\n    freshness_sla: 1h\n  - name: b\n    freshness_sla: 1h\n"
+        "    spark_task_timeout: 45m\n",
+    )
+    catalog = load_catalog(file, lake_root)
+    assert catalog.topic("a").spark_task_timeout == timedelta(hours=2)
+    assert catalog.topic("b").spark_task_timeout == timedelta(minutes=45)
+    for bad in ("30s", "3d", "soon"):
+        file.write_text(f"topics:\n  - name: a\n    freshness_sla: 1h\n    spark_task_timeout: {bad}\n")
+        with pytest.raises(CatalogError) as caught:
+            load_catalog(file, lake_root)
+        assert_names_where(caught.value, file, "a", "spark_task_timeout")

@@ -303,3 +303,84 @@ def test_invalid_spark_types_say_what_is_wrong(text, says):
     with pytest.raises(ValueError) as excinfo:
         validate_spark_type(text)
     assert says in str(excinfo.value)
+
+
+# ---------------------------------------------------------------------------------------------
+# Expectation rules are checked for syntax at load (no Spark at DAG parse time)
+
+GOOD_RULES = [
+    "amount >= 0",
+    "currency IN ('EUR', 'USD')",
+    "a IS NOT NULL AND b BETWEEN 1 AND 2",
+    "size(items) > 0",
+    "exists(items, x -> x.qty > 0)",
+    "CASE WHEN a > 1 THEN true ELSE false END",
+    "CAST(amount AS decimal(10,2)) > 0",
+    "`first_name` IS NOT NULL",
+    "detail.qty[0] = 'x'",
+    "NOT (name LIKE 'x%')",
+    "ts > current_timestamp() - INTERVAL 1 DAY",
+    "day > DATE '2026-01-01'",
+    "count(*) > 0",
+    "a::int > 1",
+    "lower(x) NOT IN ('a')",
+    "a <=> b",
+    "a || b = 'ab'",
+    "transform(a, (x, i) -> x + i) IS NOT NULL",
+    "a RLIKE '^[a-z]+$'",
+    "a IS DISTINCT FROM b",
+    "abs(a) % 2 = 0 -- even",
+]
+BAD_RULES = {
+    "amount >=": "an operand is missing at the end",
+    "(amount > 0": "unbalanced '(': a closing ')' is missing",
+    "amount > 0)": "unbalanced ')'",
+    "name = 'x": "unterminated '",
+    "a b": "unexpected 'b' after a complete expression",
+    "a > 0; DROP TABLE t": "one expression, not statements",
+    "AND a": "an operand is missing before 'AND'",
+    "a IN ()": "nothing between",
+    "CASE a END": "CASE needs at least one WHEN",
+    "cast(a as )": "expected a type",
+    "a = = b": "an operand is missing before '='",
+    "f(a,)": "an operand is missing before ')'",
+    "x[1)": "unbalanced ')'",
+}
+
+
+@pytest.mark.parametrize("rule", GOOD_RULES)
+def test_spark_sql_rules_load(rule):
+    config = parse_parsed({"expectations": [{"name": "r", "rule": rule, "action": "warn"}]})
+    assert config.expectations[0].rule == rule
+
+
+@pytest.mark.parametrize(("rule", "says"), BAD_RULES.items())
+def test_a_rule_that_cannot_parse_is_refused_naming_its_field(rule, says):
+    with pytest.raises(ParsedConfigError) as caught:
+        parse_parsed({"expectations": [{"name": "r", "rule": rule, "action": "warn"}]})
+    assert caught.value.field == "parsed.expectations[0].rule"
+    assert says in str(caught.value)
+
+
+def test_depth_and_width_limits_have_defaults_and_bounds():
+    config = ParsedConfig()
+    assert (config.max_depth, config.max_columns) == (10, 500)
+    assert parse_parsed({"max_depth": 32, "max_columns": 20}).max_depth == 32
+    for key, bad in (("max_depth", 33), ("max_depth", 0), ("max_columns", 0), ("max_columns", "many")):
+        with pytest.raises(ParsedConfigError) as caught:
+            parse_parsed({key: bad})
+        assert caught.value.field == f"parsed.{key}"
+
+
+def test_a_pinned_type_deeper_than_other_engines_open_is_refused():
+    deep = "struct<a:" * 33 + "int" + ">" * 33
+    with pytest.raises(ParsedConfigError) as caught:
+        parse_parsed({"schema": {"payload": deep}})
+    assert caught.value.field == "parsed.schema.payload" and "delta-rs" in str(caught.value)
+
+
+def test_pinned_names_whose_columns_clash_are_refused():
+    with pytest.raises(ParsedConfigError) as caught:
+        parse_parsed({"schema": {"first name": "string", "first_name": "string"}})
+    assert caught.value.field == "parsed.schema.first_name"
+    assert "'first_name'" in str(caught.value)

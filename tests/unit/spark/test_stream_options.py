@@ -8,7 +8,7 @@ import pytest
 
 from kafkalake.config.topic import TopicConfig
 from kafkalake.kafka.client_config import java_client_config
-from kafkalake.spark.stream import FETCH_DEFAULTS, TIMEOUT_DEFAULTS, source_options
+from kafkalake.spark.stream import FETCH_DEFAULTS, ISOLATION_DEFAULTS, TIMEOUT_DEFAULTS, source_options
 
 CLIENT = {"bootstrap.servers": "broker:9092", "security.protocol": "PLAINTEXT"}
 
@@ -24,6 +24,7 @@ def test_default_options():
         "failOnDataLoss": "true",
         "includeHeaders": "true",
         "maxOffsetsPerTrigger": "500000",
+        "kafka.isolation.level": "read_committed",
         "kafka.bootstrap.servers": "broker:9092",
         "kafka.security.protocol": "PLAINTEXT",
         "kafka.max.partition.fetch.bytes": "8388608",
@@ -33,6 +34,12 @@ def test_default_options():
         "kafka.default.api.timeout.ms": "20000",
         "kafkaConsumer.pollTimeoutMs": "30000",
     }
+
+
+def test_aborted_transactions_stay_out_unless_the_connection_says_otherwise():
+    assert source_options(topic(), CLIENT)["kafka.isolation.level"] == "read_committed"
+    own = source_options(topic(), {**CLIENT, "isolation.level": "read_uncommitted"})
+    assert own["kafka.isolation.level"] == "read_uncommitted"
 
 
 def test_a_connection_setting_beats_a_fetch_default():
@@ -80,7 +87,7 @@ def test_every_client_setting_takes_the_kafka_prefix():
     )
     options = source_options(topic(), client)
     prefixed = {k.removeprefix("kafka."): v for k, v in options.items() if k.startswith("kafka.")}
-    defaults = FETCH_DEFAULTS | TIMEOUT_DEFAULTS
+    defaults = FETCH_DEFAULTS | TIMEOUT_DEFAULTS | ISOLATION_DEFAULTS
     assert {k: v for k, v in prefixed.items() if f"kafka.{k}" not in defaults} == client
     assert options["kafka.sasl.mechanism"] == "SCRAM-SHA-512"
     assert options["kafka.ssl.truststore.type"] == "PEM"

@@ -1,0 +1,145 @@
+"""Schema history: column names, what a table can take, merging within the width budget, atomic
+versions. Pure but for files in a temporary directory."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from kafkalake.config.parsed import column_name
+from kafkalake.lake.schema_history import (
+    SchemaHistory,
+    UnusableSchemaError,
+    merge,
+    repaired,
+    schema_problems,
+    table_type,
+    type_string,
+    with_type_hints,
+)
+
+
+def field(name: str, data_type: object) -> dict[str, object]:
+    return {"name": name, "type": data_type, "nullable": True, "metadata": {}}
+
+
+def struct(*fields: dict[str, object]) -> dict[str, object]:
+    return {"type": "struct", "fields": list(fields)}
+
+
+@pytest.mark.parametrize(
+    ("key", "column"),
+    [
+        ("first name", "first_name"),
+        ("a,b;c", "a_b_c"),
+        ("{x}(y)", "_x__y_"),
+        ("a\nb\tc", "a_b_c"),
+        ("x=y", "x_y"),
+        ("nul\x00", "nul_"),
+        ("", "_"),
+        ("a.b", "a.b"),
+        ("back`tick", "back`tick"),
+        ("é😀", "é😀"),
+    ],
+)
+def test_column_names_replace_what_delta_refuses(key, column):
+    assert column_name(key) == column
+
+
+def test_table_type_renames_nested_fields_and_keeps_the_json_key():
+    schema = struct(field("first name", struct(field("zip code", "long"))), field("ok", "string"))
+    renamed = table_type(schema)
+    top = renamed["fields"][0]
+    assert (top["name"], top["metadata"]) == ("first_name", {"json_name": "first name"})
+    inner = top["type"]["fields"][0]
+    assert (inner["name"], inner["metadata"]) == ("zip_code", {"json_name": "zip code"})
+    assert renamed["fields"][1] == field("ok", "string")
+
+
+def test_schema_problems_name_clashing_columns_empty_structs_and_deep_nesting():
+    assert schema_problems(struct()) == []
+    assert schema_problems(struct(field("Name", "long"), field("name", "long")))
+    assert schema_problems(struct(field("first name", "long"), field("first_name", "long")))
+    assert schema_problems(struct(field("s", struct())))
+    deep: object = "long"
+    for _ in range(45):
+        deep = struct(field("a", deep))
+    assert "delta-rs" in " ".join(schema_problems(struct(field("d", deep))))
+
+
+def test_merge_adds_new_fields_within_max_columns_and_lists_the_rest():
+    current = struct(field("a", "long"))
+    inferred = struct(field("b", "long"), field("c", struct(field("x", "long"))), field("d", "long"))
+    merged = merge(current, inferred, max_columns=3)
+    assert type_string(merged.schema) == "struct<a:bigint,b:bigint,d:bigint>"
+    assert [str(c) for c in merged.changes] == [
+        "+ b: bigint",
+        "~ c: struct<x:bigint> not added: over parsed.max_columns (its values are rescued)",
+        "+ d: bigint",
+    ]
+
+
+def test_merge_treats_a_key_with_the_same_column_as_the_existing_field():
+    merged = merge(struct(field("first name", "long")), struct(field("first_name", "string")))
+    assert type_string(merged.schema) == "struct<first name:bigint>"
+    assert [c.kind for c in merged.changes] == ["conflict"]
+
+
+def test_type_hints_match_fields_as_their_columns_do():
+    schema = struct(field("Amount", "double"), field("customer", struct(field("ID", "long"))))
+    hinted = with_type_hints(schema, [("amount", "decimal(10,2)"), ("Customer.id", "string")])
+    assert type_string(hinted) == "struct<Amount:decimal(10,2),customer:struct<ID:string>>"
+
+
+def test_a_version_is_linked_into_place_whole_and_never_over_another(tmp_path):
+    history = SchemaHistory(tmp_path)
+    first = history.write(struct(field("a", "long")), "batch 0")
+    assert first is not None and first.version == 1
+    assert history.write(struct(field("a", "long")), "batch 1") is None
+    # No temporary file stays behind; the version file holds the whole version.
+    assert sorted(os.listdir(tmp_path)) == ["000001.json"]
+    assert json.loads((tmp_path / "000001.json").read_text())["schema"] == struct(field("a", "long"))
+    # A writer that picked a number another took fails instead of overwriting it.
+    (tmp_path / "000002.json").write_text("{}")
+    with pytest.raises(FileExistsError):
+        _write_as(history, 2, struct(field("b", "long")))
+    assert (tmp_path / "000002.json").read_text() == "{}"
+
+
+def _write_as(history: SchemaHistory, version: int, schema: dict[str, object]) -> None:
+    with history._staged(json.dumps(schema)) as staged:
+        os.link(staged, history.directory / f"{version:06d}.json")
+
+
+def test_a_schema_a_table_cannot_take_is_never_recorded(tmp_path):
+    history = SchemaHistory(tmp_path)
+    with pytest.raises(UnusableSchemaError, match="same column"):
+        history.write(struct(field("Name", "long"), field("name", "long")), "batch 0")
+    with pytest.raises(UnusableSchemaError):
+        history.propose(struct(field("s", struct())), "new fields")
+    assert list(Path(tmp_path).iterdir()) == []
+
+
+def test_a_proposal_replaces_the_last_one_atomically(tmp_path):
+    history = SchemaHistory(tmp_path)
+    history.propose(struct(field("a", "long")), "first")
+    history.propose(struct(field("b", "long")), "second")
+    pending = history.pending()
+    assert pending is not None and pending["reason"] == "second"
+    assert sorted(os.listdir(tmp_path)) == ["pending.json"]
+
+
+def test_a_version_no_table_could_take_is_repaired_without_touching_what_a_table_can_have():
+    broken = struct(
+        field("Name", "long"),
+        field("name", "string"),
+        field("meta", struct()),
+        field("s", struct(field("first name", "long"), field("first_name", "long"))),
+    )
+    fixed = repaired(broken)
+    assert type_string(fixed) == "struct<Name:bigint,meta:string,s:struct<first name:bigint>>"
+    assert schema_problems(fixed) == []
+    assert repaired(fixed) == fixed
