@@ -124,6 +124,8 @@ def ingest(topic: TopicConfig, client_config: dict[str, str], started: float) ->
         writer.tables_exist(ensure_table(spark, topic))
         # Two runs of one topic never share the checkpoint, whatever started them.
         with checkpoint_lock(topic.checkpoint_path):
+            # Decided again under the lock: a run that held it meanwhile may have moved things on.
+            plan = plan_start(topic, writer.topic_id)
             writer.recovered = apply_start_plan(topic, plan, writer)
             writer.resume_backlog()
             query = start_ingest(spark, topic, client_config, writer, plan.rebuild_from)

@@ -93,6 +93,7 @@ def run_ingest(spark: Any, topic: TopicConfig, bootstrap: str, topic_id: str | N
     if plan.rebuild_from is None:
         check_safe_to_start(topic)
     writer.tables_exist(ensure_table(spark, topic))
+    plan = plan_start(topic, topic_id)  # under the job's lock, as the job decides it again
     writer.recovered = apply_start_plan(topic, plan, writer)
     writer.resume_backlog()
     query = start_ingest(spark, topic, {"bootstrap.servers": bootstrap}, writer, plan.rebuild_from)
