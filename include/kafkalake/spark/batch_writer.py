@@ -21,7 +21,7 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -63,15 +63,15 @@ def write_idempotent(
     writer.save(path)
 
 
-def _not_below(offsets: dict[int, int]) -> Column:
-    """Rows at or past ``offsets`` in their partition (partitions not named: every row)."""
+def in_ranges(ranges: Mapping[int, tuple[int, int]]) -> Column:
+    """Rows whose offset lies in ``[start, end)`` of their partition's range (others: none)."""
     from pyspark.sql import functions as F
 
     partition, offset = F.col("partition"), F.col("offset")
-    held = F.lit(False)
-    for p, below in sorted(offsets.items()):
-        held = held | ((partition == p) & (offset < below))
-    return ~held
+    condition = F.lit(False)
+    for p, (start, end) in sorted(ranges.items()):
+        condition = condition | ((partition == p) & (offset >= start) & (offset < end))
+    return condition
 
 
 class BatchWriter:
@@ -196,7 +196,7 @@ class BatchWriter:
             if to_parse is None:
                 return
             if self.parsed_skip_below:
-                to_parse = to_parse.where(_not_below(self.parsed_skip_below))
+                to_parse = to_parse.where(~in_ranges({p: (0, o) for p, o in self.parsed_skip_below.items()}))
             if self.backlog is not None:
                 self._extend_backlog(to_parse, batch_id)
                 return

@@ -20,11 +20,11 @@ from kafkalake.config.topic import TopicConfig
 from kafkalake.core import kill_points
 from kafkalake.kafka.windows import DEFAULT_CHUNK_RECORDS, Window, chunks
 from kafkalake.lake import parsed_backlog
-from kafkalake.spark.batch_writer import BatchWriter
+from kafkalake.spark.batch_writer import BatchWriter, in_ranges
 from kafkalake.spark.topic_parser import RunStats
 
 if TYPE_CHECKING:
-    from pyspark.sql import Column, DataFrame, SparkSession
+    from pyspark.sql import DataFrame, SparkSession
 
 log = logging.getLogger(__name__)
 
@@ -65,23 +65,12 @@ class CatchUp:
         return f"topic {topic}: the parsed tables caught up on {self.records} bronze records"
 
 
-def _in_ranges(ranges: dict[int, tuple[int, int]]) -> Column:
-    from pyspark.sql import functions as F
-
-    condition = F.lit(False)
-    for p, (start, end) in sorted(ranges.items()):
-        condition = condition | (
-            (F.col("partition") == p) & (F.col("offset") >= start) & (F.col("offset") < end)
-        )
-    return condition
-
-
 def _bronze_ends(bronze: DataFrame, start: dict[int, int]) -> dict[int, int]:
     """Per partition of the backlog, one past the highest offset bronze holds."""
     from pyspark.sql import functions as F
 
     ranges = {p: (s, 2**62) for p, s in start.items()}
-    found = bronze.where(_in_ranges(ranges)).groupBy("partition").agg(F.max("offset").alias("last")).collect()
+    found = bronze.where(in_ranges(ranges)).groupBy("partition").agg(F.max("offset").alias("last")).collect()
     ends = {int(r["partition"]): int(r["last"]) + 1 for r in found}
     return {p: ends.get(p, s) for p, s in start.items()}
 
@@ -97,7 +86,7 @@ def catch_up(spark: SparkSession, topic: TopicConfig, backlog: parsed_backlog.Ba
     first_version = time.time_ns() // 1_000_000 * 10_000
     current = backlog
     for number, piece in enumerate(chunks(window, topic.max_offsets_per_trigger or DEFAULT_CHUNK_RECORDS)):
-        writer(bronze.where(_in_ranges(piece)), first_version + number)
+        writer(bronze.where(in_ranges(piece)), first_version + number)
         current = replace(current, start={**current.start, **{p: end for p, (_s, end) in piece.items()}})
         parsed_backlog.write(topic, current)
         kill_points.reached("catch_up:after_chunk")
