@@ -25,8 +25,9 @@ $(STAMP): requirements.txt requirements-dev.txt pyproject.toml
 	$(PY) -m pip check
 	touch $(STAMP)
 
-setup: $(STAMP)  ## install Python deps into .venv and resolve the JVM jars into .jars
+setup: $(STAMP)  ## install Python deps into .venv, resolve the JVM jars into .jars, train the driver's class archive
 	$(PY) -m kafkalake.core.jars
+	$(PY) -m kafkalake.dev.class_archive
 
 $(CHROMIUM):
 	@if [ "$$(id -u)" = 0 ]; then SUDO=; elif sudo -n true 2>/dev/null; then SUDO=sudo; else \

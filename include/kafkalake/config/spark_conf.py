@@ -10,6 +10,7 @@ import re
 from pathlib import Path
 
 from kafkalake.config.topic import TopicConfig
+from kafkalake.core.class_archive import driver_java_options
 
 DELTA_SETTINGS = {
     "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
@@ -87,7 +88,10 @@ def base_conf(lake_root: Path) -> dict[str, str]:
         "spark.hadoop.javax.jdo.option.ConnectionURL": (
             f"jdbc:derby:;databaseName={metastore / 'metastore_db'};create=true"
         ),
-        "spark.driver.extraJavaOptions": f"-Dderby.system.home={metastore}",
+        # The class archive made at setup halves the driver's start-up (core/class_archive).
+        "spark.driver.extraJavaOptions": " ".join(
+            [f"-Dderby.system.home={metastore}", *driver_java_options()]
+        ),
         **redaction_conf(),
     }
 
