@@ -115,6 +115,8 @@ def ingest(topic: TopicConfig, client_config: dict[str, str], started: float) ->
         # Refuse to start when table and checkpoint disagree (a deleted table would otherwise be
         # re-created empty, a deleted checkpoint re-read Kafka): before the table is created.
         writer.topic_id = os.environ.get(ENV_TOPIC_ID) or None
+        if not topic.fail_on_data_loss:
+            writer.loss_client_config = client_config
         plan = plan_start(topic, writer.topic_id)
         if plan.rebuild_from is None:
             check_safe_to_start(topic)

@@ -24,6 +24,7 @@ from kafkalake.config import jobs
 from kafkalake.config.catalog import load_catalog
 from kafkalake.config.topic import TopicConfig
 from kafkalake.core.errors import EXIT_CODES, Kind
+from kafkalake.core.metrics import ENV_METRICS_FILE, JobMetrics
 from kafkalake.dev import local_airflow, producer
 from kafkalake.dev.broker import LocalKafka
 from kafkalake.dev.local_airflow import DagRunError
@@ -209,3 +210,37 @@ def test_the_ingest_job_itself_reports_expired_offsets_with_its_exit_code(
     # The job's line is the last thing it says, after Spark has shut down (py4j's goodbye aside).
     assert line in "\n".join(done.stdout.splitlines()[-3:])
     assert len(read_rows(Path(expired_topic.path))) == LANDED
+
+
+def test_with_fail_on_data_loss_false_the_loss_is_recorded_in_the_gaps_table_log_and_metrics(
+    expired_topic, kafka, catalog_file, lake, tmp_path
+):
+    """The owner accepts the loss (the catalog says so): the run lands what Kafka still has, and what
+    it could not read is in the gaps table, the log and the metrics, never silent."""
+    accepting = tmp_path / "topics.yaml"
+    accepting.write_text(
+        catalog_file.read_text().replace(
+            f"- name: {EXPIRED_TOPIC}\n", f"- name: {EXPIRED_TOPIC}\n    fail_on_data_loss: false\n"
+        )
+    )
+    assert load_catalog(accepting, lake).topic(EXPIRED_TOPIC).fail_on_data_loss is False
+    metrics_file = tmp_path / "metrics.json"
+    cmd = jobs.command("ingest_topic", EXPIRED_TOPIC, catalog=accepting, lake=lake)
+    base = {**jobs.environment(accepting, lake), ENV_METRICS_FILE: str(metrics_file)}
+    with run_job.kafka_settings(kafka.bootstrap_servers, base) as env:
+        done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    output = done.stdout + done.stderr
+    assert done.returncode == 0, output[-5000:]
+
+    rows = read_rows(Path(expired_topic.path))
+    held = {(r["partition"], r["offset"]) for r in rows}
+    assert len(held) == len(rows) == 350  # 200 landed before; 50 of partition 0's and 100 of 1's new ones
+    assert held == {(p, o) for p in range(PARTITIONS) for o in range(200) if not (p == 0 and 100 <= o < 150)}
+    gaps = read_rows(Path(expired_topic.gaps_path))
+    assert [(g["partition"], g["first_offset"], g["end_offset"], g["offsets"]) for g in gaps] == [
+        (0, 100, 150, 50)
+    ]
+    assert gaps[0]["topic"] == EXPIRED_TOPIC and gaps[0]["topic_id"] is None  # no task handed it one
+    assert "LOST 50 offsets that Kafka deleted before they were read" in output
+    assert "partition 0: offsets 100..149 (50 offsets)" in output
+    assert JobMetrics.from_json(metrics_file.read_text()).lost_offsets == 50

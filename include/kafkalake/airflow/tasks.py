@@ -103,9 +103,11 @@ def check_new_offsets(
         raise failures.OffsetsExpiredError(message)
     if decision.expired:
         log.warning(
-            "fail_on_data_loss is false for topic %s: the ingest skips what expired; "
+            "fail_on_data_loss is false for topic %s: the ingest skips what expired and records each "
+            "lost range in %s/_kafkalake/gaps; "
             "{partition: (committed offset, earliest offset in Kafka)} = %s",
             topic_name,
+            table_path,
             decision.expired,
         )
     if not decision.run:

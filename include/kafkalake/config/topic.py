@@ -89,6 +89,12 @@ class TopicConfig:
         return parsed_backlog_file(self.path)
 
     @property
+    def gaps_path(self) -> str:
+        """The Delta table of offsets Kafka deleted before they were read (``fail_on_data_loss:
+        false``): with bronze, so it moves, and is refreshed, with the table it describes."""
+        return f"{self.path.rstrip('/')}/_kafkalake/gaps"
+
+    @property
     def parsed_path(self) -> str:
         return self.parsed_location or beside(self.path, self.parsed.database, self.parsed.table)
 

@@ -60,6 +60,9 @@ class JobMetrics:
     #: How the start position was rebuilt from the tables when the checkpoint could not be trusted
     #: (missing, corrupt, older or newer than the table); "" when it was not.
     recovered: str = ""
+    #: Offsets Kafka deleted before the job read them (``fail_on_data_loss: false``), recorded in the
+    #: topic's gaps table.
+    lost_offsets: int = 0
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)
@@ -98,6 +101,7 @@ class JobMetrics:
             processing_seconds=number("processing_seconds", float),
             follow_ups=_follow_ups(data.get("follow_ups"), source),
             recovered=str(data.get("recovered") or ""),
+            lost_offsets=number("lost_offsets", int, optional=True) or 0,
         )
 
 
@@ -135,6 +139,8 @@ class RunMetrics:
     processing_seconds: float | None = None
     #: How the start position was rebuilt from the tables, when the checkpoint could not be trusted.
     recovered: str = ""
+    #: Offsets Kafka deleted before they were read (``fail_on_data_loss: false``): never silent.
+    lost_offsets: int = 0
 
     @property
     def dead_letter_count(self) -> int:
@@ -178,6 +184,11 @@ class RunMetrics:
             lines.append(f"  duration:  {self.duration_seconds:.1f} s of spark-submit{split}")
         if self.recovered:
             lines.append(f"  position:  {self.recovered}")
+        if self.lost_offsets:
+            lines.append(
+                f"  LOST:      {self.lost_offsets:,} offsets Kafka deleted before they were read "
+                "(fail_on_data_loss is false; each range is in the topic's gaps table)"
+            )
         return "\n".join(lines)
 
 
@@ -246,6 +257,7 @@ def ingest_metrics(
         startup_seconds=job.startup_seconds,
         processing_seconds=job.processing_seconds,
         recovered=job.recovered,
+        lost_offsets=job.lost_offsets,
     )
 
 
@@ -312,6 +324,7 @@ def metric_points(metrics: RunMetrics) -> list[MetricPoint]:
         *gauge("bytes", metrics.bytes),
         *gauge("batches", metrics.batches),
         *gauge("dead_letters", metrics.dead_letter_count),
+        *gauge("lost_offsets", metrics.lost_offsets if metrics.ingested else None),
         *gauge("lag", total(metrics.lag_after)),
         *gauge("lag_before", total(metrics.lag_before)),
     ]

@@ -28,10 +28,11 @@ from typing import TYPE_CHECKING
 from kafkalake.config.topic import TopicConfig
 from kafkalake.core import kill_points
 from kafkalake.core.errors import Kind
+from kafkalake.kafka import gaps
 from kafkalake.lake import parsed_backlog, table_position
-from kafkalake.lake.checkpoint import batch_end_offsets
+from kafkalake.lake.checkpoint import batch_end_offsets, starting_offsets
 from kafkalake.lake.checkpoint_lock import local_path
-from kafkalake.spark import parse_columns
+from kafkalake.spark import data_loss, parse_columns
 from kafkalake.spark.topic_parser import RunStats, TopicParser, write_measured
 
 if TYPE_CHECKING:
@@ -109,6 +110,9 @@ class BatchWriter:
         self.recovered = ""
         #: Kafka's ID of the topic, recorded with the offsets (None when the task did not say).
         self.topic_id: str | None = None
+        #: The Java Kafka settings, when the topic accepts data loss: each batch then looks for
+        #: offsets Kafka deleted before it read them, and records them (never silent).
+        self.loss_client_config: Mapping[str, str] | None = None
 
     def resume_backlog(self) -> None:
         """Pick up a backlog an earlier run left: until it is caught up, batches land bronze only."""
@@ -177,6 +181,7 @@ class BatchWriter:
     def _write(self, batch: DataFrame, batch_id: int) -> None:
         app_id = self.app_id
         self._metadata = self._position_metadata(batch_id, app_id)
+        self._record_lost(batch, batch_id, app_id)
         if not self.config.enabled:
             self._write_bronze(batch, batch_id, app_id)
             return
@@ -209,6 +214,48 @@ class BatchWriter:
             kill_points.reached("ingest:after_parsed_commits")
         finally:
             bronze.unpersist()
+
+    def _record_lost(self, batch: DataFrame, batch_id: int, app_id: str) -> None:
+        """Offsets this batch was planned to read that Kafka deleted first, into the gaps table.
+
+        Before bronze's commit, so a kill after it still finds them recorded; idempotent like every
+        table write of the batch. One Kafka ask per batch; a read of the batch only when a partition
+        starts below Kafka's earliest offset.
+        """
+        checkpoint = local_path(self.topic.checkpoint_path)
+        if self.loss_client_config is None or not self.records_position or checkpoint is None:
+            return
+        name = self.topic.name
+        end = batch_end_offsets(checkpoint, name, batch_id)
+        start = (
+            batch_end_offsets(checkpoint, name, batch_id - 1)
+            if batch_id
+            else starting_offsets(checkpoint, name)
+        )
+        if end is None or start is None:
+            return
+        earliest = data_loss.earliest_offsets(self.spark, self.loss_client_config, name, end)
+        risky = gaps.at_risk(start, end, earliest)
+        if not risky:
+            return
+        from pyspark.sql import functions as F
+
+        firsts = self._first_offsets(batch.where(F.col("partition").isin(sorted(risky))))
+        lost = gaps.lost_ranges(start, {p: end[p] for p in risky}, earliest, firsts)
+        if not lost:
+            return
+        rows = data_loss.gap_rows(self.spark, name, self.topic_id, lost, batch_id)
+        write_idempotent(rows, self.topic.gaps_path, app_id, batch_id)
+        self.stats.lost_offsets += sum(g.offsets for g in lost)
+        log.warning(
+            "topic %s: batch %d: LOST %d offsets that Kafka deleted before they were read "
+            "(fail_on_data_loss is false; recorded in %s): %s",
+            name,
+            batch_id,
+            sum(g.offsets for g in lost),
+            self.topic.gaps_path,
+            "; ".join(g.describe() for g in lost),
+        )
 
     def _first_offsets(self, rows: DataFrame) -> dict[int, int]:
         from pyspark.sql import functions as F

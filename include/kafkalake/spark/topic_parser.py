@@ -51,6 +51,8 @@ class RunStats:
     dead_letters: Counter[str] = field(default_factory=Counter)
     expectation_violations: Counter[str] = field(default_factory=Counter)
     schema_versions: list[int] = field(default_factory=list)
+    #: Offsets Kafka deleted before the run read them (``fail_on_data_loss: false``; kafka/gaps).
+    lost_offsets: int = 0
 
     def summary(self) -> str:
         dead = ", ".join(f"{r}={n}" for r, n in sorted(self.dead_letters.items())) or "none"
@@ -60,6 +62,11 @@ class RunStats:
             f"keys and values), {self.parsed_rows} parsed "
             f"({self.rescued_rows} with _rescued_data), {self.tombstones} tombstones; dead letters: {dead}; "
             f"expectation violations: {broken}; new schema versions: {self.schema_versions or 'none'}"
+            + (
+                f"; LOST {self.lost_offsets} offsets Kafka deleted before they were read"
+                if self.lost_offsets
+                else ""
+            )
         )
 
     def add_landed(self, counts: dict[str, Any]) -> None:
@@ -89,6 +96,7 @@ class RunStats:
             newest_timestamp_ms=self.newest_timestamp_ms,
             startup_seconds=startup_seconds,
             processing_seconds=processing_seconds,
+            lost_offsets=self.lost_offsets,
         )
 
 

@@ -226,6 +226,7 @@ def test_metric_points_of_a_run():
         ("gauge", "kafkalake.orders.bytes"): (1_572_864, tags),
         ("gauge", "kafkalake.orders.batches"): (3, tags),
         ("gauge", "kafkalake.orders.dead_letters"): (8, tags),
+        ("gauge", "kafkalake.orders.lost_offsets"): (0, tags),
         ("gauge", "kafkalake.orders.lag"): (2, tags),
         ("gauge", "kafkalake.orders.lag_before"): (10_000, tags),
         ("gauge", "kafkalake.orders.partition_lag.0"): (2, {**tags, "partition": "0"}),
@@ -240,7 +241,9 @@ def test_metric_points_of_a_run():
 def test_unknown_values_are_left_out_never_sent_as_zero():
     metrics = RunMetrics(topic="orders", ingested=True, lag_before=None, lag_after=None)
     names = {p.name for p in metric_points(metrics)}
-    assert names == {f"kafkalake.orders.{m}" for m in ("rows", "bytes", "batches", "dead_letters")}
+    assert names == {
+        f"kafkalake.orders.{m}" for m in ("rows", "bytes", "batches", "dead_letters", "lost_offsets")
+    }
 
 
 def test_idle_runs_send_lag_zero_and_the_age():
@@ -276,3 +279,32 @@ def test_xcom_value_is_small_json_with_string_partitions():
     assert value["lag_before"] == {"0": 5} and value["lag"] == 0
     assert value["newest_timestamp"] == "2025-06-01T11:58:29.500+00:00"
     assert len(json.dumps(value)) < 1_000
+
+
+def test_lost_offsets_travel_from_the_job_to_the_run_and_its_log():
+    job = JobMetrics.from_json(json.dumps({**json.loads(JOB.to_json()), "lost_offsets": 50}))
+    assert job.lost_offsets == 50
+    assert JobMetrics.from_json(JOB.to_json()).lost_offsets == 0
+    old = json.loads(JOB.to_json())
+    del old["lost_offsets"]  # a job from before the field: nothing lost is what it could report
+    assert JobMetrics.from_json(json.dumps(old)).lost_offsets == 0
+    with pytest.raises(ValueError, match="lost_offsets"):
+        JobMetrics.from_json(json.dumps({**old, "lost_offsets": "many"}))
+    run = ingest_metrics(
+        "orders", job, lag_before=None, lag_after=None, table_newest_ms=None, duration_seconds=1.0, now=NOW
+    )
+    assert run.lost_offsets == 50 and run.as_xcom()["lost_offsets"] == 50
+    assert "  LOST:      50 offsets Kafka deleted before they were read" in run.summary()
+    assert {p.name: p.value for p in metric_points(run)}["kafkalake.orders.lost_offsets"] == 50
+    assert (
+        "LOST"
+        not in ingest_metrics(
+            "orders",
+            JOB,
+            lag_before=None,
+            lag_after=None,
+            table_newest_ms=None,
+            duration_seconds=1.0,
+            now=NOW,
+        ).summary()
+    )
