@@ -43,6 +43,7 @@ class Kind(StrEnum):
     AUTHORIZATION_FAILED = "authorization_failed"
     TLS_UNTRUSTED = "tls_untrusted"
     TOPIC_RECREATED = "topic_recreated"
+    DISK_FULL = "disk_full"
     UNKNOWN = "unknown"
 
 
@@ -63,6 +64,9 @@ NON_RETRYABLE = frozenset(
         Kind.TLS_UNTRUSTED,
         # The topic's offsets started again at 0: the table's position means nothing for it.
         Kind.TOPIC_RECREATED,
+        # Space comes back when someone frees it, not a minute later; the next scheduled run (or a
+        # cleared task) resumes from the checkpoint once it has.
+        Kind.DISK_FULL,
     }
 )
 
@@ -82,6 +86,7 @@ EXIT_CODES: Mapping[Kind, int] = {
     Kind.AUTHORIZATION_FAILED: 77,  # EX_NOPERM: an ACL denies the pipeline's principal
     Kind.AUTHENTICATION_FAILED: 79,  # past sysexits' range: it has no "bad credentials" code
     Kind.TOPIC_RECREATED: 80,
+    Kind.DISK_FULL: 71,  # EX_OSERR: the operating system refused the write
 }
 KIND_OF_EXIT = {code: kind for kind, code in EXIT_CODES.items()}
 
@@ -131,6 +136,13 @@ RUNBOOK_TOPIC_RECREATED = (
     "is a first run and the old table stays readable. If the old data may go: `python -m "
     "kafkalake.cli.full_refresh --topic <topic>` deletes the tables, and the next run lands the new "
     "topic from its start."
+)
+RUNBOOK_DISK_FULL = (
+    "The lake's disk (or the checkpoint's, or the schema history's) is full: a write failed with "
+    "'No space left on device'. Nothing half-written counts: a data file without its Delta commit is "
+    "ignored by readers and removed by VACUUM, and the checkpoint's planned batch is replayed. Free "
+    "space (or grow the volume), then clear the task or wait for the next run: it resumes from the "
+    "checkpoint, nothing lost or twice. Do not delete the checkpoint or `_delta_log` to make room."
 )
 RUNBOOK_INGEST_UNFINISHED = (
     "The topic's last ingest stopped in the middle of a micro-batch: bronze may already hold records "
@@ -197,6 +209,7 @@ _RUNBOOKS = {
     Kind.AUTHORIZATION_FAILED: RUNBOOK_AUTHORIZATION_FAILED,
     Kind.TLS_UNTRUSTED: RUNBOOK_TLS_UNTRUSTED,
     Kind.TOPIC_RECREATED: RUNBOOK_TOPIC_RECREATED,
+    Kind.DISK_FULL: RUNBOOK_DISK_FULL,
     Kind.UNKNOWN: RUNBOOK_UNKNOWN,
 }
 
@@ -277,6 +290,12 @@ class TopicRecreatedError(NonRetryableError):
     kind = Kind.TOPIC_RECREATED
 
 
+class DiskFullError(NonRetryableError):
+    """A write of the lake, a checkpoint or the schema history found no space left."""
+
+    kind = Kind.DISK_FULL
+
+
 class TableStateError(NonRetryableError):
     """Table and checkpoint disagree: starting the stream would lose or duplicate data."""
 
@@ -347,6 +366,7 @@ _ERRORS: Mapping[Kind, type[KafkalakeError]] = {
     Kind.AUTHORIZATION_FAILED: AuthorizationFailedError,
     Kind.TLS_UNTRUSTED: TlsUntrustedError,
     Kind.TOPIC_RECREATED: TopicRecreatedError,
+    Kind.DISK_FULL: DiskFullError,
     Kind.UNKNOWN: TransientError,
 }
 

@@ -68,6 +68,8 @@ _BROKER = re.compile(
     r"|NetworkException|Failed to get records for .* after polling|Connection refused"
     r"|_TRANSPORT|_TIMED_OUT|_ALL_BROKERS_DOWN"
 )
+# ENOSPC as the JVM (IOException), Python (OSError errno 28) and Hadoop's quota checks word it.
+_DISK_FULL = re.compile(r"No space left on device|\[Errno 28\]|DiskSpaceQuotaExceeded|Disk quota exceeded")
 # A JVM or driver killed by a signal, out of memory, or the cluster losing its driver.
 _DRIVER_LOST = re.compile(
     r"OutOfMemoryError|SparkContext was shut down|Driver .* (?:lost|disassociated|KILLED)"
@@ -87,6 +89,7 @@ def classify_text(text: str) -> Kind:
         (Kind.AUTHORIZATION_FAILED, _AUTHORIZATION),
         (Kind.TOPIC_MISSING, _TOPIC_MISSING),
         (Kind.BAD_CONFIG, _BAD_CONFIG),
+        (Kind.DISK_FULL, _DISK_FULL),
         (Kind.BROKER_UNREACHABLE, _BROKER),
         (Kind.DRIVER_LOST, _DRIVER_LOST),
     ):
@@ -94,6 +97,9 @@ def classify_text(text: str) -> Kind:
             return kind
     return Kind.UNKNOWN
 
+
+# The file the failed write was for, when the trace names one (java.io and Python word it alike).
+_DISK_FULL_WHERE = re.compile(r"(?:No space left on device|\[Errno 28\][^:]*):? *'?(/[^\s':]+)")
 
 _KAFKA_CAUSE = re.compile(r"org\.apache\.kafka\.common\.errors\.\w+: [^\n]*?(?= SQLSTATE|\n|$)")
 
@@ -130,6 +136,12 @@ def classify_spark_error(topic: str, text: str) -> Failure:
         )
     if kind is Kind.TOPIC_MISSING:
         return failure(kind, f"topic {topic!r} does not exist on the cluster")
+    if kind is Kind.DISK_FULL:
+        where = _DISK_FULL_WHERE.search(text)
+        return failure(
+            kind,
+            f"topic {topic!r}: no space left on device" + (f" writing {where.group(1)}" if where else ""),
+        )
     if kind is Kind.BROKER_UNREACHABLE:
         return failure(kind, f"topic {topic!r}: Kafka did not answer in time: {_cause(text)}")
     if kind in _SECURITY_DETAIL:

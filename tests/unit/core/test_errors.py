@@ -323,3 +323,31 @@ def test_the_job_s_security_failure_line_and_exit_code_reach_airflow():
     # The exit code alone, when the line was cut off.
     for kind, code in ((Kind.AUTHORIZATION_FAILED, 77), (Kind.TLS_UNTRUSTED, 76)):
         assert classify_job_failure("ingest_topic.py", "orders", submit_error(code, "x")).kind is kind
+
+
+@pytest.mark.parametrize(
+    ("text", "where"),
+    [
+        (
+            "StreamingQueryException: [TASK_WRITE_FAILED] Task failed while writing rows\n"
+            "Caused by: java.io.IOException: No space left on device\n\tat java.base/java.io.Out",
+            None,
+        ),
+        (
+            "PythonException: An exception was thrown from the Python worker\nOSError: [Errno 28] No space "
+            "left on device: '/lake/bronze/orders/_kafkalake/schemas/v3.json.tmp'",
+            "/lake/bronze/orders/_kafkalake/schemas/v3.json.tmp",
+        ),
+    ],
+)
+def test_a_full_disk_is_its_own_non_retryable_kind_naming_the_file(text, where):
+    failed = classify_spark_error("orders", text)
+    assert failed.kind is Kind.DISK_FULL and Kind.DISK_FULL in errors.NON_RETRYABLE
+    assert failed.message.startswith("[disk_full] topic 'orders': no space left on device")
+    assert (
+        (f"writing {where}" in failed.message) if where else ("writing" not in failed.message.split(".")[0])
+    )
+    assert "Do not delete the checkpoint" in failed.message
+    assert exit_code(Kind.DISK_FULL) == 71
+    # A full disk's trace mentions timeouts too (a stalled write): the disk is the cause.
+    assert classify_text(text + "\nTimeoutException: Timed out waiting for a node") is Kind.DISK_FULL
