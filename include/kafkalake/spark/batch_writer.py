@@ -246,13 +246,14 @@ class BatchWriter:
             return
         rows = data_loss.gap_rows(self.spark, name, self.topic_id, lost, batch_id)
         write_idempotent(rows, self.topic.gaps_path, app_id, batch_id)
-        self.stats.lost_offsets += sum(g.offsets for g in lost)
+        count = sum(g.offsets for g in lost)
+        self.stats.lost_offsets += count
         log.warning(
             "topic %s: batch %d: LOST %d offsets that Kafka deleted before they were read "
             "(fail_on_data_loss is false; recorded in %s): %s",
             name,
             batch_id,
-            sum(g.offsets for g in lost),
+            count,
             self.topic.gaps_path,
             "; ".join(g.describe() for g in lost),
         )
