@@ -35,6 +35,16 @@ topics:
     freshness_sla: 1h
     max_offsets_per_trigger: 300
     parsed: {latest_by_key: true}
+  - name: it-lost-dag
+    freshness_sla: 1h
+    parsed: {latest_by_key: true}
+  - name: it-recreated-dag
+    freshness_sla: 1h
+  - name: it-kill-care
+    freshness_sla: 1h
+    max_offsets_per_trigger: 100
+    parsed: {latest_by_key: true}
+    maintenance: {optimize_every: 1s, vacuum_retain: 0h, allow_vacuum_retain_below_7d: true}
   - name: it-cluster
     freshness_sla: 30m
   - name: it-retry
