@@ -17,10 +17,13 @@ import pytest
 from confluent_kafka.admin import AdminClient
 
 from kafkalake.airflow.tasks import check_topic_identity
+from kafkalake.config.catalog import load_catalog
 from kafkalake.config.parsed import ParsedConfig
 from kafkalake.config.topic import TopicConfig
 from kafkalake.core.errors import TopicRecreatedError
-from kafkalake.dev import producer
+from kafkalake.core.metrics import XCOM_KEY as METRICS_XCOM_KEY
+from kafkalake.dev import local_airflow, producer
+from kafkalake.dev.local_airflow import DagRunError
 from kafkalake.dev.producer import Record
 from kafkalake.kafka.offsets import topic_id
 from kafkalake.lake import parsed_backlog
@@ -32,6 +35,8 @@ from .helpers import run_ingest as run
 pytestmark = pytest.mark.integration
 
 NAME = "it-lost-state"
+#: The follow-up tasks (their own tests cover them): marked successful, not run.
+NOT_REGISTERED = "refresh_schema|register_table|maintain_table"
 
 
 def wait_until(condition, what: str, timeout: float = 60.0) -> None:
@@ -130,3 +135,74 @@ def test_a_recreated_topic_is_never_silently_skipped_whether_or_not_it_refilled(
         with pytest.raises(TopicRecreatedError, match=re.escape(f"read from topic ID {first_id}")):
             run(spark, topic, bootstrap, new_id)  # and the job, should it be started anyway
     assert len(read_rows(Path(topic.path))) == 100  # nothing was written
+
+
+# --- the same two losses end to end: the topic's DAG on the real broker --------------------------
+
+DAG_TOPIC = "it-lost-dag"  # parsed, latest_by_key, in the session catalog
+RECREATED_DAG_TOPIC = "it-recreated-dag"  # bronze only, in the session catalog
+
+
+def test_a_dag_run_after_the_checkpoint_was_deleted_rebuilds_its_position_and_says_so(
+    spark, kafka, airflow_env, catalog_file, lake
+):
+    bootstrap = kafka.bootstrap_servers
+    topic = load_catalog(catalog_file, lake).topic(DAG_TOPIC)
+    producer.create_topic(bootstrap, DAG_TOPIC, partitions=2)
+    records = [
+        Record(f"k{i % 7}".encode(), json.dumps({"n": i}).encode() if i % 23 else b"[", i % 2)
+        for i in range(200)
+    ]
+    producer.produce(bootstrap, DAG_TOPIC, records[:120])
+    run(spark, topic, bootstrap)  # landed before the loss (in-process: the DAG run below is the point)
+    shutil.rmtree(topic.checkpoint_path)
+    producer.produce(bootstrap, DAG_TOPIC, records[120:])
+
+    result = local_airflow.test_dag(airflow_env, topic.dag_id, sync=False, mark_success=NOT_REGISTERED)
+
+    assert result.task_states["ingest"] == "success"
+    assert "the checkpoint is missing, empty or unreadable" in result.output  # the task log says so
+    metrics = local_airflow.xcom_value(Path(airflow_env["AIRFLOW_HOME"]), result, "ingest", METRICS_XCOM_KEY)
+    assert "checkpoint is missing" in metrics["recovered"]
+    assert metrics["rows"] == 80  # only what was new: the table's own record said where to go on
+    bronze = read_rows(Path(topic.path))
+    assert len(bronze) == 200
+    assert_exactly_once(bronze, DAG_TOPIC, bootstrap)
+    parsed = read_rows(Path(topic.parsed_path))
+    spots = [(r["_kafka"]["partition"], r["_kafka"]["offset"]) for r in parsed]
+    spots += [(r["partition"], r["offset"]) for r in read_rows(Path(topic.dead_letter_path))]
+    assert sorted(spots) == sorted((r["partition"], r["offset"]) for r in bronze)
+
+
+def test_a_dag_run_on_a_recreated_topic_fails_at_once_with_topic_recreated(
+    spark, kafka, airflow_env, catalog_file, lake
+):
+    bootstrap = kafka.bootstrap_servers
+    config = {"bootstrap.servers": bootstrap}
+    topic = load_catalog(catalog_file, lake).topic(RECREATED_DAG_TOPIC)
+    producer.create_topic(bootstrap, RECREATED_DAG_TOPIC, partitions=1)
+    producer.produce(bootstrap, RECREATED_DAG_TOPIC, [Record(None, b"old", 0) for _ in range(60)])
+    first_id = topic_id(config, RECREATED_DAG_TOPIC)
+    run(spark, topic, bootstrap, first_id)
+
+    admin = AdminClient(config)
+    admin.delete_topics([RECREATED_DAG_TOPIC])[RECREATED_DAG_TOPIC].result(timeout=30)
+    wait_until(lambda: topic_id(config, RECREATED_DAG_TOPIC) is None, "the topic to be deleted")
+    producer.create_topic(bootstrap, RECREATED_DAG_TOPIC, partitions=1)
+    producer.produce(bootstrap, RECREATED_DAG_TOPIC, [Record(None, b"new", 0) for _ in range(90)])  # refilled
+
+    with pytest.raises(DagRunError) as raised:
+        local_airflow.test_dag(airflow_env, topic.dag_id, sync=False, mark_success=NOT_REGISTERED)
+    result = raised.value.result
+    assert result is not None and result.task_states["check_new_offsets"] == "failed"
+    assert result.task_states["ingest"] == "upstream_failed"  # no JVM started
+    assert local_airflow.task_tries(Path(airflow_env["AIRFLOW_HOME"]), topic.dag_id, "check_new_offsets") == (
+        "failed",
+        1,
+    )  # not retryable: one try
+    assert "TopicRecreatedError" in result.output
+    assert (
+        f"re-created in Kafka: its topic ID is now {topic_id(config, RECREATED_DAG_TOPIC)}" in result.output
+    )
+    assert f"read from topic ID {first_id}" in result.output
+    assert len(read_rows(Path(topic.path))) == 60  # nothing of the new topic was written
