@@ -10,6 +10,8 @@ has deleted the start of the window.
 
 from __future__ import annotations
 
+import signal
+import subprocess
 from collections import Counter
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -20,9 +22,12 @@ from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient
 from deltalake import DeltaTable
 
+from kafkalake.cli import run_job
+from kafkalake.config import jobs
 from kafkalake.config.catalog import load_catalog
 from kafkalake.config.tables import topic_tables
 from kafkalake.config.topic import TopicConfig
+from kafkalake.core import kill_points
 from kafkalake.core.errors import ReingestRefusedError
 from kafkalake.dev import local_airflow, producer
 from kafkalake.dev.broker import LocalKafka
@@ -165,6 +170,40 @@ def test_trigger_with_config_runs_the_reingest_through_airflow(airflow_env, kafk
     assert "--reingest-from" in run.output
     assert "40 rows to bronze, 0 to the parsed and dead-letter tables" in run.output
     assert_tables_agree(topic, expected)
+    assert committed(topic) == expected
+
+
+def test_a_reingest_killed_between_its_bronze_and_parsed_commits_is_safe_to_run_again(
+    kafka, topic, since, catalog_file, lake
+):
+    expected = committed(topic)
+    assert delete_rows(topic.path, "partition = 2 AND offset < 25") == 25
+    lost_parsed = delete_rows(topic.parsed_path, "_kafka.partition = 2 AND _kafka.offset < 25")
+    lost_parsed += delete_rows(topic.dead_letter_path, "partition = 2 AND offset < 25")
+    assert lost_parsed == 25
+    cmd = jobs.command(
+        "ingest_topic",
+        TOPIC,
+        catalog=catalog_file,
+        lake=lake,
+        extra_args=["--reingest-from", since.isoformat()],
+    )
+
+    def reingest_job(**env: str) -> subprocess.CompletedProcess[str]:
+        with run_job.kafka_settings(
+            kafka.bootstrap_servers, {**jobs.environment(catalog_file, lake), **env}
+        ) as e:
+            return subprocess.run(cmd, env=e, capture_output=True, text=True, timeout=600)
+
+    # The gap fill's bronze commit lands, then the job dies before the parsed side's.
+    killed = reingest_job(**{kill_points.ENV_KILL_AT: "ingest:after_bronze_commit"})
+    assert killed.returncode in (137, -signal.SIGKILL), killed.stdout[-3000:] + killed.stderr[-3000:]
+    bronze = spots_of(read_rows(Path(topic.path)))
+    assert set(bronze) == expected and max(bronze.values()) == 1  # bronze filled, once
+
+    again = reingest_job()
+    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+    assert_tables_agree(topic, expected)  # the parsed side filled on the rerun, nothing twice
     assert committed(topic) == expected
 
 
