@@ -13,6 +13,11 @@ Figures:
   of the driver JVM and of the Python driver (``VmHWM`` from /proc), files written;
 - compaction: the topic's table care job (``jobs/maintain_table.py --force``: OPTIMIZE, VACUUM),
   its wall time and the files left;
+- parked (``--parked``, with ``--parsed``): the cost of the parsed side failing, on a lake of its
+  own. A first run whose parsed side fails on every batch (an expectation that fails every record):
+  bronze lands everything and the parsed side parks; then, with the cause fixed, a run with nothing
+  new in Kafka that catches the parsed tables up from bronze. Both runs' wall time against the
+  healthy drain's, and the parsed + dead-letter rows checked against the backlog;
 - idle run: the topic's DAG with nothing new, as a scheduler runs it: ``airflow standalone`` on
   the bench's lake, five runs triggered one after the other (as "Trigger DAG" does), each timed
   from queued to its last task's end by Airflow's own timestamps; the median is reported, with
@@ -41,6 +46,7 @@ from typing import Any
 from kafkalake.config import jobs
 from kafkalake.config.catalog import load_catalog
 from kafkalake.config.topic import TopicConfig
+from kafkalake.core.errors import EXIT_CODES, Kind
 from kafkalake.core.paths import REPO_ROOT
 from kafkalake.dev import local_airflow, producer
 from kafkalake.dev.broker import LocalKafka
@@ -218,14 +224,25 @@ def _peak_rss_mib(pid: int) -> tuple[str, float] | None:
 
 
 def drain(
-    topic: TopicConfig, catalog: Path, lake: Path, settings: Path, payload_bytes: int, log: Path
+    topic: TopicConfig,
+    catalog: Path,
+    lake: Path,
+    settings: Path,
+    payload_bytes: int,
+    log: Path,
+    *,
+    fresh: bool = True,
+    exit_code: int = 0,
 ) -> Drain:
     """Run the ingest job on the whole backlog, watching its processes and its checkpoint.
 
     Args:
         payload_bytes: the backlog's keys and values in bytes (from the raw read), for MiB/s.
+        fresh: start from an empty bronze table (else: go on from what the table holds).
+        exit_code: the job's expected exit code (a parked parsed side ends the run with its kind).
     """
-    shutil.rmtree(topic.path, ignore_errors=True)
+    if fresh:
+        shutil.rmtree(topic.path, ignore_errors=True)
     cmd = jobs.command("ingest_topic", topic.name, catalog=catalog, lake=lake)
     # Keep the bench's own settings file: the job would delete it after reading (no secrets here).
     env = {
@@ -248,8 +265,8 @@ def drain(
                 startup = time.monotonic() - started
             time.sleep(0.1)
     wall = time.monotonic() - started
-    if process.returncode != 0:
-        raise RuntimeError(f"ingest job failed ({process.returncode}):\n{_tail(log)}")
+    if process.returncode != exit_code:
+        raise RuntimeError(f"ingest job exited {process.returncode}, not {exit_code}:\n{_tail(log)}")
     rows, files_bytes, adds = _files(topic.path)
     batches = len([p for p in (Path(topic.checkpoint_path) / "commits").glob("[0-9]*")])
     return Drain(
@@ -263,6 +280,37 @@ def drain(
         files=adds,
         avg_file_mib=files_bytes / MIB / max(1, adds),
     )
+
+
+@dataclass(frozen=True)
+class Parked:
+    #: The run whose parsed side failed on every batch: bronze only, then a failed catch-up.
+    parked_wall_s: float
+    #: The next run, cause fixed, nothing new in Kafka: the catch-up from bronze.
+    catch_up_wall_s: float
+    #: Parsed + dead-letter rows after the catch-up (must equal the backlog).
+    parsed_side_rows: int
+
+
+PARK_RULE = {"name": "bench_parks_every_batch", "rule": "1 = 0", "action": "fail"}
+
+
+def parked(entry: dict[str, Any], workdir: Path, settings: Path, payload_bytes: int) -> Parked:
+    """The parsed side parks on every batch of a whole backlog, then catches up from bronze."""
+    from deltalake import DeltaTable
+
+    lake = workdir / "lake-parked"
+    shutil.rmtree(lake, ignore_errors=True)
+    failing, fixed = workdir / "catalog-parked.yaml", workdir / "catalog-fixed.yaml"
+    failing.write_text(json.dumps({"topics": [{**entry, "parsed": {"expectations": [PARK_RULE]}}]}))
+    fixed.write_text(json.dumps({"topics": [{**entry, "parsed": True}]}))
+    topic = load_catalog(failing, lake).topic(entry["name"])
+    code = EXIT_CODES[Kind.EXPECTATION_FAILED]
+    first = drain(topic, failing, lake, settings, payload_bytes, workdir / "parked.log", exit_code=code)
+    then = drain(topic, fixed, lake, settings, payload_bytes, workdir / "catch-up.log", fresh=False)
+    tables = [p for p in (topic.parsed_path, topic.dead_letter_path) if Path(p).exists()]
+    rows = sum(DeltaTable(p).to_pyarrow_dataset().count_rows() for p in tables)
+    return Parked(first.wall_s, then.wall_s, rows)
 
 
 def _files(path: str) -> tuple[int, int, int]:
@@ -333,7 +381,13 @@ def _ran_spark_submit(home: Path, dag_id: str, run_id: str) -> bool:
     return any("Spark-Submit cmd" in log.read_text(errors="replace") for log in logs.rglob("*.log"))
 
 
-def report(raw: RawRead, bronze: Drain, compaction: Compaction | None, idle: IdleRun | None) -> str:
+def report(
+    raw: RawRead,
+    bronze: Drain,
+    compaction: Compaction | None,
+    idle: IdleRun | None,
+    park: Parked | None = None,
+) -> str:
     ratio = bronze.records_per_s / raw.records_per_s
     processing_ratio = bronze.records / bronze.processing_s / raw.records_per_s
     lines = [
@@ -356,6 +410,14 @@ def report(raw: RawRead, bronze: Drain, compaction: Compaction | None, idle: Idl
             f"{'table care (OPTIMIZE, VACUUM) s':<34}{'':>14}{compaction.wall_s:>16.1f}",
             f"{'  files after / avg MiB':<34}{'':>14}"
             f"{f'{compaction.files} / {compaction.avg_file_mib:.1f}':>16}",
+        ]
+    if park is not None:
+        both = park.parked_wall_s + park.catch_up_wall_s
+        lines += [
+            f"{'parked: bronze-only run s':<34}{'':>14}{park.parked_wall_s:>16.1f}",
+            f"{'  then the catch-up run s':<34}{'':>14}{park.catch_up_wall_s:>16.1f}",
+            f"{'  both / the healthy drain':<34}{'':>14}{both / bronze.wall_s:>16.2f}",
+            f"{'  parsed + dead letters rows':<34}{'':>14}{park.parsed_side_rows:>16,}",
         ]
     if idle is not None:
         lines += [
@@ -384,6 +446,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="also write the parsed and dead-letter tables (default: bronze only, as before they existed)",
     )
     parser.add_argument(
+        "--parked",
+        action="store_true",
+        help="with --parsed: also time a run whose parsed side parks on every batch, then its catch-up",
+    )
+    parser.add_argument(
         "--spark-conf",
         action="append",
         default=[],
@@ -399,22 +466,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     catalog = workdir / "catalog.yaml"
     # The same backlog either way; each table set has its own lake, so its own checkpoint.
     lake = workdir / ("lake-parsed" if args.parsed else "lake")
+    if args.parked and not args.parsed:
+        parser.error("--parked needs --parsed")
     spark_conf = dict(item.split("=", 1) for item in args.spark_conf)
-    catalog.write_text(
-        json.dumps(
-            {
-                "topics": [
-                    {
-                        "name": name,
-                        "freshness_sla": "1h",
-                        "spark_conf": spark_conf,
-                        "max_offsets_per_trigger": args.max_offsets_per_trigger,
-                        "parsed": bool(args.parsed),
-                    }
-                ]
-            }
-        )
-    )
+    entry = {
+        "name": name,
+        "freshness_sla": "1h",
+        "spark_conf": spark_conf,
+        "max_offsets_per_trigger": args.max_offsets_per_trigger,
+    }
+    catalog.write_text(json.dumps({"topics": [{**entry, "parsed": bool(args.parsed)}]}))
     topic = load_catalog(catalog, lake).topic(name)
     ensure_backlog(broker.bootstrap_servers, name, args.events, args.partitions)
 
@@ -426,6 +487,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if bronze.records != raw.records:
         raise RuntimeError(f"bronze holds {bronze.records:,} rows, the topic {raw.records:,}")
     print(f"bronze drain: {bronze.records:,} rows in {bronze.wall_s:.1f}s", flush=True)
+    park = parked(entry, workdir, settings, raw.bytes) if args.parked else None
+    if park is not None:
+        if park.parsed_side_rows != raw.records:
+            raise RuntimeError(f"the parsed side holds {park.parsed_side_rows:,} rows, not {raw.records:,}")
+        print(f"parked run {park.parked_wall_s:.1f}s, catch-up run {park.catch_up_wall_s:.1f}s", flush=True)
     compaction = None
     if not args.skip_optimize:
         compaction = compact(topic, catalog, lake, workdir / "optimize.log")
@@ -435,7 +501,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args.skip_idle:
         idle = idle_run(workdir, broker.bootstrap_servers, catalog, lake, topic.dag_id)
 
-    print(report(raw, bronze, compaction, idle))
+    print(report(raw, bronze, compaction, idle, park))
     results: dict[str, Any] = {
         "events": args.events,
         "partitions": args.partitions,
@@ -451,6 +517,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "ratio_bronze_to_raw": bronze.records_per_s / raw.records_per_s,
         "table_care": asdict(compaction) if compaction else None,
         "idle_run": {**asdict(idle), "wall_s": idle.wall_s, "run_s": idle.run_s} if idle else None,
+        "parked": asdict(park) if park else None,
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=2))

@@ -1,0 +1,221 @@
+"""Seeded soak: SIGKILL real DAG runs at random moments, then count every offset in every table.
+
+    python -m kafkalake.dev.soak                      # 25 kills, seed 1, at most 45 minutes
+    python -m kafkalake.dev.soak --kills 5 --seed 7 --max-minutes 10
+
+On its own broker (``.soak/kafka``, port 9292) and lake, one parsed topic with a latest-row table
+and small micro-batches. Each round produces a seeded number of records (some not JSON), starts the
+topic's DAG with ``airflow dags test`` (pre-flight, ingest, schema refresh, registration: a real DAG
+run on a real broker) and, at a seeded random moment, SIGKILLs the whole process group: the Airflow
+process and the Spark job under it, as a lost worker or the OOM killer would. A run that ends
+before its moment counts as a run, not a kill. Rounds go on until the kills are done or time is up;
+then one clean run, and the check: every offset Kafka holds is in bronze once, in the parsed table
+or the dead letters once, and each key's newest parsed record is in the latest table. It prints the
+kills, runs, rows, lost and duplicated, and exits non-zero unless both are 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kafkalake.config.catalog import load_catalog
+from kafkalake.config.topic import TopicConfig
+from kafkalake.core.paths import REPO_ROOT
+from kafkalake.dev import local_airflow, producer
+from kafkalake.dev.broker import LocalKafka
+from kafkalake.dev.producer import Record
+from kafkalake.kafka.offsets import end_offsets
+
+TOPIC = "soak"
+PARTITIONS = 3
+
+
+@dataclass
+class Soak:
+    seed: int
+    kills: int = 0
+    runs: int = 0
+    #: Runs that ended by themselves but not well (a kill must never stop a topic for good).
+    failed_runs: int = 0
+    produced: int = 0
+    #: Seconds into each killed run at which it was killed.
+    killed_at_s: list[float] = field(default_factory=list)
+    rows: int = 0
+    lost: int = 0
+    duplicated: int = 0
+    parsed_side_mismatch: int = 0
+    latest_mismatch: int = 0
+    seconds: float = 0.0
+
+    @property
+    def clean(self) -> bool:
+        return not (self.lost or self.duplicated or self.parsed_side_mismatch or self.latest_mismatch)
+
+
+def catalog_text() -> str:
+    return json.dumps(
+        {
+            "topics": [
+                {
+                    "name": TOPIC,
+                    "freshness_sla": "1h",
+                    "max_offsets_per_trigger": 150,
+                    "parsed": {"latest_by_key": True},
+                }
+            ]
+        }
+    )
+
+
+def records(rng: random.Random, start: int, count: int) -> list[Record]:
+    """JSON events on 29 keys; about one in 40 is not JSON (a dead letter)."""
+    return [
+        Record(
+            f"k{rng.randrange(29)}".encode(),
+            b"{broken" if rng.random() < 0.025 else json.dumps({"n": i, "v": rng.random()}).encode(),
+            i % PARTITIONS,
+        )
+        for i in range(start, start + count)
+    ]
+
+
+def dag_run(
+    env: dict[str, str], dag_id: str, kill_after: float | None, log: Path
+) -> tuple[float | None, int]:
+    """One ``airflow dags test``; killed (the whole group) after ``kill_after`` s unless done by then.
+
+    Returns the moment it was killed (None when it ended by itself) and its exit code.
+    """
+    cmd = local_airflow.airflow_command(*local_airflow.dags_test_args(dag_id))
+    started = time.monotonic()
+    with log.open("ab") as out:
+        process = subprocess.Popen(
+            cmd,
+            env=local_airflow.dags_test_environment(env),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        try:
+            return None, process.wait(timeout=kill_after if kill_after is not None else 900)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            return time.monotonic() - started, process.wait(timeout=60)
+
+
+def check(topic: TopicConfig, bootstrap: str, soak: Soak) -> None:
+    from deltalake import DeltaTable
+
+    def rows(path: str) -> list[dict[str, Any]]:
+        found: list[dict[str, Any]] = DeltaTable(path).to_pyarrow_table().to_pylist()
+        return found
+
+    bronze = rows(topic.path)
+    spots = Counter((r["partition"], r["offset"]) for r in bronze)
+    expected = {
+        (p, o) for p, end in end_offsets({"bootstrap.servers": bootstrap}, TOPIC).items() for o in range(end)
+    }
+    soak.rows = len(bronze)
+    soak.duplicated = sum(n - 1 for n in spots.values() if n > 1)
+    soak.lost = len(expected - set(spots))
+    parsed = rows(topic.parsed_path)
+    both = Counter((r["_kafka"]["partition"], r["_kafka"]["offset"]) for r in parsed)
+    both.update((r["partition"], r["offset"]) for r in rows(topic.dead_letter_path))
+    soak.parsed_side_mismatch = len(set(both) ^ expected) + sum(n - 1 for n in both.values() if n > 1)
+    newest: dict[bytes, tuple[int, int]] = {}
+    for r in parsed:
+        meta = r["_kafka"]
+        spot = (meta["partition"], meta["offset"])
+        newest[meta["key"]] = max(newest.get(meta["key"], spot), spot)
+    latest = {
+        r["_kafka"]["key"]: (r["_kafka"]["partition"], r["_kafka"]["offset"]) for r in rows(topic.latest_path)
+    }
+    soak.latest_mismatch = len(set(latest.items()) ^ set(newest.items()))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--kills", type=int, default=25)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--max-minutes", type=float, default=45.0, help="stop killing after this long")
+    parser.add_argument("--port", type=int, default=9292)
+    parser.add_argument("--dir", type=Path, default=REPO_ROOT / ".soak")
+    args = parser.parse_args(argv)
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    rng = random.Random(args.seed)
+    soak = Soak(seed=args.seed)
+
+    workdir: Path = args.dir.resolve()
+    for stale in ("lake", "airflow", "kafka"):
+        shutil.rmtree(workdir / stale, ignore_errors=True)
+    workdir.mkdir(parents=True, exist_ok=True)
+    broker = LocalKafka(workdir / "kafka", args.port, args.port + 1).start()
+    log = workdir / "dag-runs.log"
+    log.write_text("")
+    started = time.monotonic()
+    try:
+        catalog = workdir / "catalog.yaml"
+        catalog.write_text(catalog_text())
+        lake = workdir / "lake"
+        topic = load_catalog(catalog, lake).topic(TOPIC)
+        producer.create_topic(broker.bootstrap_servers, TOPIC, partitions=PARTITIONS)
+        env = local_airflow.environment(
+            workdir / "airflow", kafka_bootstrap=broker.bootstrap_servers, catalog=catalog, lake_root=lake
+        )
+        local_airflow.init_db(env)
+        local_airflow.sync_dags(env)
+        typical = 60.0  # a run's length, learnt from the runs that end by themselves
+        while soak.kills < args.kills and time.monotonic() - started < args.max_minutes * 60:
+            batch = records(rng, soak.produced, rng.randrange(50, 700))
+            producer.produce(broker.bootstrap_servers, TOPIC, batch)
+            soak.produced += len(batch)
+            moment = rng.uniform(1.0, typical)
+            begun = time.monotonic()
+            killed, code = dag_run(env, topic.dag_id, moment, log)
+            soak.runs += 1
+            if killed is None:
+                typical = max(typical, time.monotonic() - begun)
+                soak.failed_runs += code != 0
+            else:
+                soak.kills += 1
+                soak.killed_at_s.append(round(killed, 1))
+            print(
+                f"run {soak.runs}: "
+                + (f"killed at {killed:.1f}s" if killed else f"ended by itself, exit {code}"),
+                flush=True,
+            )
+        # The last word: one run to its end (a leftover lock or half-written batch must not stop it).
+        killed, code = dag_run(env, topic.dag_id, None, log)
+        soak.runs += 1
+        if killed is not None or code != 0:
+            raise RuntimeError(f"the final DAG run failed (exit {code}); see {log}")
+        check(topic, broker.bootstrap_servers, soak)
+    finally:
+        soak.seconds = round(time.monotonic() - started, 1)
+        broker.stop()
+    print(json.dumps(asdict(soak), indent=2))
+    print(
+        f"soak seed {soak.seed}: {soak.kills} kills in {soak.runs} DAG runs ({soak.failed_runs} failed by "
+        f"themselves), {soak.produced:,} records "
+        f"produced, {soak.rows:,} rows in bronze, {soak.lost} lost, {soak.duplicated} duplicated, "
+        f"{soak.parsed_side_mismatch} parsed-side and {soak.latest_mismatch} latest-table mismatches, "
+        f"{soak.seconds:.0f} s (DAG run log: {log})"
+    )
+    return 0 if soak.clean and soak.kills >= args.kills else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,144 @@
+"""The lake's disk fills up during an ingest: the job fails with ``disk_full`` and says so; once space
+is freed, the next run lands every offset once and every table reads. On a small tmpfs, for real."""
+
+from __future__ import annotations
+
+import errno
+import json
+import subprocess
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from kafkalake.config import jobs
+from kafkalake.config.catalog import load_catalog
+from kafkalake.config.topic import TopicConfig
+from kafkalake.core.errors import EXIT_CODES, Kind
+from kafkalake.dev import producer
+from kafkalake.dev.broker import LocalKafka
+from kafkalake.dev.producer import Record
+from kafkalake.kafka.client_config import ENV_CLIENT_CONFIG_FILE, ENV_KEEP_CLIENT_CONFIG_FILE
+from kafkalake.kafka.offsets import end_offsets
+
+from .helpers import assert_exactly_once, read_rows
+
+pytestmark = pytest.mark.integration
+
+TOPIC = "it-disk-full"
+
+
+@pytest.fixture(scope="module")
+def small_disk(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    mount = tmp_path_factory.mktemp("small-disk")
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=48m", "tmpfs", str(mount)], capture_output=True
+    )
+    if done.returncode != 0:
+        pytest.skip(f"a tmpfs cannot be mounted here (needs root): {done.stderr.decode().strip()}")
+    yield mount
+    subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+def fill(disk: Path, leave: int) -> Path:
+    """Fill ``disk`` until writes fail, then free ``leave`` bytes; the filler file is returned."""
+    filler = disk / "filler"
+    chunk = b"\0" * (1 << 20)
+    with filler.open("wb") as out:
+        try:
+            while True:
+                out.write(chunk)
+                out.flush()
+        except OSError as err:
+            assert err.errno == errno.ENOSPC
+    for size in (1 << 16, 1 << 12):
+        try:
+            with filler.open("ab") as out:
+                while True:
+                    out.write(b"\0" * size)
+                    out.flush()
+        except OSError:
+            pass
+    filler.truncate(max(0, filler.stat().st_size - leave))
+    return filler
+
+
+def run_ingest(
+    topic: TopicConfig, catalog: Path, lake: Path, settings: Path
+) -> subprocess.CompletedProcess[str]:
+    env = {**jobs.environment(catalog, lake), ENV_CLIENT_CONFIG_FILE: str(settings)}
+    env[ENV_KEEP_CLIENT_CONFIG_FILE] = "1"
+    cmd = jobs.command("ingest_topic", TOPIC, catalog=catalog, lake=lake)
+    return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+
+
+def assert_every_table_holds_each_offset_once(topic: TopicConfig, bootstrap: str) -> int:
+    bronze = read_rows(Path(topic.path))
+    assert_exactly_once(bronze, TOPIC, bootstrap)
+    parsed = read_rows(Path(topic.parsed_path))
+    both = Counter((r["_kafka"]["partition"], r["_kafka"]["offset"]) for r in parsed)
+    both.update((r["partition"], r["offset"]) for r in read_rows(Path(topic.dead_letter_path)))
+    assert set(both) == {(r["partition"], r["offset"]) for r in bronze} and max(both.values()) == 1
+    return len(bronze)
+
+
+@pytest.mark.parametrize(
+    "leave",
+    [0, 24 << 10],
+    ids=["no byte left: the checkpoint's offset log fails", "24 KiB left: the data files fail"],
+)
+def test_a_full_disk_fails_the_run_clearly_and_the_next_run_after_freeing_space_recovers(
+    small_disk, kafka: LocalKafka, tmp_path, leave
+):
+    lake = small_disk / "lake"
+    catalog = tmp_path / "topics.yaml"
+    catalog.write_text(
+        json.dumps(
+            {
+                "topics": [
+                    {"name": TOPIC, "freshness_sla": "1h", "max_offsets_per_trigger": 400, "parsed": True}
+                ]
+            }
+        )
+    )
+    topic = load_catalog(catalog, lake).topic(TOPIC)
+    settings = tmp_path / "kafka.json"
+    settings.write_text(json.dumps({"bootstrap.servers": kafka.bootstrap_servers}))
+    producer.create_topic(kafka.bootstrap_servers, TOPIC, partitions=2)
+    n = sum(end_offsets({"bootstrap.servers": kafka.bootstrap_servers}, TOPIC).values())
+
+    def produce(count: int) -> None:
+        nonlocal n
+        records = [
+            Record(
+                f"k{i % 11}".encode(),
+                json.dumps({"n": i, "pad": "x" * 200}).encode() if i % 37 else b"{",
+                i % 2,
+            )
+            for i in range(n, n + count)
+        ]
+        producer.produce(kafka.bootstrap_servers, TOPIC, records)
+        n += count
+
+    if n == 0:  # the tables exist before the disk fills (the first case makes them)
+        produce(300)
+        first = run_ingest(topic, catalog, lake, settings)
+        assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
+    held = assert_every_table_holds_each_offset_once(topic, kafka.bootstrap_servers)
+
+    produce(1200)
+    filler = fill(small_disk, leave)
+    full = run_ingest(topic, catalog, lake, settings)
+    output = full.stdout + full.stderr
+    assert full.returncode == EXIT_CODES[Kind.DISK_FULL], output[-6000:]
+    line = next(ln for ln in output.splitlines() if ln.startswith("KAFKALAKE_FAILURE"))
+    assert "kind=disk_full" in line and "no space left on device" in line
+    # Readers see only whole commits: what the tables held before, and maybe whole batches since.
+    bronze = read_rows(Path(topic.path))
+    assert len({(r["partition"], r["offset"]) for r in bronze}) == len(bronze) >= held
+
+    filler.unlink()  # space is back
+    again = run_ingest(topic, catalog, lake, settings)
+    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+    assert assert_every_table_holds_each_offset_once(topic, kafka.bootstrap_servers) == n
