@@ -4,7 +4,7 @@ Debian's PostgreSQL 15 binaries (``/usr/lib/postgresql/15/bin``, or ``KAFKALAKE_
 cluster of our own, never the system service: ``initdb`` into a directory, a free port on 127.0.0.1,
 ``pg_ctl`` to start and stop it.
 
-    python -m kafkalake.dev.postgres start|stop|status [--dir .stack/postgres]
+    python -m kafkalake.dev.postgres start|stop|status|remove [--dir .stack/postgres]
 
 Who may connect, and with what:
 - Over TCP (127.0.0.1 only) every role logs in with a password (scram-sha-256). Each database gets
@@ -303,7 +303,7 @@ def write_secret(path: Path, text: str) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("action", choices=["start", "stop", "status"])
+    parser.add_argument("action", choices=["start", "stop", "status", "remove"])
     parser.add_argument("--dir", default=str(REPO_ROOT / ".stack" / "postgres"))
     parser.add_argument("--port", type=int, default=0, help="for a new cluster (default: a free port)")
     args = parser.parse_args(argv)
@@ -311,8 +311,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     cluster = LocalPostgres(Path(args.dir).resolve(), args.port)
     if args.action == "start":
         cluster.start()
-    elif args.action == "stop":
-        cluster.stop()
+    elif args.action in ("stop", "remove"):
+        cluster.stop(remove=args.action == "remove")
     else:
         print(f"running on {cluster.host}:{cluster._state().get('port')}" if cluster.running() else "stopped")
         return 0 if cluster.running() else 3

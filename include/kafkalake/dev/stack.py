@@ -1,0 +1,98 @@
+"""The production-shaped stack on one machine, without Docker: ``make stack``.
+
+make stack                      (or: python -m kafkalake.dev.stack --port 8080)
+
+Starts, in the topology's order (:mod:`kafkalake.dev.topology`, the same as docker-compose.yml):
+a private PostgreSQL (``.stack/postgres``), the local broker (127.0.0.1:9092, ``.kafka``, shared with
+``make demo``), and Airflow as deployed: ``api-server``, ``scheduler``, ``dag-processor`` and
+``triggerer`` as separate processes with the LocalExecutor on PostgreSQL
+(:mod:`kafkalake.dev.deployed_airflow`), running this repository's DAGs on the same catalog and lake
+as ``make demo``. Their logs are in ``.stack/logs``. Ctrl-C stops Airflow and PostgreSQL (the broker
+keeps running: ``make kafka-stop``); the metadata DB is kept for the next start.
+
+Log in at http://127.0.0.1:<port> as ``admin``: the password is in ``.stack/secrets/
+airflow-users.json`` (0600, made new at each start and removed at stop, with the other secrets).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from types import FrameType
+
+from kafkalake.core import jars
+from kafkalake.core.paths import REPO_ROOT, catalog_path, lake_root
+from kafkalake.dev import local_airflow
+from kafkalake.dev.broker import LocalKafka
+from kafkalake.dev.deployed_airflow import USERS_FILE, DeployedAirflow, deployed_environment, write_secrets
+from kafkalake.dev.postgres import LocalPostgres
+from kafkalake.dev.standalone_airflow import wait_for
+
+log = logging.getLogger("kafkalake.dev.stack")
+
+START_TIMEOUT = 300
+
+
+def deployed_airflow(
+    directory: Path, postgres: LocalPostgres, *, kafka_bootstrap: str, port: int
+) -> DeployedAirflow:
+    """Airflow's components on ``postgres``'s ``airflow`` database, its state in ``directory``."""
+    secrets_dir = directory / "secrets"
+    write_secrets(secrets_dir, postgres.database("airflow"))
+    home = directory / "airflow"
+    env = local_airflow.environment(
+        home, kafka_bootstrap=kafka_bootstrap, catalog=catalog_path(), lake_root=lake_root()
+    )
+    env = deployed_environment(local_airflow.standalone_environment(env, port=port), secrets_dir)
+    return DeployedAirflow(
+        url=f"http://127.0.0.1:{port}", home=home, env=env, log=directory / "logs", secrets_dir=secrets_dir
+    )
+
+
+def _raise_interrupt(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--port", type=int, default=8080, help="the Airflow UI's port on 127.0.0.1")
+    parser.add_argument("--kafka-port", type=int, default=9092)
+    parser.add_argument("--dir", default=str(REPO_ROOT / ".stack"), help="the stack's state")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s", datefmt="%H:%M:%S")
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    signal.signal(signal.SIGTERM, _raise_interrupt)  # `kill` stops it as cleanly as Ctrl-C
+
+    directory = Path(args.dir).resolve()
+    jars.resolve()
+    postgres = LocalPostgres(directory / "postgres").start()
+    broker = LocalKafka(REPO_ROOT / ".kafka", args.kafka_port, args.kafka_port + 1).start()
+    airflow = deployed_airflow(directory, postgres, kafka_bootstrap=broker.bootstrap_servers, port=args.port)
+    try:
+        log.info("migrating Airflow's metadata DB on PostgreSQL %s:%d", postgres.host, postgres.port)
+        airflow.init_db()
+        airflow.start()
+        wait_for(airflow.healthy, what="Airflow's components to be healthy", timeout=START_TIMEOUT, every=2)
+        log.info("Airflow UI: %s (user admin; password in %s)", airflow.url, airflow.secrets_dir / USERS_FILE)
+        log.info("catalog %s, lake %s, Kafka %s", catalog_path(), lake_root(), broker.bootstrap_servers)
+        log.info("logs in %s; Ctrl-C stops Airflow and PostgreSQL", airflow.log)
+        while airflow.running():
+            time.sleep(2)
+        airflow.healthy()  # names the component that died, with its log
+        return 1
+    except KeyboardInterrupt:
+        log.info("stopping")
+        return 0
+    finally:
+        airflow.stop()
+        postgres.stop()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
