@@ -29,8 +29,14 @@ AIRFLOW_ENV_KEYS = frozenset(
         "JAVA_HOME",
     }
 )
-#: What compose sets on top: Spark jobs go to the cluster's master (locally: local[*], the default).
-COMPOSE_AIRFLOW_ENV_KEYS = AIRFLOW_ENV_KEYS | {"AIRFLOW_CONN_SPARK_DEFAULT", "KAFKALAKE_HOME"}
+#: What compose sets on top: Spark jobs go to the cluster's master (locally: local[*], the default),
+#: and register tables in the metastore service (make stack sets that one too; the tests' deployed
+#: Airflow keeps Derby).
+COMPOSE_AIRFLOW_ENV_KEYS = AIRFLOW_ENV_KEYS | {
+    "AIRFLOW_CONN_SPARK_DEFAULT",
+    "KAFKALAKE_HOME",
+    "KAFKALAKE_METASTORE_URI",
+}
 
 #: The metastore's: where its database is (the password is a secret), and the JVM.
 METASTORE_ENV_KEYS = frozenset({"KAFKALAKE_METASTORE_DB_URL", "JAVA_HOME"})
