@@ -119,8 +119,7 @@ def admin_password(airflow_home: Path) -> str | None:
     return str(passwords["admin"])
 
 
-def run_airflow(env: Mapping[str, str], *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    """Run Airflow's CLI in ``env``; with ``check``, raise with its output unless it succeeded."""
+def _airflow(env: Mapping[str, str], *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
     cmd = airflow_command(*args)
     done = subprocess.run(cmd, env=dict(env), capture_output=True, text=True, check=False)
     if check and done.returncode != 0:
@@ -131,10 +130,15 @@ def run_airflow(env: Mapping[str, str], *args: str, check: bool = True) -> subpr
     return done
 
 
+def run_airflow(env: Mapping[str, str], *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    """Run Airflow's CLI in ``env``; with ``check``, raise with its output unless it succeeded."""
+    return _airflow(env, *args, check=check)
+
+
 def init_db(env: Mapping[str, str]) -> None:
     """Create or upgrade the metadata DB and create the Spark pool (idempotent)."""
     Path(env["AIRFLOW_HOME"]).mkdir(parents=True, exist_ok=True)
-    run_airflow(env, "db", "migrate")
+    _airflow(env, "db", "migrate")
     ensure_spark_pool(env)
 
 
@@ -146,7 +150,7 @@ def ensure_spark_pool(env: Mapping[str, str]) -> int:
     """
     slots = pool_slots(Path(env["AIRFLOW_HOME"]), SPARK_POOL)
     if slots is None:
-        run_airflow(env, *pools_set_args(DEFAULT_SPARK_SLOTS))
+        _airflow(env, *pools_set_args(DEFAULT_SPARK_SLOTS))
         slots = DEFAULT_SPARK_SLOTS
     return slots
 
@@ -160,7 +164,7 @@ def pool_slots(airflow_home: Path, pool: str) -> int | None:
 
 def sync_dags(env: Mapping[str, str]) -> None:
     """Serialize the DAGs into the metadata DB, which ``dags test`` needs since Airflow 3.1."""
-    run_airflow(env, "dags", "reserialize")
+    _airflow(env, "dags", "reserialize")
 
 
 def latest_run(airflow_home: Path, dag_id: str) -> tuple[str, str, dict[str, str]]:
@@ -235,7 +239,7 @@ def test_dag(
     if sync:
         sync_dags(env)
     args = dags_test_args(dag_id, mark_success, conf)
-    done = run_airflow(dags_test_environment(env), *args, check=False)
+    done = _airflow(dags_test_environment(env), *args, check=False)
     output = done.stdout + done.stderr
     run_id, state, tasks = latest_run(Path(env["AIRFLOW_HOME"]), dag_id)
     result = DagRunResult(dag_id, run_id, state, tasks, output)
