@@ -8,10 +8,12 @@ UV := $(VENV)/bin/uv
 STAMP := $(VENV)/.installed
 # The browser test drives Debian's Chromium (a browser download by Playwright is not possible here).
 CHROMIUM := /usr/bin/chromium
+# Validates docker-compose.yml (tests/unit/dev/test_compose.py); no Docker engine is needed for that.
+DOCKER_COMPOSE := /usr/bin/docker-compose
 AIRFLOW_PORT ?= 8080
 
 .DEFAULT_GOAL := help
-.PHONY: help setup demo airflow test test-unit check bench kafka-start kafka-stop clean
+.PHONY: help setup demo airflow stack test test-unit check bench kafka-start kafka-stop clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -34,18 +36,26 @@ $(CHROMIUM):
 	  echo "the browser test needs Debian's Chromium: run 'sudo apt-get install -y chromium'"; exit 1; fi; \
 	$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium
 
+$(DOCKER_COMPOSE):
+	@if [ "$$(id -u)" = 0 ]; then SUDO=; elif sudo -n true 2>/dev/null; then SUDO=sudo; else \
+	  echo "the compose check needs Debian's docker-compose: run 'sudo apt-get install -y docker-compose'"; exit 1; fi; \
+	$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends docker-compose
+
 demo: setup  ## start Kafka, produce sample events, run the orders DAG, show the Delta table
 	$(PY) -m kafkalake.dev.demo
 
 airflow: setup  ## the real Airflow UI on the DAGs (airflow standalone), http://127.0.0.1:8080 or AIRFLOW_PORT=
 	$(PY) -m kafkalake.dev.airflow_ui --port $(AIRFLOW_PORT)
 
+stack: setup  ## Airflow as deployed: PostgreSQL, LocalExecutor, its components as separate processes (AIRFLOW_PORT=)
+	$(PY) -m kafkalake.dev.stack --port $(AIRFLOW_PORT)
+
 # Two workers: most of a test's time is JVM start-up and Airflow's own latency, which overlap well on
 # 2 cores. --dist loadfile keeps each test module on one worker (its tests share module-scoped topics
 # and run in order; xdist's loadgroup does not group under pytest 9). PYTEST_WORKERS=0: serially.
 PYTEST_WORKERS ?= 2
 
-test: setup $(CHROMIUM)  ## run the whole test suite (real broker, Spark and Delta, Chromium for the UI test)
+test: setup $(CHROMIUM) $(DOCKER_COMPOSE)  ## run the whole test suite (real broker, Spark and Delta, Chromium for the UI test)
 	$(PY) -m pytest $(if $(filter-out 0,$(PYTEST_WORKERS)),-n $(PYTEST_WORKERS) --dist loadfile)
 
 test-unit: setup  ## only the fast unit tests
@@ -64,7 +74,8 @@ kafka-start: setup  ## start the local broker on 127.0.0.1:9092
 kafka-stop:  ## stop the local broker
 	$(PY) -m kafkalake.dev.broker stop
 
-clean:  ## remove local state (lake, broker data, Airflow DB); keeps .venv and .jars
+clean:  ## remove local state (lake, broker data, Airflow DBs, the stack's PostgreSQL); keeps .venv and .jars
 	-$(PY) -m kafkalake.dev.broker stop
 	-$(PY) -m kafkalake.dev.broker stop --dir .bench/kafka
-	rm -rf .lake .kafka .airflow .airflow-ui .bench
+	-$(PY) -m kafkalake.dev.postgres remove --dir .stack/postgres
+	rm -rf .lake .kafka .airflow .airflow-ui .bench .stack

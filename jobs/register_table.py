@@ -5,10 +5,11 @@ spark-submit --jars ... jobs/register_table.py --topic orders
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import sys
 
-from kafkalake.config.spark_conf import metastore_dir
+from kafkalake.config.spark_conf import metastore_dir, metastore_uri
 from kafkalake.core.paths import lake_root
 from kafkalake.lake.registry import registry_dir
 from kafkalake.spark.job_args import topic_from_args
@@ -22,7 +23,8 @@ def main(argv: list[str] | None = None) -> int:
 
     from pyspark.sql import SparkSession
 
-    with metastore_lock(metastore_dir(lake_root())):
+    # Derby admits one JVM at a time; a metastore service takes many at once, across machines.
+    with metastore_lock(metastore_dir(lake_root())) if metastore_uri() is None else contextlib.nullcontext():
         spark = (
             SparkSession.builder.appName(f"kafkalake-register-{topic.name}").enableHiveSupport().getOrCreate()
         )

@@ -9,11 +9,12 @@ reading (bytes that are not UTF-8 shown as hex).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 from typing import TYPE_CHECKING
 
 from kafkalake.config.catalog import load_catalog
-from kafkalake.config.spark_conf import metastore_dir
+from kafkalake.config.spark_conf import metastore_dir, metastore_uri
 from kafkalake.config.topic import TopicConfig
 from kafkalake.core.paths import catalog_path, lake_root
 from kafkalake.spark.registration import metastore_lock
@@ -32,7 +33,8 @@ def main(argv: list[str] | None = None) -> int:
     from pyspark.sql import SparkSession
     from pyspark.sql import functions as F
 
-    with metastore_lock(metastore_dir(lake_root())):
+    # Derby admits one JVM at a time; a metastore service takes many at once, across machines.
+    with metastore_lock(metastore_dir(lake_root())) if metastore_uri() is None else contextlib.nullcontext():
         spark = SparkSession.builder.appName(f"kafkalake-show-{topic.name}").enableHiveSupport().getOrCreate()
         spark.sparkContext.setLogLevel("ERROR")
         table = spark.table(topic.qualified_table)

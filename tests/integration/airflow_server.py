@@ -1,8 +1,12 @@
-"""A real Airflow (``airflow standalone``: api-server, scheduler, dag-processor, triggerer) for tests.
+"""A real Airflow (api-server, scheduler, dag-processor, triggerer) for tests, in two shapes.
 
-One server for the test session, started on first use: a temporary AIRFLOW_HOME with SQLite, free
-ports, the session's broker and its own catalog (``SERVER_CATALOG``), so its scheduled runs never
-touch the topics the ``airflow dags test`` tests use. The browser test and the deadline test share it.
+``airflow_server``: ``airflow standalone`` on SQLite. ``deployed_airflow_server``: the components as
+separate processes on PostgreSQL with the LocalExecutor (kafkalake.dev.deployed_airflow), as
+``make stack`` and the docker-compose file run them. Each is one server for the test session,
+started on first use: a temporary AIRFLOW_HOME, free ports, the session's broker and its own
+catalog (``server_catalog``), so its scheduled runs never touch the topics the ``airflow dags test``
+tests use; the deployed one's topics have their own prefix, so both can share the session's broker.
+The browser test and the deadline test run against both (test_deployed_airflow.py for the second).
 """
 
 from __future__ import annotations
@@ -20,9 +24,11 @@ import pytest
 from kafkalake.config.topic import dag_id_for
 from kafkalake.dev import local_airflow
 from kafkalake.dev.broker import LocalKafka
+from kafkalake.dev.deployed_airflow import DeployedAirflow, deployed_environment, write_secrets
+from kafkalake.dev.postgres import LocalPostgres
 from kafkalake.dev.standalone_airflow import StandaloneAirflow, free_port, wait_for
 
-__all__ = ["AirflowServer", "airflow_server", "free_port", "wait_for"]
+__all__ = ["AirflowServer", "airflow_server", "deployed_airflow_server", "free_port", "wait_for"]
 
 #: The topic the browser test triggers from the UI.
 UI_TOPIC = "ui-events"
@@ -34,17 +40,24 @@ LATE_CONN_ID = "kafka_unreachable"
 BACKFILL_TOPIC = "ui-backfill"
 WEBHOOK_CONN_ID = "sla_test_hook"
 WEBHOOK_PATH = "/hooks/sla"
-SERVER_CATALOG = f"""\
+#: The deployed server's topics: the same ones under this prefix.
+DEPLOYED_PREFIX = "stack-"
+
+
+def server_catalog(prefix: str = "") -> str:
+    return f"""\
 topics:
-  - name: {UI_TOPIC}
+  - name: {prefix}{UI_TOPIC}
     freshness_sla: 6h
-  - name: {LATE_TOPIC}
+  - name: {prefix}{LATE_TOPIC}
     freshness_sla: 3m
     kafka_conn_id: {LATE_CONN_ID}
     sla_webhook_conn_id: {WEBHOOK_CONN_ID}
-  - name: {BACKFILL_TOPIC}
+  - name: {prefix}{BACKFILL_TOPIC}
     freshness_sla: 6h
 """
+
+
 START_TIMEOUT = 420  # seconds; on a loaded 2-core machine the four components take a while
 
 
@@ -81,12 +94,35 @@ class WebhookReceiver:
 
 
 @dataclass(kw_only=True)
-class AirflowServer(StandaloneAirflow):
-    """The tests' server: its own lake and catalog, and the SLA webhook's receiver."""
+class _ServerFixture:
+    """What the tests know of their server: its own lake and catalog, the SLA webhook's receiver."""
 
     lake: Path
     catalog: Path
     webhook: WebhookReceiver
+    topic_prefix: str = ""
+
+    @property
+    def ui_topic(self) -> str:
+        return self.topic_prefix + UI_TOPIC
+
+    @property
+    def late_topic(self) -> str:
+        return self.topic_prefix + LATE_TOPIC
+
+    @property
+    def dag_ids(self) -> tuple[str, ...]:
+        return tuple(dag_id_for(self.topic_prefix + t) for t in (UI_TOPIC, LATE_TOPIC, BACKFILL_TOPIC))
+
+
+@dataclass(kw_only=True)
+class AirflowServer(StandaloneAirflow, _ServerFixture):
+    """``airflow standalone`` on SQLite."""
+
+
+@dataclass(kw_only=True)
+class DeployedAirflowServer(DeployedAirflow, _ServerFixture):
+    """The separate components on PostgreSQL with the LocalExecutor."""
 
 
 def server_environment(
@@ -111,6 +147,19 @@ def server_environment(
     return env
 
 
+def _serve(server: AirflowServer | DeployedAirflowServer) -> None:
+    """Start, wait until healthy with the DAGs parsed; unpause the late DAG so its deadline clock runs."""
+    server.start()
+    wait_for(server.healthy, what="Airflow to be healthy", timeout=START_TIMEOUT, every=2)
+    wait_for(
+        lambda: server.dags_parsed(*server.dag_ids),
+        what="the DAG processor to parse the DAGs",
+        timeout=120,
+        every=2,
+    )
+    server.api("PATCH", f"/dags/{dag_id_for(server.late_topic)}", json={"is_paused": False})
+
+
 @pytest.fixture(scope="session")
 def airflow_server(tmp_path_factory: pytest.TempPathFactory, kafka: LocalKafka) -> Iterator[AirflowServer]:
     """``airflow standalone`` serving this project's DAGs, healthy and with both DAGs parsed.
@@ -119,7 +168,7 @@ def airflow_server(tmp_path_factory: pytest.TempPathFactory, kafka: LocalKafka) 
     """
     root = tmp_path_factory.mktemp("airflow-server")
     catalog = root / "topics.yaml"
-    catalog.write_text(SERVER_CATALOG)
+    catalog.write_text(server_catalog())
     webhook = WebhookReceiver()
     home, lake = root / "home", root / "lake"
     env = server_environment(home, kafka, catalog, lake, webhook)
@@ -134,19 +183,46 @@ def airflow_server(tmp_path_factory: pytest.TempPathFactory, kafka: LocalKafka) 
     )
     # The metadata DB with the Spark pool: without it the scheduler leaves every Spark task queued.
     local_airflow.init_db(env)
-    server.start()
     try:
-        wait_for(server.healthy, what="airflow standalone to be healthy", timeout=START_TIMEOUT, every=2)
-        wait_for(
-            lambda: server.dags_parsed(
-                dag_id_for(UI_TOPIC), dag_id_for(LATE_TOPIC), dag_id_for(BACKFILL_TOPIC)
-            ),
-            what="the DAG processor to parse the DAGs",
-            timeout=120,
-            every=2,
-        )
-        server.api("PATCH", f"/dags/{dag_id_for(LATE_TOPIC)}", json={"is_paused": False})
+        _serve(server)
         yield server
     finally:
         server.stop()
         webhook.close()
+
+
+@pytest.fixture(scope="session")
+def deployed_airflow_server(
+    tmp_path_factory: pytest.TempPathFactory, kafka: LocalKafka
+) -> Iterator[DeployedAirflowServer]:
+    """Airflow as deployed (PostgreSQL, LocalExecutor, four processes) on the same DAGs and broker."""
+    root = tmp_path_factory.mktemp("deployed-airflow")
+    catalog = root / "topics.yaml"
+    catalog.write_text(server_catalog(DEPLOYED_PREFIX))
+    postgres = LocalPostgres(root / "postgres").start()
+    webhook = WebhookReceiver()
+    secrets_dir = root / "secrets"
+    try:
+        write_secrets(secrets_dir, postgres.database("airflow"))
+        home, lake = root / "home", root / "lake"
+        env = deployed_environment(server_environment(home, kafka, catalog, lake, webhook), secrets_dir)
+        server = DeployedAirflowServer(
+            url=f"http://127.0.0.1:{env['AIRFLOW__API__PORT']}",
+            home=home,
+            env=env,
+            log=root / "logs",
+            secrets_dir=secrets_dir,
+            lake=lake,
+            catalog=catalog,
+            webhook=webhook,
+            topic_prefix=DEPLOYED_PREFIX,
+        )
+        server.init_db()
+        try:
+            _serve(server)
+            yield server
+        finally:
+            server.stop()
+    finally:
+        webhook.close()
+        postgres.stop(remove=True)

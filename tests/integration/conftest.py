@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from .airflow_server import airflow_server
+from .airflow_server import airflow_server, deployed_airflow_server
 
-__all__ = ["airflow_server"]
+__all__ = ["airflow_server", "deployed_airflow_server"]
 
 
 @pytest.hookimpl(wrapper=True)

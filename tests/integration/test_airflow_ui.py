@@ -1,7 +1,8 @@
 """The real Airflow UI in a real browser: log in, find the DAGs, trigger one, watch it succeed.
 
 Playwright drives Debian's Chromium (/usr/bin/chromium, installed by ``make setup``) headless against
-``airflow standalone`` (tests/integration/airflow_server.py). The rows the run landed are then read
+``airflow standalone`` (tests/integration/airflow_server.py), and against Airflow as deployed
+(test_deployed_airflow.py). The rows the run landed are then read
 back with delta-rs. On failure a screenshot and the page's text go to the test's tmp dir.
 """
 
@@ -23,7 +24,7 @@ from kafkalake.dev import producer
 from kafkalake.dev.broker import LocalKafka
 from kafkalake.dev.producer import Record
 
-from .airflow_server import LATE_TOPIC, START_TIMEOUT, UI_TOPIC, AirflowServer
+from .airflow_server import START_TIMEOUT, AirflowServer
 
 pytestmark = [pytest.mark.integration, pytest.mark.browser]
 
@@ -72,12 +73,13 @@ def page(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[object]:
 def test_trigger_a_dag_from_the_ui_and_see_its_run_succeed(
     airflow_server: AirflowServer, kafka: LocalKafka, page
 ):
-    topic = load_catalog(airflow_server.catalog, airflow_server.lake).topic(UI_TOPIC)
-    producer.create_topic(kafka.bootstrap_servers, UI_TOPIC, partitions=2)
+    ui_topic = airflow_server.ui_topic
+    topic = load_catalog(airflow_server.catalog, airflow_server.lake).topic(ui_topic)
+    producer.create_topic(kafka.bootstrap_servers, ui_topic, partitions=2)
     records = [Record(f"k{i}".encode(), f'{{"n": {i}}}'.encode(), i % 2) for i in range(EVENTS)]
-    assert len(producer.produce(kafka.bootstrap_servers, UI_TOPIC, records)) == EVENTS
+    assert len(producer.produce(kafka.bootstrap_servers, ui_topic, records)) == EVENTS
 
-    # Any page leads to the login page first; the password is the one standalone generated.
+    # Any page leads to the login page first; the password is the one the server was given.
     page.goto(f"{airflow_server.url}/")
     page.wait_for_url(re.compile(r"/auth/login"))
     page.get_by_label("Username").fill("admin")
@@ -87,8 +89,8 @@ def test_trigger_a_dag_from_the_ui_and_see_its_run_succeed(
 
     # The DAG list shows one DAG per catalog topic.
     page.goto(f"{airflow_server.url}/dags")
-    dag_id = dag_id_for(UI_TOPIC)
-    for shown in (dag_id, dag_id_for(LATE_TOPIC)):
+    dag_id = dag_id_for(ui_topic)
+    for shown in (dag_id, dag_id_for(airflow_server.late_topic)):
         page.get_by_role("link", name=shown, exact=True).wait_for()
 
     page.get_by_role("link", name=dag_id, exact=True).click()

@@ -2,47 +2,51 @@
 
 ``airflow dags test`` cannot show this (it runs DAGs without their deadline: see
 local_airflow.dags_test_environment), so this test uses ``airflow standalone``
-(tests/integration/airflow_server.py). Its late topic has a 3m SLA, so a 1m interval and a deadline
-2m after a run is queued; its Kafka connection points at a closed port, so the pre-flight task keeps
-failing and retrying and the run cannot finish in time. The fixture unpaused the DAG as soon as the
-server was up: by the time this test runs, part of the 2 minutes has usually gone by.
+(tests/integration/airflow_server.py), and Airflow as deployed (test_deployed_airflow.py). Its late
+topic has a 3m SLA, so a 1m interval and a deadline 2m after a run is queued; its Kafka connection
+points at a closed port, so the pre-flight task keeps failing and retrying and the run cannot finish
+in time. The fixture unpaused the DAG as soon as the server was up: by the time this test runs, part
+of the 2 minutes has usually gone by.
 """
 
 from __future__ import annotations
 
-import sqlite3
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 
 from kafkalake.config.topic import dag_id_for
 
-from .airflow_server import LATE_TOPIC, START_TIMEOUT, WEBHOOK_PATH, AirflowServer, wait_for
+from .airflow_server import START_TIMEOUT, WEBHOOK_PATH, AirflowServer, wait_for
 
 pytestmark = pytest.mark.integration
 
 ALERT_TIMEOUT = 300  # seconds: the 2m deadline, the scheduler's and triggerer's loops, a busy machine
 
 
-def run_row(server: AirflowServer, run_id: str) -> tuple[str, str, str | None]:
-    with sqlite3.connect(server.home / "airflow.db", timeout=10) as db:
-        row = db.execute(
-            "SELECT state, queued_at, end_date FROM dag_run WHERE dag_id = ? AND run_id = ?",
-            (dag_id_for(LATE_TOPIC), run_id),
-        ).fetchone()
-    assert row is not None, f"no run {run_id}"
-    return row
+def run_row(server: AirflowServer, run_id: str) -> tuple[Any, ...]:
+    rows = server.query(
+        "SELECT state, queued_at, end_date FROM dag_run WHERE dag_id = :dag_id AND run_id = :run_id",
+        dag_id=dag_id_for(server.late_topic),
+        run_id=run_id,
+    )
+    assert rows, f"no run {run_id}"
+    return rows[0]
 
 
-def parse_time(text: str) -> datetime:
-    """Airflow's spellings of a UTC time (API: ``…Z``, str(): ``… +00:00``, SQLite: naive)."""
+def parse_time(text: str | datetime) -> datetime:
+    """Airflow's spellings of a UTC time (API: ``…Z``, str(): ``… +00:00``, SQLite: naive text,
+    PostgreSQL: a datetime)."""
+    if isinstance(text, datetime):
+        return text if text.tzinfo else text.replace(tzinfo=UTC)
     parsed = datetime.fromisoformat(text.replace(" ", "T").replace("Z", "+00:00"))
     return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 
 
 @pytest.mark.timeout(START_TIMEOUT + ALERT_TIMEOUT + 300)  # may be the one that starts the server
 def test_run_past_its_deadline_fires_the_sla_miss_alert(airflow_server: AirflowServer):
-    dag_id = dag_id_for(LATE_TOPIC)
+    dag_id = dag_id_for(airflow_server.late_topic)
 
     alerts = wait_for(
         lambda: [r for r in airflow_server.webhook.received if (r["json"] or {}).get("dag_id") == dag_id],
@@ -55,7 +59,7 @@ def test_run_past_its_deadline_fires_the_sla_miss_alert(airflow_server: AirflowS
     body = alert["json"]
     assert alert["path"] == WEBHOOK_PATH
     assert body["event"] == "kafkalake.sla_miss"
-    assert body["topic"] == LATE_TOPIC
+    assert body["topic"] == airflow_server.late_topic
     assert body["freshness_sla"] == "3m"
     assert body["deadline_after_queued"] == "2m"  # 3m SLA - 1m interval
     run_id = body["run_id"]
@@ -69,12 +73,11 @@ def test_run_past_its_deadline_fires_the_sla_miss_alert(airflow_server: AirflowS
     assert end_date is None or parse_time(end_date) > parse_time(body["deadline_time"]), state
 
     # Airflow recorded the miss and the callback's success; the triggerer logged the SLA-miss line.
-    with sqlite3.connect(airflow_server.home / "airflow.db", timeout=10) as db:
-        missed = db.execute(
-            "SELECT d.missed FROM deadline d JOIN dag_run r ON r.id = d.dagrun_id WHERE r.run_id = ?",
-            (run_id,),
-        ).fetchall()
-    assert missed == [(1,)]
+    missed = airflow_server.query(
+        "SELECT d.missed FROM deadline d JOIN dag_run r ON r.id = d.dagrun_id WHERE r.run_id = :run_id",
+        run_id=run_id,
+    )
+    assert missed == [(True,)]  # SQLite's 1 is True too
     wait_for(
         lambda: f"SLA miss: DAG {dag_id} run {run_id}" in airflow_server.output(last=2_000_000),
         what="the SLA-miss log line in the triggerer's output",

@@ -6,11 +6,14 @@ is tested is what runs.
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
 from kafkalake.config.topic import TopicConfig
 from kafkalake.core.class_archive import driver_java_options
+from kafkalake.core.jars import HIVE_METASTORE_VERSION
+from kafkalake.core.paths import jars_dir
 
 DELTA_SETTINGS = {
     "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
@@ -60,14 +63,51 @@ def redaction_conf() -> dict[str, str]:
     }
 
 
+#: A shared Hive metastore service (thrift://host:9083) for every job; unset, each machine keeps
+#: the embedded Derby one under the lake.
+ENV_METASTORE_URI = "KAFKALAKE_METASTORE_URI"
+
+
+def metastore_uri() -> str | None:
+    return os.environ.get(ENV_METASTORE_URI) or None
+
+
 def metastore_dir(lake_root: Path) -> Path:
     return lake_root / "_metastore"
 
 
-def base_conf(lake_root: Path) -> dict[str, str]:
-    """Settings every job gets: Delta, small-machine defaults, a metastore that persists."""
+def hive_metastore_conf(uri: str) -> dict[str, str]:
+    """Spark on a Hive metastore service: its URI, and the Hive 4 client to talk to it.
+
+    Spark's built-in Hive client (2.3) calls thrift methods the 4.0 server dropped (``get_table``),
+    so Spark loads the 4.0.1 client from the ``hive-client`` jars instead (resolved at set-up).
+    """
+    return {
+        "spark.hadoop.hive.metastore.uris": uri,
+        "spark.sql.hive.metastore.version": HIVE_METASTORE_VERSION,
+        "spark.sql.hive.metastore.jars": "path",
+        "spark.sql.hive.metastore.jars.path": f"file://{jars_dir() / 'hive-client'}/*.jar",
+    }
+
+
+def derby_metastore_conf(lake_root: Path) -> dict[str, str]:
+    """The embedded Derby metastore, kept with the lake rather than in the current directory."""
     metastore = metastore_dir(lake_root)
     return {
+        "spark.hadoop.javax.jdo.option.ConnectionURL": (
+            f"jdbc:derby:;databaseName={metastore / 'metastore_db'};create=true"
+        ),
+        "spark.driver.extraJavaOptions": f"-Dderby.system.home={metastore}",
+    }
+
+
+def base_conf(lake_root: Path, metastore: str | None = None) -> dict[str, str]:
+    """Settings every job gets: Delta, small-machine defaults, a metastore that persists.
+
+    ``metastore``: a Hive metastore service's URI; by default :data:`ENV_METASTORE_URI`'s, else Derby.
+    """
+    uri = metastore or metastore_uri()
+    conf = {
         **DELTA_SETTINGS,
         # As a setting, not --driver-memory (which would beat a topic's own spark_conf).
         "spark.driver.memory": "1g",
@@ -83,17 +123,15 @@ def base_conf(lake_root: Path) -> dict[str, str]:
         "spark.sql.variant.allowDuplicateKeys": "true",
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
-        # The embedded Derby metastore lives with the lake, not in the current directory.
         "spark.sql.warehouse.dir": str(lake_root / "_warehouse"),
-        "spark.hadoop.javax.jdo.option.ConnectionURL": (
-            f"jdbc:derby:;databaseName={metastore / 'metastore_db'};create=true"
-        ),
-        # The class archive made at setup halves the driver's start-up (core/class_archive).
-        "spark.driver.extraJavaOptions": " ".join(
-            [f"-Dderby.system.home={metastore}", *driver_java_options()]
-        ),
+        **(hive_metastore_conf(uri) if uri else derby_metastore_conf(lake_root)),
         **redaction_conf(),
     }
+    # The class archive made at setup halves the driver's start-up (core/class_archive).
+    java_options = [conf.get("spark.driver.extraJavaOptions", ""), *driver_java_options()]
+    if options := " ".join(o for o in java_options if o):
+        conf["spark.driver.extraJavaOptions"] = options
+    return conf
 
 
 def topic_conf(topic: TopicConfig, lake_root: Path) -> dict[str, str]:

@@ -1,7 +1,9 @@
 """Resolve the project's JVM jars from Maven Central once, into a git-ignored folder.
 
 Two sets: ``spark`` (Delta and the Kafka connector, handed to spark-submit with ``--jars``) and
-``kafka`` (Apache Kafka's broker, for the local KRaft broker). After resolution nothing is
+``kafka`` (Apache Kafka's broker, for the local KRaft broker). One more, ``metastore``: the Hive
+metastore service (:mod:`kafkalake.dev.metastore`). Each group of sets has its own marker, so adding
+a group never invalidates another. After resolution nothing is
 fetched at run time: Spark jobs get plain file paths, never ``--packages``.
 
 pyspark ships an Ivy jar; we drive it directly so a fresh machine needs only Java and the venv.
@@ -42,9 +44,16 @@ class Coordinate:
     org: str
     name: str
     rev: str
+    #: False: this artifact alone, none of its dependencies.
+    transitive: bool = True
+    #: Also retrieve the Maven artifact of this classifier as a tar.gz (a distribution tarball).
+    tarball: str | None = None
 
     def __str__(self) -> str:
-        return f"{self.org}:{self.name}:{self.rev}"
+        extra = ("" if self.transitive else " intransitive") + (
+            f" +{self.tarball}.tar.gz" if self.tarball else ""
+        )
+        return f"{self.org}:{self.name}:{self.rev}{extra}"
 
 
 def pyspark_jars_dir() -> Path:
@@ -78,18 +87,100 @@ def kafka_coordinates() -> list[Coordinate]:
     ]
 
 
-def ivy_module_xml(sets: Mapping[str, Sequence[Coordinate]]) -> str:
-    confs = "".join(f'<conf name="{name}"/>' for name in sets)
-    deps = "".join(
+def _dependency_xml(conf: str, c: Coordinate) -> str:
+    head = (
         f"<dependency org={quoteattr(c.org)} name={quoteattr(c.name)} rev={quoteattr(c.rev)}"
-        f' conf="{conf}->default(runtime)"/>'
-        for conf, coords in sets.items()
-        for c in coords
+        f' conf="{conf}->default(runtime)"' + ("" if c.transitive else ' transitive="false"')
+    )
+    if c.tarball is None:
+        return head + "/>"
+    name = quoteattr(c.name)
+    artifacts = (
+        f'<artifact name={name} type="jar"/>'
+        f'<artifact name={name} type="tar.gz" ext="tar.gz" m:classifier={quoteattr(c.tarball)}/>'
+    )
+    return f"{head}>{artifacts}</dependency>"
+
+
+def ivy_module_xml(
+    sets: Mapping[str, Sequence[Coordinate]], excludes: Mapping[str, Sequence[tuple[str, str]]] | None = None
+) -> str:
+    confs = "".join(f'<conf name="{name}"/>' for name in sets)
+    deps = "".join(_dependency_xml(conf, c) for conf, coords in sets.items() for c in coords)
+    deps += "".join(
+        f"<exclude org={quoteattr(org)} module={quoteattr(module)} conf={quoteattr(conf)}/>"
+        for conf, modules in (excludes or {}).items()
+        if conf in sets
+        for org, module in modules
     )
     return (
-        '<ivy-module version="2.0"><info organisation="kafkalake" module="jars"/>'
+        '<ivy-module version="2.0" xmlns:m="http://ant.apache.org/ivy/maven">'
+        '<info organisation="kafkalake" module="jars"/>'
         f"<configurations>{confs}</configurations><dependencies>{deps}</dependencies></ivy-module>"
     )
+
+
+# --- The Hive metastore service (kafkalake.dev.metastore) -----------------------------------------
+HIVE_METASTORE_VERSION = "4.0.1"
+POSTGRESQL_JDBC_VERSION = "42.7.4"
+
+
+def metastore_coordinates() -> list[Coordinate]:
+    """The standalone metastore server on PostgreSQL, runnable with ``java -cp 'metastore/*'``.
+
+    Its distribution tarball comes too: schematool's schema scripts are only in there.
+    """
+    return [
+        Coordinate(
+            "org.apache.hive", "hive-standalone-metastore-server", HIVE_METASTORE_VERSION, tarball="bin"
+        ),
+        # The server loads org.apache.hadoop.hdfs.protocol.SnapshotException on every get_database,
+        # and its pom does not bring HDFS: that one jar, without HDFS's server dependencies.
+        Coordinate("org.apache.hadoop", "hadoop-hdfs", "3.3.6", transitive=False),
+        # The pom brings log4j-core and the SLF4J binding but not the API they need.
+        Coordinate("org.apache.logging.log4j", "log4j-api", "2.18.0"),
+        Coordinate("org.postgresql", "postgresql", POSTGRESQL_JDBC_VERSION),
+    ]
+
+
+def hive_client_coordinates() -> list[Coordinate]:
+    """The Hive 4 client Spark loads in isolation (``spark.sql.hive.metastore.jars=path``).
+
+    Spark's built-in client is Hive 2.3, which calls ``get_table``: the 4.0 server no longer has it.
+    These are the artifacts Spark itself would fetch for ``spark.sql.hive.metastore.version=4.0.1``;
+    Hadoop, logging and Hive's execution engine dependencies come from Spark (excluded below).
+    """
+    hive = ("hive-metastore", "hive-exec", "hive-common", "hive-serde")
+    return [
+        *(Coordinate("org.apache.hive", name, HIVE_METASTORE_VERSION) for name in hive),
+        Coordinate("com.google.guava", "guava", "14.0.1"),
+    ]
+
+
+#: Left out of a set. The server's pom names hadoop-client-api 2.7.3, never published (hadoop-common
+#: comes anyway); Hadoop's reload4j binding would fight the log4j2 one Hive logs through.
+EXCLUDES: dict[str, list[tuple[str, str]]] = {
+    "metastore": [
+        ("org.apache.hadoop", "hadoop-client-api"),
+        ("ch.qos.reload4j", "reload4j"),
+        ("org.slf4j", "slf4j-reload4j"),
+    ],
+    "hive-client": [
+        ("org.apache.hadoop", "*"),
+        ("org.apache.calcite", "*"),
+        ("org.apache.calcite.avatica", "*"),
+        ("org.apache.curator", "*"),
+        ("org.apache.tez", "*"),
+        ("org.apache.hbase", "*"),
+        ("org.pentaho", "*"),
+        ("org.apache.hive", "hive-vector-code-gen"),
+        ("org.apache.hive", "hive-llap-tez"),
+        ("org.apache.logging.log4j", "*"),
+        ("org.slf4j", "*"),
+        ("ch.qos.reload4j", "*"),
+    ],
+}
+# ---------------------------------------------------------------------------------------------------
 
 
 def artifact_name(jar_file: str) -> str | None:
@@ -108,30 +199,47 @@ def drop_jars_spark_ships(spark_dir: Path, shipped: Path) -> list[str]:
     return dropped
 
 
-def _marker(target: Path) -> Path:
-    return target / "resolved.txt"
+#: Groups of sets resolved together, each with its own marker file.
+GROUPS = {"core": ("spark", "kafka"), "metastore": ("metastore", "hive-client")}
 
 
-def _wanted() -> dict[str, list[Coordinate]]:
-    return {"spark": spark_coordinates(), "kafka": kafka_coordinates()}
+def _group_of(conf: str) -> str:
+    return next((group for group, sets in GROUPS.items() if conf in sets), "core")
+
+
+def _marker(target: Path, group: str = "core") -> Path:
+    return target / ("resolved.txt" if group == "core" else f"resolved-{group}.txt")
+
+
+def _coordinates(conf: str) -> list[Coordinate]:
+    return {
+        "spark": spark_coordinates,
+        "kafka": kafka_coordinates,
+        "metastore": metastore_coordinates,
+        "hive-client": hive_client_coordinates,
+    }[conf]()
+
+
+def _wanted(group: str = "core") -> dict[str, list[Coordinate]]:
+    return {conf: _coordinates(conf) for conf in GROUPS[group]}
 
 
 def _describe(sets: dict[str, list[Coordinate]]) -> str:
     return "\n".join(f"{conf} {c}" for conf, coords in sets.items() for c in coords) + "\n"
 
 
-def is_resolved(target: Path | None = None) -> bool:
+def is_resolved(target: Path | None = None, group: str = "core") -> bool:
     target = target or jars_dir()
-    marker = _marker(target)
-    return marker.exists() and marker.read_text() == _describe(_wanted())
+    marker = _marker(target, group)
+    return marker.exists() and marker.read_text() == _describe(_wanted(group))
 
 
-def resolve(target: Path | None = None, *, force: bool = False) -> Path:
-    """Fetch both jar sets into ``target`` unless they are already there for these versions."""
+def resolve(target: Path | None = None, *, force: bool = False, group: str = "core") -> Path:
+    """Fetch a group's jar sets into ``target`` unless they are already there for these versions."""
     target = target or jars_dir()
-    sets = _wanted()
-    if is_resolved(target) and not force:
-        log.info("jars already resolved in %s", target)
+    sets = _wanted(group)
+    if is_resolved(target, group) and not force:
+        log.info("%s jars already resolved in %s", group, target)
         return target
     ivy_jar = next(pyspark_jars_dir().glob("ivy-*.jar"), None)
     if ivy_jar is None:
@@ -142,7 +250,7 @@ def resolve(target: Path | None = None, *, force: bool = False) -> Path:
     target.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
         module = Path(tmp) / "ivy.xml"
-        module.write_text(ivy_module_xml(sets))
+        module.write_text(ivy_module_xml(sets, EXCLUDES))
         for conf in sets:
             shutil.rmtree(target / conf, ignore_errors=True)
         cmd = [
@@ -158,6 +266,7 @@ def resolve(target: Path | None = None, *, force: bool = False) -> Path:
             "-types",
             "jar",
             "bundle",
+            "tar.gz",
             "-retrieve",
             str(target / "[conf]" / "[artifact]-[revision](-[classifier]).[ext]"),
         ]
@@ -168,16 +277,17 @@ def resolve(target: Path | None = None, *, force: bool = False) -> Path:
                 f"Ivy could not resolve the jars (exit {done.returncode}):\n{done.stdout[-4000:]}"
                 f"\n{done.stderr[-2000:]}"
             )
-    dropped = drop_jars_spark_ships(target / "spark", pyspark_jars_dir())
-    log.info("left out %d jars pyspark already ships", len(dropped))
-    _marker(target).write_text(_describe(sets))
+    if "spark" in sets:
+        dropped = drop_jars_spark_ships(target / "spark", pyspark_jars_dir())
+        log.info("left out %d jars pyspark already ships", len(dropped))
+    _marker(target, group).write_text(_describe(sets))
     return target
 
 
 def jar_files(conf: str, target: Path | None = None) -> list[Path]:
     """The resolved jars of one set; a clear error when set-up never ran."""
     target = target or jars_dir()
-    if not is_resolved(target):
+    if not is_resolved(target, _group_of(conf)):
         raise JarsMissingError(
             f"the JVM jars are not resolved in {target}: run `make setup` "
             "(or `python -m kafkalake.core.jars`) once, with access to Maven Central"
@@ -190,9 +300,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--force", action="store_true", help="resolve again even if present")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    target = resolve(force=args.force)
-    for conf in ("spark", "kafka"):
-        print(f"{conf}: {len(jar_files(conf, target))} jars in {target / conf}")
+    for group, sets in GROUPS.items():
+        target = resolve(force=args.force, group=group)
+        for conf in sets:
+            print(f"{conf}: {len(jar_files(conf, target))} jars in {target / conf}")
     return 0
 
 

@@ -130,6 +130,11 @@ def _airflow(env: Mapping[str, str], *args: str, check: bool = True) -> subproce
     return done
 
 
+def run_airflow(env: Mapping[str, str], *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    """Run Airflow's CLI in ``env``; with ``check``, raise with its output unless it succeeded."""
+    return _airflow(env, *args, check=check)
+
+
 def init_db(env: Mapping[str, str]) -> None:
     """Create or upgrade the metadata DB and create the Spark pool (idempotent)."""
     Path(env["AIRFLOW_HOME"]).mkdir(parents=True, exist_ok=True)

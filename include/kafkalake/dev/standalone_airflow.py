@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import signal
-import sqlite3
 import subprocess
 import time
 from collections.abc import Callable
@@ -99,11 +98,27 @@ class StandaloneAirflow:
         parts = ("metadatabase", "scheduler", "triggerer", "dag_processor")
         return all((health.get(part) or {}).get("status") == "healthy" for part in parts)
 
-    def dags_parsed(self, *dag_ids: str) -> bool:
+    def database_url(self) -> str:
+        """The metadata DB's SQLAlchemy URL (standalone: SQLite in AIRFLOW_HOME)."""
+        return f"sqlite:///{self.home / 'airflow.db'}"
+
+    def query(self, sql: str, **params: Any) -> list[tuple[Any, ...]]:
+        """Rows of a read-only query on the metadata DB (``:name`` parameters), whatever DB it is."""
+        import sqlalchemy
+
+        engine = sqlalchemy.create_engine(self.database_url(), poolclass=sqlalchemy.pool.NullPool)
         try:
-            with sqlite3.connect(self.home / "airflow.db", timeout=5) as db:
-                found = {row[0] for row in db.execute("SELECT dag_id FROM dag WHERE is_stale = 0")}
-        except sqlite3.OperationalError:
+            with engine.connect() as db:
+                return [tuple(row) for row in db.execute(sqlalchemy.text(sql), params)]
+        finally:
+            engine.dispose()
+
+    def dags_parsed(self, *dag_ids: str) -> bool:
+        import sqlalchemy.exc
+
+        try:
+            found = {row[0] for row in self.query("SELECT dag_id FROM dag WHERE NOT is_stale")}
+        except sqlalchemy.exc.OperationalError:  # SQLite: locked by a writer for a moment
             return False
         return set(dag_ids) <= found
 

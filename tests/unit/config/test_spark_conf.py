@@ -102,3 +102,17 @@ def test_every_job_hides_the_kafka_sources_secrets_where_spark_prints_settings(t
     for key in ("kafka.sasl.jaas.config", "kafka.ssl.keystore.key", "kafka.ssl.key.password"):
         assert options.search(key) and settings.search(key), key
     assert not options.search("kafka.bootstrap.servers")
+
+
+def test_a_metastore_service_replaces_derby_and_brings_the_hive_4_client(tmp_path, monkeypatch):
+    from kafkalake.config.spark_conf import ENV_METASTORE_URI
+
+    monkeypatch.setenv(ENV_METASTORE_URI, "thrift://metastore:9083")
+    conf = base_conf(tmp_path)
+    assert conf["spark.hadoop.hive.metastore.uris"] == "thrift://metastore:9083"
+    assert conf["spark.sql.hive.metastore.version"] == "4.0.1"
+    assert conf["spark.sql.hive.metastore.jars"] == "path"
+    assert conf["spark.sql.hive.metastore.jars.path"].endswith("/hive-client/*.jar")
+    assert "spark.hadoop.javax.jdo.option.ConnectionURL" not in conf
+    monkeypatch.delenv(ENV_METASTORE_URI)
+    assert "spark.hadoop.hive.metastore.uris" not in base_conf(tmp_path)

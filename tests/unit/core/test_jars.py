@@ -10,6 +10,7 @@ import pytest
 
 from kafkalake.core.errors import JarsMissingError
 from kafkalake.core.jars import (
+    EXCLUDES,
     Coordinate,
     artifact_name,
     drop_jars_spark_ships,
@@ -17,6 +18,7 @@ from kafkalake.core.jars import (
     ivy_module_xml,
     jar_files,
     kafka_coordinates,
+    metastore_coordinates,
     spark_coordinates,
 )
 
@@ -122,6 +124,22 @@ def test_ivy_module_xml_is_well_formed_with_one_dependency_per_coordinate():
     ]
     assert dependencies == expected
     assert len(dependencies) == 5
+
+
+def test_the_metastore_set_brings_its_tarball_one_intransitive_jar_and_leaves_out_what_breaks_it():
+    root = ET.fromstring(ivy_module_xml({"metastore": metastore_coordinates()}, EXCLUDES))
+    maven = "{http://ant.apache.org/ivy/maven}classifier"
+    server = next(d for d in root.iter("dependency") if d.get("name") == "hive-standalone-metastore-server")
+    assert [(a.get("type"), a.get(maven)) for a in server.iter("artifact")] == [
+        ("jar", None),
+        ("tar.gz", "bin"),
+    ]
+    hdfs = next(d for d in root.iter("dependency") if d.get("name") == "hadoop-hdfs")
+    assert hdfs.get("transitive") == "false"
+    excluded = {(e.get("org"), e.get("module"), e.get("conf")) for e in root.iter("exclude")}
+    assert ("org.apache.hadoop", "hadoop-client-api", "metastore") in excluded
+    # Excludes of a set that is not resolved are left out.
+    assert ET.fromstring(ivy_module_xml({"kafka": kafka_coordinates()}, EXCLUDES)).find(".//exclude") is None
 
 
 def test_ivy_module_xml_escapes_attribute_values():
