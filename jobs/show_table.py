@@ -16,6 +16,7 @@ from kafkalake.config.catalog import load_catalog
 from kafkalake.config.spark_conf import metastore_dir
 from kafkalake.config.topic import TopicConfig
 from kafkalake.core.paths import catalog_path, lake_root
+from kafkalake.spark import object_store
 from kafkalake.spark.registration import metastore_lock
 
 if TYPE_CHECKING:
@@ -35,6 +36,7 @@ def main(argv: list[str] | None = None) -> int:
     with metastore_lock(metastore_dir(lake_root())):
         spark = SparkSession.builder.appName(f"kafkalake-show-{topic.name}").enableHiveSupport().getOrCreate()
         spark.sparkContext.setLogLevel("ERROR")
+        object_store.configure(spark)
         table = spark.table(topic.qualified_table)
         print(f"table={topic.qualified_table}")
         print(f"rows={table.count()}")

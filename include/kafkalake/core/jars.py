@@ -1,8 +1,11 @@
 """Resolve the project's JVM jars from Maven Central once, into a git-ignored folder.
 
 Two sets: ``spark`` (Delta and the Kafka connector, handed to spark-submit with ``--jars``) and
-``kafka`` (Apache Kafka's broker, for the local KRaft broker). After resolution nothing is
-fetched at run time: Spark jobs get plain file paths, never ``--packages``.
+``kafka`` (Apache Kafka's broker, for the local KRaft broker). Two more for tables on object
+storage: ``s3a`` (Hadoop's S3A filesystem with the AWS SDK bundle it needs, added to ``--jars`` only
+for topics whose tables are on ``s3a://``) and ``s3proxy`` (the S3 API server the tests run). Each
+group has its own marker, so adding the object-store group never invalidates the first one. After
+resolution nothing is fetched at run time: Spark jobs get plain file paths, never ``--packages``.
 
 pyspark ships an Ivy jar; we drive it directly so a fresh machine needs only Java and the venv.
 """
@@ -32,6 +35,8 @@ SCALA_BINARY = "2.13"
 KAFKA_VERSION = "4.2.0"
 # Spark's own log4j version, so the broker logs the same way the Spark jobs do.
 LOG4J_VERSION = "2.25.4"
+# An S3 API server on the local filesystem, for the object-store tests (kafkalake.dev.s3_server).
+S3PROXY_VERSION = "2.6.0"
 
 # Greedy name: the version is the *last* '-<digits>.<digits>...' part (log4j-1.2-api-2.25.4.jar).
 _JAR_NAME = re.compile(r"^(?P<name>.+)-(?P<version>\d+(?:\.\d+)+(?:[-.][A-Za-z0-9_]+)*)\.jar$")
@@ -78,6 +83,22 @@ def kafka_coordinates() -> list[Coordinate]:
     ]
 
 
+def hadoop_version() -> str:
+    """The Hadoop version pyspark ships (``hadoop-client-api-<version>.jar``): hadoop-aws must match it."""
+    for jar in sorted(pyspark_jars_dir().glob("hadoop-client-api-*.jar")):
+        return jar.name.removeprefix("hadoop-client-api-").removesuffix(".jar")
+    raise JarsMissingError(f"no hadoop-client-api jar in {pyspark_jars_dir()}: is pyspark installed?")
+
+
+def s3a_coordinates() -> list[Coordinate]:
+    # hadoop-aws's pom names the AWS SDK v2 bundle it was built with; Hadoop itself is pyspark's.
+    return [Coordinate("org.apache.hadoop", "hadoop-aws", hadoop_version())]
+
+
+def s3proxy_coordinates() -> list[Coordinate]:
+    return [Coordinate("org.gaul", "s3proxy", S3PROXY_VERSION)]
+
+
 def ivy_module_xml(sets: Mapping[str, Sequence[Coordinate]]) -> str:
     confs = "".join(f'<conf name="{name}"/>' for name in sets)
     deps = "".join(
@@ -108,30 +129,49 @@ def drop_jars_spark_ships(spark_dir: Path, shipped: Path) -> list[str]:
     return dropped
 
 
-def _marker(target: Path) -> Path:
-    return target / "resolved.txt"
+#: Groups of sets resolved together, each with its own marker file.
+GROUPS = {"core": ("spark", "kafka"), "objectstore": ("s3a", "s3proxy")}
+#: Sets whose jars go on Spark's classpath: what pyspark ships already is left out of them.
+_SPARK_SETS = ("spark", "s3a")
 
 
-def _wanted() -> dict[str, list[Coordinate]]:
-    return {"spark": spark_coordinates(), "kafka": kafka_coordinates()}
+def _group_of(conf: str) -> str:
+    return next((group for group, sets in GROUPS.items() if conf in sets), "core")
+
+
+def _marker(target: Path, group: str = "core") -> Path:
+    return target / ("resolved.txt" if group == "core" else f"resolved-{group}.txt")
+
+
+def _coordinates(conf: str) -> list[Coordinate]:
+    return {
+        "spark": spark_coordinates,
+        "kafka": kafka_coordinates,
+        "s3a": s3a_coordinates,
+        "s3proxy": s3proxy_coordinates,
+    }[conf]()
+
+
+def _wanted(group: str = "core") -> dict[str, list[Coordinate]]:
+    return {conf: _coordinates(conf) for conf in GROUPS[group]}
 
 
 def _describe(sets: dict[str, list[Coordinate]]) -> str:
     return "\n".join(f"{conf} {c}" for conf, coords in sets.items() for c in coords) + "\n"
 
 
-def is_resolved(target: Path | None = None) -> bool:
+def is_resolved(target: Path | None = None, group: str = "core") -> bool:
     target = target or jars_dir()
-    marker = _marker(target)
-    return marker.exists() and marker.read_text() == _describe(_wanted())
+    marker = _marker(target, group)
+    return marker.exists() and marker.read_text() == _describe(_wanted(group))
 
 
-def resolve(target: Path | None = None, *, force: bool = False) -> Path:
-    """Fetch both jar sets into ``target`` unless they are already there for these versions."""
+def resolve(target: Path | None = None, *, force: bool = False, group: str = "core") -> Path:
+    """Fetch a group's jar sets into ``target`` unless they are already there for these versions."""
     target = target or jars_dir()
-    sets = _wanted()
-    if is_resolved(target) and not force:
-        log.info("jars already resolved in %s", target)
+    sets = _wanted(group)
+    if is_resolved(target, group) and not force:
+        log.info("%s jars already resolved in %s", group, target)
         return target
     ivy_jar = next(pyspark_jars_dir().glob("ivy-*.jar"), None)
     if ivy_jar is None:
@@ -168,16 +208,21 @@ def resolve(target: Path | None = None, *, force: bool = False) -> Path:
                 f"Ivy could not resolve the jars (exit {done.returncode}):\n{done.stdout[-4000:]}"
                 f"\n{done.stderr[-2000:]}"
             )
-    dropped = drop_jars_spark_ships(target / "spark", pyspark_jars_dir())
+    dropped = [
+        name
+        for conf in sets
+        if conf in _SPARK_SETS
+        for name in drop_jars_spark_ships(target / conf, pyspark_jars_dir())
+    ]
     log.info("left out %d jars pyspark already ships", len(dropped))
-    _marker(target).write_text(_describe(sets))
+    _marker(target, group).write_text(_describe(sets))
     return target
 
 
 def jar_files(conf: str, target: Path | None = None) -> list[Path]:
     """The resolved jars of one set; a clear error when set-up never ran."""
     target = target or jars_dir()
-    if not is_resolved(target):
+    if not is_resolved(target, _group_of(conf)):
         raise JarsMissingError(
             f"the JVM jars are not resolved in {target}: run `make setup` "
             "(or `python -m kafkalake.core.jars`) once, with access to Maven Central"
@@ -190,9 +235,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--force", action="store_true", help="resolve again even if present")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    target = resolve(force=args.force)
-    for conf in ("spark", "kafka"):
-        print(f"{conf}: {len(jar_files(conf, target))} jars in {target / conf}")
+    for group, sets in GROUPS.items():
+        target = resolve(force=args.force, group=group)
+        for conf in sets:
+            print(f"{conf}: {len(jar_files(conf, target))} jars in {target / conf}")
     return 0
 
 
