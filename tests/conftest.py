@@ -67,7 +67,6 @@ topics:
     freshness_sla: 6h
     path: s3a://kafkalake-it/raw/it_objectstore
     storage_conn_id: it_objectstore
-    max_offsets_per_trigger: 200
     parsed: {latest_by_key: true}
     maintenance: {optimize_every: 1s}
 """

@@ -99,3 +99,12 @@ def test_every_job_hides_the_kafka_sources_secrets_where_spark_prints_settings(t
     for key in ("kafka.sasl.jaas.config", "kafka.ssl.keystore.key", "kafka.ssl.key.password"):
         assert options.search(key) and settings.search(key), key
     assert not options.search("kafka.bootstrap.servers")
+
+
+def test_a_topic_on_an_object_store_gets_a_checkpoint_manager_that_needs_no_folders(tmp_path):
+    on_s3 = TopicConfig(name="t", freshness_sla=timedelta(hours=1), path="s3a://bucket/raw/t")
+    local = TopicConfig(name="t", freshness_sla=timedelta(hours=1), path=str(tmp_path / "t"))
+    key = "spark.sql.streaming.checkpointFileManagerClass"
+
+    assert topic_conf(on_s3, tmp_path)[key].endswith(".FileSystemBasedCheckpointFileManager")
+    assert key not in topic_conf(local, tmp_path)
