@@ -6,6 +6,10 @@ in :mod:`kafkalake.kafka.client_config` and :mod:`kafkalake.lake.storage`.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict
+
 from airflow.sdk import BaseHook
 from airflow.sdk.log import mask_secret
 
@@ -51,6 +55,22 @@ def use_storage(topic_name: str, location: str, conn_id: str | None) -> storage.
 
 def use_topic_storage(topic: TopicConfig) -> storage.StorageSettings:
     return use_storage(topic.name, topic.path, topic.storage_conn_id)
+
+
+@contextmanager
+def storage_settings_file(topic: TopicConfig) -> Iterator[dict[str, str]]:
+    """The environment a job of ``topic`` needs for its object-store settings, for a ``with`` block.
+
+    The settings go in a private file the job deletes on read (secrets never on a command line);
+    nothing for local tables or settings left to the environment.
+    """
+    settings = use_topic_storage(topic) if topic.on_object_store else storage.StorageSettings()
+    fields = {k: v for k, v in asdict(settings).items() if v}
+    if not fields:
+        yield {}
+        return
+    with client_config.config_file(fields, name="storage.json") as path:
+        yield {storage.ENV_STORAGE_CONFIG_FILE: str(path)}
 
 
 def mask_secrets(config: dict[str, str]) -> None:

@@ -12,7 +12,7 @@ import tempfile
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import asdict, replace
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -22,7 +22,13 @@ from airflow.sdk import BaseHook
 from airflow.sdk.exceptions import AirflowException, AirflowNotFoundException, AirflowSkipException
 
 from kafkalake.airflow import metrics as airflow_metrics
-from kafkalake.airflow.connections import kafka_config_for, mask_secrets, use_storage, use_topic_storage
+from kafkalake.airflow.connections import (
+    kafka_config_for,
+    mask_secrets,
+    storage_settings_file,
+    use_storage,
+    use_topic_storage,
+)
 from kafkalake.airflow.pools import SPARK_POOL
 from kafkalake.config.jobs import job_environment
 from kafkalake.config.spark_conf import topic_conf
@@ -36,7 +42,7 @@ from kafkalake.core.paths import jobs_dir
 from kafkalake.core.run_mode import Mode, RunMode, run_mode
 from kafkalake.kafka import client_config as kafka_client
 from kafkalake.kafka import offsets, windows
-from kafkalake.lake import care_due, parsed_backlog, registry, storage, table_position
+from kafkalake.lake import care_due, parsed_backlog, registry, table_position
 from kafkalake.lake.checkpoint import read_checkpoint
 
 log = logging.getLogger(__name__)
@@ -189,18 +195,12 @@ class KafkalakeSparkSubmitOperator(SparkSubmitOperator):  # type: ignore[misc]  
 
     @contextmanager
     def _storage_file(self) -> Iterator[dict[str, str]]:
-        """The job's object-store settings in a private file it deletes on read (secrets never on a
-        command line); nothing for local tables or settings from the environment."""
-        if self.topic is None or not self.topic.on_object_store:
+        """The job's object-store settings (:func:`~kafkalake.airflow.connections.storage_settings_file`)."""
+        if self.topic is None:
             yield {}
             return
-        settings = use_topic_storage(self.topic)
-        fields = {k: v for k, v in asdict(settings).items() if v}
-        if not fields:
-            yield {}
-            return
-        with kafka_client.config_file(fields, name="storage.json") as path:
-            yield {storage.ENV_STORAGE_CONFIG_FILE: str(path)}
+        with storage_settings_file(self.topic) as env:
+            yield env
 
 
 class TopicSparkSubmitOperator(KafkalakeSparkSubmitOperator):
