@@ -54,7 +54,8 @@ def events(start: int, count: int) -> list[Record]:
 
 @pytest.fixture(scope="module")
 def since() -> datetime:
-    """A time before the module's first record: a re-ingest from it covers the whole topic."""
+    """A time before the module's first record (the first test asks for it before producing): a
+    re-ingest from it covers the whole topic."""
     return datetime.now(UTC) - timedelta(seconds=5)
 
 
@@ -138,7 +139,7 @@ def delete_rows(location: str, predicate: str) -> int:
 
 
 def test_first_run_lands_every_table_once_on_the_store_with_care_and_registration(
-    env, s3_server, kafka, topic, lake
+    env, s3_server, kafka, topic, lake, since
 ):
     producer.produce(kafka.bootstrap_servers, TOPIC, events(0, 300))
 
