@@ -63,6 +63,7 @@ from kafkalake.lake import parsed_backlog
 from kafkalake.lake.checkpoint_lock import checkpoint_lock
 from kafkalake.lake.table_guard import check_safe_to_start, plan_start
 from kafkalake.lake.table_position import ENV_TOPIC_ID
+from kafkalake.spark import object_store
 from kafkalake.spark import reingest as landing_gaps
 from kafkalake.spark.batch_writer import BatchWriter
 from kafkalake.spark.catch_up import catch_up_if_behind
@@ -108,6 +109,7 @@ def ingest(topic: TopicConfig, client_config: dict[str, str], started: float) ->
 
     spark = SparkSession.builder.appName(f"kafkalake-ingest-{topic.name}").getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
+    object_store.configure(spark)
     log.info("ingesting topic %s into %s (checkpoint %s)", topic.name, topic.path, topic.checkpoint_path)
     writer = BatchWriter(spark, topic)
     streaming = None
@@ -202,6 +204,7 @@ def reingest(topic: TopicConfig, client_config: dict[str, str], reingest_from: s
         return report(failure_of(err))
     spark = SparkSession.builder.appName(f"kafkalake-reingest-{topic.name}").getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
+    object_store.configure(spark)
     try:
         outcome = landing_gaps.reingest(spark, topic, client_config, since)
     except KafkalakeError as err:

@@ -16,6 +16,7 @@ import sys
 from kafkalake.config.catalog import load_catalog
 from kafkalake.core.errors import BadConfigError, CatalogError, Failure, Kind, failure
 from kafkalake.core.paths import catalog_path, lake_root
+from kafkalake.spark import object_store
 from kafkalake.spark.job_args import report
 from kafkalake.spark.table_care import maintain
 
@@ -37,6 +38,7 @@ def main(argv: list[str] | None = None) -> int:
 
     spark = SparkSession.builder.appName(f"kafkalake-maintain-{topic.name}").getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
+    object_store.configure(spark)
     try:
         for table_report in maintain(spark, topic, force=args.force):
             # Also on stdout: the Airflow task log shows spark-submit's output line by line.

@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 import sys
 
+from kafkalake.spark import object_store
 from kafkalake.spark.job_args import topic_from_args
 from kafkalake.spark.schema_refresh import refresh
 
@@ -24,6 +25,7 @@ def main(argv: list[str] | None = None) -> int:
 
     spark = SparkSession.builder.appName(f"kafkalake-schema-{topic.name}").getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
+    object_store.configure(spark)
     log.info(refresh(spark, topic).summary(topic.name))
     spark.stop()
     return 0

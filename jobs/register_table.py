@@ -12,6 +12,7 @@ import sys
 from kafkalake.config.spark_conf import metastore_dir, metastore_uri
 from kafkalake.core.paths import lake_root
 from kafkalake.lake.registry import registry_dir
+from kafkalake.spark import object_store
 from kafkalake.spark.job_args import topic_from_args
 from kafkalake.spark.registration import metastore_lock, register
 
@@ -29,6 +30,7 @@ def main(argv: list[str] | None = None) -> int:
             SparkSession.builder.appName(f"kafkalake-register-{topic.name}").enableHiveSupport().getOrCreate()
         )
         spark.sparkContext.setLogLevel("WARN")
+        object_store.configure(spark)
         for line in register(spark, topic, registry_dir(lake_root())):
             log.info(line)
         spark.stop()

@@ -23,6 +23,7 @@ import sys
 from kafkalake.config.catalog import load_catalog
 from kafkalake.core.errors import CatalogError, KafkalakeError, Kind, failure
 from kafkalake.core.paths import catalog_path, lake_root
+from kafkalake.spark import object_store
 from kafkalake.spark.job_args import LOG_FORMAT, failure_of_error, report
 from kafkalake.spark.replay import replay, selection_from
 
@@ -56,6 +57,7 @@ def main(argv: list[str] | None = None) -> int:
 
     spark = SparkSession.builder.appName(f"kafkalake-replay-{topic.name}").getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
+    object_store.configure(spark)
     try:
         result = replay(spark, topic, selection)
     except KafkalakeError as err:

@@ -17,6 +17,7 @@ from kafkalake.config.catalog import load_catalog
 from kafkalake.config.spark_conf import metastore_dir, metastore_uri
 from kafkalake.config.topic import TopicConfig
 from kafkalake.core.paths import catalog_path, lake_root
+from kafkalake.spark import object_store
 from kafkalake.spark.registration import metastore_lock
 
 if TYPE_CHECKING:
@@ -37,6 +38,7 @@ def main(argv: list[str] | None = None) -> int:
     with metastore_lock(metastore_dir(lake_root())) if metastore_uri() is None else contextlib.nullcontext():
         spark = SparkSession.builder.appName(f"kafkalake-show-{topic.name}").enableHiveSupport().getOrCreate()
         spark.sparkContext.setLogLevel("ERROR")
+        object_store.configure(spark)
         table = spark.table(topic.qualified_table)
         print(f"table={topic.qualified_table}")
         print(f"rows={table.count()}")

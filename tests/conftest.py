@@ -21,6 +21,10 @@ os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
 
 from kafkalake.dev import local_airflow
 from kafkalake.dev.broker import LocalKafka
+from kafkalake.dev.s3_server import LocalS3
+
+#: The bucket of the object-store tests (tests/integration/test_object_store.py).
+S3_BUCKET = "kafkalake-it"
 
 #: Topics the integration tests use; each test owns its topic, so tests never see each other's data.
 INTEGRATION_CATALOG = """\
@@ -69,6 +73,12 @@ topics:
     maintenance:
       optimize_every: 1s
       properties: {delta.logRetentionDuration: "interval 30 days"}
+  - name: it-objectstore
+    freshness_sla: 6h
+    path: s3a://kafkalake-it/raw/it_objectstore
+    storage_conn_id: it_objectstore
+    parsed: {latest_by_key: true}
+    maintenance: {optimize_every: 1s}
 """
 
 
@@ -77,6 +87,14 @@ def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalKafka]:
     broker = LocalKafka(tmp_path_factory.mktemp("kafka")).start()
     yield broker
     broker.stop()
+
+
+@pytest.fixture(scope="session")
+def s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalS3]:
+    """A real S3 API server (s3proxy) on loopback, started only for the tests that use it."""
+    server = LocalS3(tmp_path_factory.mktemp("s3"), bucket=S3_BUCKET).start()
+    yield server
+    server.stop()
 
 
 @pytest.fixture(scope="session")

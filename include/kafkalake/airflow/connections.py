@@ -1,15 +1,22 @@
-"""Kafka client settings from an Airflow connection: the one lookup the tasks and the CLIs share.
+"""Kafka client and object-store settings from Airflow connections: the lookups tasks and CLIs share.
 
-The connection is read at run time only (never at DAG parse time); what its fields mean is decided
-in :mod:`kafkalake.kafka.client_config`.
+Connections are read at run time only (never at DAG parse time); what their fields mean is decided
+in :mod:`kafkalake.kafka.client_config` and :mod:`kafkalake.lake.storage`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict
+
 from airflow.sdk import BaseHook
 from airflow.sdk.log import mask_secret
 
+from kafkalake.config.topic import TopicConfig
+from kafkalake.core.errors import BadConfigError
 from kafkalake.kafka import client_config
+from kafkalake.lake import storage
 
 
 def kafka_config_for(conn_id: str) -> dict[str, str]:
@@ -25,6 +32,45 @@ def kafka_config_for(conn_id: str) -> dict[str, str]:
     )
     mask_secrets(config)
     return config
+
+
+def use_storage(topic_name: str, location: str, conn_id: str | None) -> storage.StorageSettings:
+    """The object-store settings of a topic whose tables are at ``location``, now in use here.
+
+    Local tables need none; without ``conn_id`` they come from the worker's environment. The
+    secret key and session token are registered with the secrets masker.
+    """
+    settings = storage.StorageSettings()
+    if storage.is_object_store(location) and conn_id:
+        conn = BaseHook.get_connection(conn_id)
+        try:
+            settings = storage.from_connection(conn_id, conn.login, conn.password, conn.extra_dejson)
+        except ValueError as err:
+            raise BadConfigError(f"topic {topic_name!r}: {err}") from None
+        for secret in settings.secrets():
+            mask_secret(secret)
+    storage.use(settings)
+    return settings
+
+
+def use_topic_storage(topic: TopicConfig) -> storage.StorageSettings:
+    return use_storage(topic.name, topic.path, topic.storage_conn_id)
+
+
+@contextmanager
+def storage_settings_file(topic: TopicConfig) -> Iterator[dict[str, str]]:
+    """The environment a job of ``topic`` needs for its object-store settings, for a ``with`` block.
+
+    The settings go in a private file the job deletes on read (secrets never on a command line);
+    nothing for local tables or settings left to the environment.
+    """
+    settings = use_topic_storage(topic) if topic.on_object_store else storage.StorageSettings()
+    fields = {k: v for k, v in asdict(settings).items() if v}
+    if not fields:
+        yield {}
+        return
+    with client_config.config_file(fields, name="storage.json") as path:
+        yield {storage.ENV_STORAGE_CONFIG_FILE: str(path)}
 
 
 def mask_secrets(config: dict[str, str]) -> None:

@@ -193,6 +193,7 @@ def dag_for(topic: TopicConfig, catalog: Catalog, lake: Any) -> DAG:
                 "kafka_conn_id": topic.kafka_conn_id,
                 "fail_on_data_loss": topic.fail_on_data_loss,
                 "table_path": topic.path,
+                "storage_conn_id": topic.storage_conn_id,
             },
             execution_timeout=timedelta(minutes=5),
             # Skip only `ingest` (and what needs it): table maintenance still gets its due check.

@@ -11,13 +11,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
 from kafkalake.config.topic import TopicConfig
 from kafkalake.core.errors import KafkalakeError
 from kafkalake.core.metrics import XCOM_KEY, PartitionLag, RunMetrics, metric_points, partition_lag
 from kafkalake.kafka import offsets
+from kafkalake.lake import storage
 from kafkalake.lake.checkpoint import CheckpointState, read_checkpoint
 
 log = logging.getLogger(__name__)
@@ -39,7 +39,7 @@ def lag_now(client_config: Mapping[str, str], topic: TopicConfig) -> PartitionLa
     except (KafkaException, KafkalakeError) as err:
         log.warning("topic %s: lag unknown, Kafka's offsets could not be read: %s", topic.name, err)
         return None
-    return lag_of(marks, read_checkpoint(Path(topic.checkpoint_path), topic.name), topic)
+    return lag_of(marks, read_checkpoint(topic.checkpoint_path, topic.name), topic)
 
 
 def lag_of(
@@ -61,11 +61,10 @@ def table_newest_timestamp_ms(path: str) -> int | None:
     The add actions are read as delta-rs returns them: converting them to a pyarrow table first
     cost ~2 s of an idle run's ~3 s pre-flight task, for a 24-file table.
     """
-    from deltalake import DeltaTable
-
-    if not DeltaTable.is_deltatable(path):
+    table = storage.open_delta(path)
+    if table is None:
         return None
-    actions = DeltaTable(path).get_add_actions(flatten=True)
+    actions = table.get_add_actions(flatten=True)
     column = f"max.{TIMESTAMP_COLUMN}"
     if column not in actions.schema.names:
         return None

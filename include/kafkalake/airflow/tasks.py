@@ -22,7 +22,13 @@ from airflow.sdk import BaseHook
 from airflow.sdk.exceptions import AirflowException, AirflowNotFoundException, AirflowSkipException
 
 from kafkalake.airflow import metrics as airflow_metrics
-from kafkalake.airflow.connections import kafka_config_for, mask_secrets
+from kafkalake.airflow.connections import (
+    kafka_config_for,
+    mask_secrets,
+    storage_settings_file,
+    use_storage,
+    use_topic_storage,
+)
 from kafkalake.airflow.pools import SPARK_POOL
 from kafkalake.config.jobs import job_environment
 from kafkalake.config.spark_conf import topic_conf
@@ -59,6 +65,7 @@ def check_new_offsets(
     params: Mapping[str, Any] | None = None,
     table_path: str | None = None,
     ti: Any = None,
+    storage_conn_id: str | None = None,
 ) -> bool:
     """ShortCircuit callable: true when the ingest job has work to do.
 
@@ -74,6 +81,7 @@ def check_new_offsets(
         log.info("%s", mode.note)
     if mode.mode is Mode.BACKFILL:
         return False
+    use_storage(topic_name, table_path or checkpoint, storage_conn_id)
     config = kafka_config_for(kafka_conn_id)
     if mode.mode is Mode.REINGEST:
         assert mode.reingest_from is not None
@@ -85,7 +93,7 @@ def check_new_offsets(
     marks = offsets.watermarks(config, topic_name)
     if table_path:
         check_topic_identity(config, topic_name, table_path)
-    state = read_checkpoint(Path(checkpoint), topic_name)
+    state = read_checkpoint(checkpoint, topic_name)
     decision = offsets.decide(
         state,
         {p: high for p, (_low, high) in marks.items()},
@@ -150,6 +158,8 @@ class KafkalakeSparkSubmitOperator(SparkSubmitOperator):  # type: ignore[misc]  
         self.topic_name = ""
         self.catalog_file = str(catalog_file)
         self.lake_root = str(lake_root)
+        #: The topic whose tables the job works on, when known (for its object-store settings).
+        self.topic: TopicConfig | None = None
 
     def _use_local_spark_if_undefined(self) -> None:
         try:
@@ -170,17 +180,29 @@ class KafkalakeSparkSubmitOperator(SparkSubmitOperator):  # type: ignore[misc]  
 
     def execute(self, context: Any) -> None:
         self._use_local_spark_if_undefined()
-        self.jars = ",".join(str(p) for p in jar_files("spark"))
+        on_store = self.topic is not None and self.topic.on_object_store
+        self.jars = ",".join(str(p) for p in [*jar_files("spark"), *(jar_files("s3a") if on_store else [])])
         job_env = job_environment(Path(self.catalog_file), Path(self.lake_root), os.environ.get("PATH", ""))
         self.env_vars = {**job_env, **(self.env_vars or {})}
         try:
-            super().execute(context)
+            with self._storage_file() as storage_env:
+                self.env_vars = {**self.env_vars, **storage_env}
+                super().execute(context)
         except AirflowException as err:
             # The provider's error holds the exit code and the job's last lines: turn it into a
             # typed error the DAG's retry policy acts on, with the on-call message first.
             failed = job_failures.classify_job_failure(Path(self.application).name, self.topic_name, str(err))
             self.log.error("%s", failed.message)
             raise failed.error() from err
+
+    @contextmanager
+    def _storage_file(self) -> Iterator[dict[str, str]]:
+        """The job's object-store settings (:func:`~kafkalake.airflow.connections.storage_settings_file`)."""
+        if self.topic is None:
+            yield {}
+            return
+        with storage_settings_file(self.topic) as env:
+            yield env
 
 
 class TopicSparkSubmitOperator(KafkalakeSparkSubmitOperator):
@@ -196,6 +218,7 @@ class TopicSparkSubmitOperator(KafkalakeSparkSubmitOperator):
             **kwargs,
         )
         self.topic_name = topic.name
+        self.topic = topic
 
 
 class IngestOperator(TopicSparkSubmitOperator):
@@ -204,7 +227,7 @@ class IngestOperator(TopicSparkSubmitOperator):
     def __init__(self, *, kafka_conn_id: str, topic: TopicConfig, **kwargs: Any) -> None:
         super().__init__(job="ingest_topic.py", topic=topic, **kwargs)
         self.kafka_conn_id = kafka_conn_id
-        self.topic = topic
+        self.topic: TopicConfig = topic
 
     def execute(self, context: Any) -> None:
         mode = current_mode(context.get("dag_run"), context.get("params"))
@@ -219,6 +242,7 @@ class IngestOperator(TopicSparkSubmitOperator):
                 "--reingest-from",
                 mode.reingest_from.isoformat(),
             ]
+        use_topic_storage(self.topic)
         client_config = kafka_config_for(self.kafka_conn_id)
         java_config = kafka_client.java_client_config(client_config)
         mask_secrets(java_config)
@@ -310,10 +334,11 @@ class RegisterOperator(TopicSparkSubmitOperator):
 
     def __init__(self, *, topic: TopicConfig, **kwargs: Any) -> None:
         super().__init__(topic=topic, job="register_table.py", **kwargs)
-        self.topic = topic
+        self.topic: TopicConfig = topic
 
     def execute(self, context: Any) -> None:
         if first_try(context):
+            use_topic_storage(self.topic)
             missing = registry.unregistered(
                 registry.registry_dir(Path(self.lake_root)), list(topic_tables(self.topic))
             )
@@ -322,7 +347,7 @@ class RegisterOperator(TopicSparkSubmitOperator):
                     "every table of topic %s is registered already (no JVM started)", self.topic.name
                 )
                 return
-            self.log.info("to register: %s", "the tables on an object store" if missing is None else missing)
+            self.log.info("to register: %s", missing)
         super().execute(context)
 
 
@@ -335,9 +360,10 @@ class MaintenanceOperator(TopicSparkSubmitOperator):
 
     def __init__(self, *, topic: TopicConfig, **kwargs: Any) -> None:
         super().__init__(topic=topic, job="maintain_table.py", **kwargs)
-        self.topic = topic
+        self.topic: TopicConfig = topic
 
     def execute(self, context: Any) -> None:
+        use_topic_storage(self.topic)
         run, lines = care_due.due_now(self.topic)
         for line in lines:
             self.log.info("%s", line)
@@ -363,6 +389,7 @@ class ReplayOperator(KafkalakeSparkSubmitOperator):
         lake = Path(self.lake_root)
         topic = load_catalog(Path(self.catalog_file), lake).topic(str(params["topic"]))
         self.topic_name = topic.name
+        self.topic = topic
         self.application_args = replay_args(topic.name, params)
         self.conf = topic_conf(topic, lake)
         self.name = f"kafkalake-replay_topic-{topic.name}"

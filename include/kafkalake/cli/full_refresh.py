@@ -111,7 +111,11 @@ def delete_tables(topic: TopicConfig, lake: Path) -> list[str]:
     for location in locations:
         path = local_path(location)
         if path is None:
-            raise SystemExit(f"{location}: only local tables can be refreshed by this command")
+            raise SystemExit(
+                f"full refresh REFUSED: topic {topic.name!r}: {location} is on an object store; this "
+                "command deletes local tables only: pause the DAG and delete the topic's prefixes with "
+                "the store's own tools (README, Tables on object storage); nothing was deleted"
+            )
         if (reason := unsafe_to_delete(path, lake)) is not None:
             raise SystemExit(f"full refresh REFUSED: {reason}; nothing was deleted")
         paths.append(path)

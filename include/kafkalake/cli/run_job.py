@@ -12,7 +12,9 @@ import subprocess
 import sys
 from collections.abc import Iterator, Sequence
 
+from kafkalake.config.catalog import load_catalog
 from kafkalake.config.jobs import JOBS, command, environment
+from kafkalake.config.topic import TopicConfig
 from kafkalake.core.paths import catalog_path, lake_root
 from kafkalake.kafka.client_config import ENV_CLIENT_CONFIG_FILE, config_file
 
@@ -27,6 +29,18 @@ def kafka_settings(bootstrap_servers: str | None, env: dict[str, str]) -> Iterat
         yield {**env, ENV_CLIENT_CONFIG_FILE: str(path)}
 
 
+@contextlib.contextmanager
+def object_store_settings(topic: TopicConfig) -> Iterator[dict[str, str]]:
+    """The topic's storage connection for the job, when its tables are on an object store and it names one."""
+    if not (topic.on_object_store and topic.storage_conn_id):
+        yield {}
+        return
+    from kafkalake.airflow.connections import storage_settings_file
+
+    with storage_settings_file(topic) as env:
+        yield env
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Run one of the project's Spark jobs for one topic.")
     parser.add_argument("job", choices=JOBS)
@@ -36,8 +50,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     args, rest = parser.parse_known_args(argv)
     catalog, lake = catalog_path(), lake_root()
     cmd = command(args.job, args.topic, catalog=catalog, lake=lake, master=args.master, extra_args=rest)
-    with kafka_settings(args.bootstrap_servers, environment(catalog, lake)) as env:
-        return subprocess.run(cmd, env=env, check=False).returncode
+    topic = load_catalog(catalog, lake).topic(args.topic)
+    with (
+        kafka_settings(args.bootstrap_servers, environment(catalog, lake)) as env,
+        object_store_settings(topic) as store_env,
+    ):
+        return subprocess.run(cmd, env={**env, **store_env}, check=False).returncode
 
 
 if __name__ == "__main__":

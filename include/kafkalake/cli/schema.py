@@ -27,6 +27,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--version", type=int, help="with show: this version (default: the current one)")
     args = parser.parse_args(argv)
     topic = load_catalog(catalog_path(), lake_root()).topic(args.topic)
+    if topic.on_object_store and topic.storage_conn_id:
+        from kafkalake.airflow.connections import use_topic_storage
+
+        use_topic_storage(topic)
     history = SchemaHistory(topic.schema_dir)
 
     if args.action == "list":

@@ -17,6 +17,7 @@ from typing import Any
 
 import yaml
 
+from kafkalake.config.locations import unsupported
 from kafkalake.config.maintenance import parse_maintenance
 from kafkalake.config.parsed import SQL_IDENTIFIER, merge_parsed, parse_parsed
 from kafkalake.config.schedule import run_interval
@@ -55,6 +56,7 @@ _TOPIC_FIELDS = {
     "parsed",
     "priority",
     "sla_webhook_conn_id",
+    "storage_conn_id",
     "maintenance",
     "spark_task_timeout",
 }
@@ -332,6 +334,8 @@ def _topic(file: Path, index: int, entry: Mapping[str, Any], lake_root: Path) ->
         parsed_location = beside(location, parsed.database, parsed.table)
     else:
         raise fail("path", "must be a non-empty string: a directory or a URI such as s3a://bucket/x")
+    if problem := unsupported(location):
+        raise fail("path", problem)
 
     for text_field in ("kafka_conn_id", "owner"):
         value = entry.get(text_field, getattr(TopicConfig, text_field))
@@ -383,6 +387,9 @@ def _topic(file: Path, index: int, entry: Mapping[str, Any], lake_root: Path) ->
     webhook = entry.get("sla_webhook_conn_id")
     if webhook is not None and (not isinstance(webhook, str) or not webhook):
         raise fail("sla_webhook_conn_id", "must be the id of an HTTP connection, or left out")
+    storage_conn = entry.get("storage_conn_id")
+    if storage_conn is not None and (not isinstance(storage_conn, str) or not storage_conn):
+        raise fail("storage_conn_id", "must be the id of an Airflow connection of type aws, or left out")
 
     return TopicConfig(
         name=name,
@@ -401,6 +408,7 @@ def _topic(file: Path, index: int, entry: Mapping[str, Any], lake_root: Path) ->
         parsed_location=parsed_location,
         priority=priority,
         sla_webhook_conn_id=webhook,
+        storage_conn_id=storage_conn,
         maintenance=parse_maintenance(file, name, entry.get("maintenance"), parsed),
         spark_task_timeout=task_timeout,
     )

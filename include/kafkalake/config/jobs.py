@@ -32,7 +32,8 @@ def command(
     cmd = [str(Path(sys.executable).parent / "spark-submit"), "--master", master]
     for key, value in topic_conf(topic, lake).items():
         cmd += ["--conf", f"{key}={value}"]
-    cmd += ["--jars", ",".join(str(p) for p in jar_files("spark"))]
+    jars = [*jar_files("spark"), *(jar_files("s3a") if topic.on_object_store else [])]
+    cmd += ["--jars", ",".join(str(p) for p in jars)]
     return [*cmd, str(jobs_dir() / f"{job}.py"), "--topic", topic_name, *extra_args]
 
 

@@ -134,6 +134,20 @@ def base_conf(lake_root: Path, metastore: str | None = None) -> dict[str, str]:
     return conf
 
 
+#: What a topic whose tables are on an object store needs on top of the base settings.
+OBJECT_STORE_CONF = {
+    # The streaming checkpoint's default manager writes through Hadoop's FileContext, whose create
+    # wants the parent "directory" to exist: on S3 a folder exists only while something is in it
+    # (or a marker object that not every S3-compatible server keeps), so the Kafka source's first
+    # offsets file fails with FileNotFoundException. The FileSystem-based manager creates the file
+    # wherever it is asked to (temp file, then a rename that refuses an existing batch file).
+    "spark.sql.streaming.checkpointFileManagerClass": (
+        "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager"
+    ),
+}
+
+
 def topic_conf(topic: TopicConfig, lake_root: Path) -> dict[str, str]:
-    """Base settings, then the topic's own ``spark_conf`` from the catalog on top."""
-    return {**base_conf(lake_root), **dict(topic.spark_conf)}
+    """Base settings (and the object store's, for such a topic), then the topic's own ``spark_conf``."""
+    store = OBJECT_STORE_CONF if topic.on_object_store else {}
+    return {**base_conf(lake_root), **store, **dict(topic.spark_conf)}

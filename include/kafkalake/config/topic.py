@@ -10,6 +10,7 @@ import re
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
 
+from kafkalake.config.locations import is_object_store
 from kafkalake.config.maintenance import MaintenanceConfig
 from kafkalake.config.parsed import ParsedConfig
 from kafkalake.config.schedule import run_interval
@@ -53,6 +54,9 @@ class TopicConfig:
     priority: int = 1
     #: HTTP connection the SLA-miss alert is POSTed to (kafkalake.airflow.sla_alerts); None: log only.
     sla_webhook_conn_id: str | None = None
+    #: Airflow connection (type ``aws``) with the object store's endpoint and credentials, for
+    #: tables on ``s3a://``; None: from the workers' environment (kafkalake.lake.storage).
+    storage_conn_id: str | None = None
     maintenance: MaintenanceConfig = field(default_factory=MaintenanceConfig)
     #: Every Spark task of the topic's DAG (ingest, schema refresh, registration, table care) is
     #: killed after this long (Airflow's execution_timeout) and retried: a hung job never holds the
@@ -62,6 +66,11 @@ class TopicConfig:
     @property
     def dag_id(self) -> str:
         return dag_id_for(self.name)
+
+    @property
+    def on_object_store(self) -> bool:
+        """Whether its tables are on an object store (their checkpoint and small files too)."""
+        return is_object_store(self.path)
 
     @property
     def qualified_table(self) -> str:

@@ -1,10 +1,12 @@
 """Resolve the project's JVM jars from Maven Central once, into a git-ignored folder.
 
 Two sets: ``spark`` (Delta and the Kafka connector, handed to spark-submit with ``--jars``) and
-``kafka`` (Apache Kafka's broker, for the local KRaft broker). One more, ``metastore``: the Hive
-metastore service (:mod:`kafkalake.dev.metastore`). Each group of sets has its own marker, so adding
-a group never invalidates another. After resolution nothing is
-fetched at run time: Spark jobs get plain file paths, never ``--packages``.
+``kafka`` (Apache Kafka's broker, for the local KRaft broker). Two more for tables on object
+storage: ``s3a`` (Hadoop's S3A filesystem with the AWS SDK bundle it needs, added to ``--jars`` only
+for topics whose tables are on ``s3a://``) and ``s3proxy`` (the S3 API server the tests run); two for
+the Hive metastore service (:mod:`kafkalake.dev.metastore`): ``metastore`` and ``hive-client``. Each
+group of sets has its own marker, so adding a group never invalidates another. After resolution
+nothing is fetched at run time: Spark jobs get plain file paths, never ``--packages``.
 
 pyspark ships an Ivy jar; we drive it directly so a fresh machine needs only Java and the venv.
 """
@@ -34,6 +36,8 @@ SCALA_BINARY = "2.13"
 KAFKA_VERSION = "4.2.0"
 # Spark's own log4j version, so the broker logs the same way the Spark jobs do.
 LOG4J_VERSION = "2.25.4"
+# An S3 API server on the local filesystem, for the object-store tests (kafkalake.dev.s3_server).
+S3PROXY_VERSION = "2.6.0"
 
 # Greedy name: the version is the *last* '-<digits>.<digits>...' part (log4j-1.2-api-2.25.4.jar).
 _JAR_NAME = re.compile(r"^(?P<name>.+)-(?P<version>\d+(?:\.\d+)+(?:[-.][A-Za-z0-9_]+)*)\.jar$")
@@ -85,6 +89,22 @@ def kafka_coordinates() -> list[Coordinate]:
         Coordinate("org.apache.logging.log4j", "log4j-slf4j2-impl", LOG4J_VERSION),
         Coordinate("org.apache.logging.log4j", "log4j-core", LOG4J_VERSION),
     ]
+
+
+def hadoop_version() -> str:
+    """The Hadoop version pyspark ships (``hadoop-client-api-<version>.jar``): hadoop-aws must match it."""
+    for jar in sorted(pyspark_jars_dir().glob("hadoop-client-api-*.jar")):
+        return jar.name.removeprefix("hadoop-client-api-").removesuffix(".jar")
+    raise JarsMissingError(f"no hadoop-client-api jar in {pyspark_jars_dir()}: is pyspark installed?")
+
+
+def s3a_coordinates() -> list[Coordinate]:
+    # hadoop-aws's pom names the AWS SDK v2 bundle it was built with; Hadoop itself is pyspark's.
+    return [Coordinate("org.apache.hadoop", "hadoop-aws", hadoop_version())]
+
+
+def s3proxy_coordinates() -> list[Coordinate]:
+    return [Coordinate("org.gaul", "s3proxy", S3PROXY_VERSION)]
 
 
 def _dependency_xml(conf: str, c: Coordinate) -> str:
@@ -200,7 +220,13 @@ def drop_jars_spark_ships(spark_dir: Path, shipped: Path) -> list[str]:
 
 
 #: Groups of sets resolved together, each with its own marker file.
-GROUPS = {"core": ("spark", "kafka"), "metastore": ("metastore", "hive-client")}
+GROUPS = {
+    "core": ("spark", "kafka"),
+    "objectstore": ("s3a", "s3proxy"),
+    "metastore": ("metastore", "hive-client"),
+}
+#: Sets whose jars go on Spark's classpath: what pyspark ships already is left out of them.
+_SPARK_SETS = ("spark", "s3a")
 
 
 def _group_of(conf: str) -> str:
@@ -215,6 +241,8 @@ def _coordinates(conf: str) -> list[Coordinate]:
     return {
         "spark": spark_coordinates,
         "kafka": kafka_coordinates,
+        "s3a": s3a_coordinates,
+        "s3proxy": s3proxy_coordinates,
         "metastore": metastore_coordinates,
         "hive-client": hive_client_coordinates,
     }[conf]()
@@ -277,9 +305,13 @@ def resolve(target: Path | None = None, *, force: bool = False, group: str = "co
                 f"Ivy could not resolve the jars (exit {done.returncode}):\n{done.stdout[-4000:]}"
                 f"\n{done.stderr[-2000:]}"
             )
-    if "spark" in sets:
-        dropped = drop_jars_spark_ships(target / "spark", pyspark_jars_dir())
-        log.info("left out %d jars pyspark already ships", len(dropped))
+    dropped = [
+        name
+        for conf in sets
+        if conf in _SPARK_SETS
+        for name in drop_jars_spark_ships(target / conf, pyspark_jars_dir())
+    ]
+    log.info("left out %d jars pyspark already ships", len(dropped))
     _marker(target, group).write_text(_describe(sets))
     return target
 

@@ -14,7 +14,6 @@ import contextlib
 import logging
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -26,6 +25,7 @@ from pathlib import Path
 
 from kafkalake.core.jars import jar_files
 from kafkalake.core.paths import REPO_ROOT
+from kafkalake.dev import processes
 
 log = logging.getLogger(__name__)
 
@@ -125,12 +125,7 @@ class LocalKafka:
         return "".join(f"{k}={v}\n" for k, v in self._settings().items())
 
     def running_pid(self) -> int | None:
-        try:
-            pid = int(self._pid_file.read_text())
-            os.kill(pid, 0)
-        except (FileNotFoundError, ValueError, ProcessLookupError, PermissionError):
-            return None
-        return pid
+        return processes.running_pid(self._pid_file)
 
     def start(self, timeout: float = 90.0) -> LocalKafka:
         """Format (first time only) and start the broker; return once it serves metadata."""
@@ -243,18 +238,7 @@ class LocalKafka:
         raise BrokerError(f"broker not ready after {timeout:.0f}s; see {self.log_file}")
 
     def stop(self, timeout: float = 30.0) -> None:
-        pid = self.running_pid()
-        if pid is None:
-            return
-        os.kill(pid, signal.SIGTERM)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline and self.running_pid() is not None:
-            time.sleep(0.2)
-            with contextlib.suppress(ChildProcessError):
-                os.waitpid(pid, os.WNOHANG)
-        if self.running_pid() is not None:
-            os.kill(pid, signal.SIGKILL)
-        self._pid_file.unlink(missing_ok=True)
+        processes.stop(self._pid_file, timeout)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -546,7 +546,7 @@ def sweep_stale(tmp: Path | None = None) -> list[Path]:
 
 
 @contextlib.contextmanager
-def config_file(config: Mapping[str, str]) -> Iterator[Path]:
+def config_file(config: Mapping[str, str], name: str = "kafka-client.json") -> Iterator[Path]:
     """Write settings to a private file for a child process; remove it when the block ends.
 
     The child deletes the file once it has read it (:func:`read_config_file`); a folder left by a
@@ -554,7 +554,7 @@ def config_file(config: Mapping[str, str]) -> Iterator[Path]:
     """
     sweep_stale()
     directory = Path(tempfile.mkdtemp(prefix=f"{_DIR_PREFIX}{os.getpid()}-"))  # mkdtemp makes it 0700
-    path = directory / "kafka-client.json"
+    path = directory / name
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "w") as out:

@@ -10,12 +10,10 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from pathlib import Path
 
 from kafkalake.core.run_mode import refused
 from kafkalake.kafka.offsets import open_consumer, watermarks
 from kafkalake.lake.checkpoint import Offsets, read_checkpoint
-from kafkalake.lake.checkpoint_lock import local_path
 
 #: Records per chunk when the topic sets no ``max_offsets_per_trigger``.
 DEFAULT_CHUNK_RECORDS = 100_000
@@ -131,22 +129,11 @@ def offsets_for_time(
     return {tp.partition: (tp.offset if tp.offset >= 0 else None) for tp in found}
 
 
-def local_checkpoint(topic_name: str, checkpoint: str) -> Path:
-    """The checkpoint's local path; a re-ingest needs one (its lock and its offsets are files)."""
-    path = local_path(checkpoint)
-    if path is None:
-        raise refused(
-            f"topic {topic_name!r}: its checkpoint {checkpoint} is not on a local filesystem; a re-ingest "
-            "reads the checkpoint's offsets and holds its run lock, which need local (or file://) tables"
-        )
-    return path
-
-
 def resolve_window(
     topic_name: str, checkpoint: str, client_config: Mapping[str, str], since: datetime
 ) -> Window:
     """Ask Kafka and the checkpoint, then :func:`plan_window`."""
-    state = read_checkpoint(local_checkpoint(topic_name, checkpoint), topic_name)
+    state = read_checkpoint(checkpoint, topic_name)
     marks = watermarks(client_config, topic_name)
     at_time = offsets_for_time(client_config, topic_name, sorted(marks), since)
     return plan_window(topic_name, since, at_time, marks, state.committed if state else None)

@@ -14,6 +14,7 @@ from typing import Any
 from kafkalake.config.maintenance import MaintenanceConfig
 from kafkalake.config.tables import topic_tables
 from kafkalake.config.topic import TopicConfig
+from kafkalake.lake import storage
 
 _OPTIMIZE = "OPTIMIZE"
 _VACUUM_END = "VACUUM END"
@@ -86,11 +87,9 @@ def _utc(millis: Any) -> datetime:
 
 def read_state(path: str) -> TableState | None:
     """The table's maintenance history and properties; None when there is no Delta table."""
-    from deltalake import DeltaTable
-
-    if not DeltaTable.is_deltatable(path):
+    table = storage.open_delta(path)
+    if table is None:
         return None
-    table = DeltaTable(path)
     history = table.history()
     created = min((_utc(c["timestamp"]) for c in history), default=datetime.now(UTC))
 

@@ -1,14 +1,17 @@
 """What a Structured Streaming checkpoint says the table holds, read from its files (no JVM).
 
 The Delta sink and the checkpoint move together, one micro-batch at a time, so the newest committed
-batch's end offsets are what the table holds.
+batch's end offsets are what the table holds. The checkpoint may be local or on an object store
+(:mod:`kafkalake.lake.store_files`).
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from pathlib import Path
+
+from kafkalake.lake import store_files
+from kafkalake.lake.store_files import Location, join
 
 #: {partition: next offset to read}
 Offsets = dict[int, int]
@@ -33,21 +36,26 @@ def _offsets_line(text: str, topic: str) -> Offsets | None:
     return None
 
 
-def batch_ids(folder: Path) -> list[int]:
-    return sorted(int(p.name) for p in folder.glob("[0-9]*") if p.name.isdigit()) if folder.is_dir() else []
+def batch_ids(folder: Location) -> list[int]:
+    return sorted(int(name) for name in store_files.names(folder) if name.isdigit())
 
 
-def read_checkpoint(checkpoint: Path, topic: str) -> CheckpointState | None:
-    """Read a Structured Streaming checkpoint of a single Kafka source, on a local filesystem."""
-    offset_batches = batch_ids(checkpoint / "offsets")
+def _read(location: str, topic: str) -> Offsets | None:
+    text = store_files.read_text(location)
+    return None if text is None else _offsets_line(text, topic)
+
+
+def read_checkpoint(checkpoint: Location, topic: str) -> CheckpointState | None:
+    """Read a Structured Streaming checkpoint of a single Kafka source."""
+    offset_batches = batch_ids(join(checkpoint, "offsets"))
     if offset_batches:
         newest = offset_batches[-1]
-        committed_batches = set(batch_ids(checkpoint / "commits"))
+        committed_batches = set(batch_ids(join(checkpoint, "commits")))
         # The newest committed batch's end offsets are what the table holds.
         done = [b for b in offset_batches if b in committed_batches]
         committed: Offsets = {}
         if done:
-            committed = _offsets_line((checkpoint / "offsets" / str(done[-1])).read_text(), topic) or {}
+            committed = _read(join(checkpoint, "offsets", str(done[-1])), topic) or {}
         elif (initial := _initial_offsets(checkpoint, topic)) is not None:
             committed = initial
         return CheckpointState(committed, unfinished_batch=newest not in committed_batches)
@@ -57,18 +65,16 @@ def read_checkpoint(checkpoint: Path, topic: str) -> CheckpointState | None:
     return CheckpointState(initial, unfinished_batch=False)
 
 
-def batch_end_offsets(checkpoint: Path, topic: str, batch_id: int) -> Offsets | None:
+def batch_end_offsets(checkpoint: Location, topic: str, batch_id: int) -> Offsets | None:
     """The end offsets of one micro-batch, as planned in the offset log before the batch ran."""
-    planned = checkpoint / "offsets" / str(batch_id)
-    return _offsets_line(planned.read_text(), topic) if planned.exists() else None
+    return _read(join(checkpoint, "offsets", str(batch_id)), topic)
 
 
-def starting_offsets(checkpoint: Path, topic: str) -> Offsets | None:
+def starting_offsets(checkpoint: Location, topic: str) -> Offsets | None:
     """The offsets the stream pinned on its very first start; None before it ever started."""
     return _initial_offsets(checkpoint, topic)
 
 
-def _initial_offsets(checkpoint: Path, topic: str) -> Offsets | None:
+def _initial_offsets(checkpoint: Location, topic: str) -> Offsets | None:
     # The Kafka source pins its starting offsets here on its very first start.
-    initial = checkpoint / "sources" / "0" / "0"
-    return _offsets_line(initial.read_text(), topic) if initial.exists() else None
+    return _read(join(checkpoint, "sources", "0", "0"), topic)

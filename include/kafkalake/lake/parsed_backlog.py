@@ -7,18 +7,17 @@ parsed tables then catch up from bronze (:mod:`kafkalake.spark.catch_up`), on th
 and the file is removed once they have. The pre-flight reads it so a run with nothing new in Kafka
 still catches up.
 
-The file is rewritten whole (temp file, then rename), so a reader sees the old or the new backlog.
+The file is rewritten whole (locally a temp file, then a rename; on an object store one PUT), so a
+reader sees the old or the new backlog.
 """
 
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass
-from pathlib import Path
 
 from kafkalake.config.topic import TopicConfig
-from kafkalake.lake.checkpoint_lock import local_path
+from kafkalake.lake import store_files
 
 
 @dataclass(frozen=True)
@@ -60,41 +59,19 @@ class Backlog:
         return f"since {self.since} ({self.kind}): {spots or 'no partition yet'}"
 
 
-def _file(topic: TopicConfig) -> Path | None:
-    return local_path(topic.parsed_backlog_file)
-
-
-def supported(topic: TopicConfig) -> bool:
-    """Whether the backlog can be kept for this topic (its tables are on a local filesystem)."""
-    return _file(topic) is not None
-
-
 def read(topic: TopicConfig) -> Backlog | None:
     return read_file(topic.parsed_backlog_file)
 
 
 def read_file(location: str) -> Backlog | None:
     """The backlog in the file at ``location`` (:attr:`TopicConfig.parsed_backlog_file`); None if none."""
-    path = local_path(location)
-    if path is None or not path.exists():
-        return None
-    return Backlog.from_json(path.read_text(), str(path))
+    text = store_files.read_text(location)
+    return None if text is None else Backlog.from_json(text, location)
 
 
 def write(topic: TopicConfig, backlog: Backlog) -> None:
-    path = _file(topic)
-    if path is None:
-        raise ValueError(f"topic {topic.name!r}: its tables are not on a local filesystem")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(f".{path.name}.partial")
-    with partial.open("w") as handle:
-        handle.write(backlog.to_json())
-        handle.flush()
-        os.fsync(handle.fileno())
-    partial.replace(path)
+    store_files.write_text(topic.parsed_backlog_file, backlog.to_json())
 
 
 def clear(topic: TopicConfig) -> None:
-    path = _file(topic)
-    if path is not None:
-        path.unlink(missing_ok=True)
+    store_files.delete(topic.parsed_backlog_file)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from kafkalake.config.spark_conf import metastore_dir
 from kafkalake.config.tables import Table
-from kafkalake.lake.checkpoint_lock import local_path
+from kafkalake.lake import storage
 
 
 def registry_dir(lake_root: Path) -> Path:
@@ -42,18 +42,10 @@ def is_recorded(registry: Path, table: Table) -> bool:
         return False
 
 
-def unregistered(registry: Path, tables: list[Table]) -> list[str] | None:
-    """Names of the tables that exist but are not recorded; None when that cannot be told cheaply.
-
-    A table on an object store (no local path) cannot be looked at here: None, and the job runs.
-    """
-    from deltalake import DeltaTable
-
-    missing = []
-    for table in tables:
-        path = local_path(table.location)
-        if path is None:
-            return None
-        if DeltaTable.is_deltatable(str(path)) and not is_recorded(registry, table):
-            missing.append(table.name)
-    return missing
+def unregistered(registry: Path, tables: list[Table]) -> list[str]:
+    """Names of the tables that exist (locally or on an object store) but are not recorded."""
+    return [
+        table.name
+        for table in tables
+        if not is_recorded(registry, table) and storage.open_delta(table.location) is not None
+    ]

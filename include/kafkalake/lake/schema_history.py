@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from kafkalake.config.parsed import JSON_NAME, clash_key, column_name
+from kafkalake.lake import storage, store_files
 
 Schema = dict[str, Any]
 
@@ -384,21 +385,35 @@ class SchemaHistory:
     """Every version of a topic's schema, one file each; the highest number is the current one.
 
     A new version is written only when the schema differs from the current one, and a version file
-    is created exclusively, so two writers cannot both claim a number.
+    is created exclusively, so two writers cannot both claim a number (locally; on an object store
+    the topic's single run is what keeps it so, see :func:`kafkalake.lake.store_files.create_text`).
+    The folder may be local or on an object store, beside the table (``<table>/_kafkalake/schemas``).
     """
 
     def __init__(self, directory: str | Path) -> None:
-        self.directory = Path(str(directory).removeprefix("file:"))
+        text = str(directory)
+        #: Where the versions live: a local path, or an object-store URI kept as it is.
+        self.directory: str | Path = text if storage.is_object_store(text) else store_files.local(text)
+
+    @property
+    def _local(self) -> Path | None:
+        return self.directory if isinstance(self.directory, Path) else None
+
+    def _file(self, name: str) -> str:
+        return store_files.join(self.directory, name)
 
     def versions(self) -> list[int]:
-        if not self.directory.is_dir():
-            return []
         return sorted(
-            int(m.group(1)) for p in self.directory.iterdir() if (m := _VERSION_FILE.fullmatch(p.name))
+            int(m.group(1))
+            for name in store_files.names(self.directory)
+            if (m := _VERSION_FILE.fullmatch(name))
         )
 
     def read(self, version: int) -> SchemaVersion:
-        return SchemaVersion.from_json((self.directory / f"{version:06d}.json").read_text())
+        text = store_files.read_text(self._file(f"{version:06d}.json"))
+        if text is None:
+            raise FileNotFoundError(self._file(f"{version:06d}.json"))
+        return SchemaVersion.from_json(text)
 
     def current(self) -> SchemaVersion | None:
         versions = self.versions()
@@ -425,19 +440,24 @@ class SchemaHistory:
             schema=schema,
             changes=tuple(str(c) for c in diff(current.schema if current else None, schema)),
         )
-        self.directory.mkdir(parents=True, exist_ok=True)
-        target = self.directory / f"{version.version:06d}.json"
+        name = f"{version.version:06d}.json"
+        if self._local is None:
+            # One PUT: the object appears whole or not at all.
+            store_files.create_text(self._file(name), version.to_json())
+            return version
+        self._local.mkdir(parents=True, exist_ok=True)
         with self._staged(version.to_json()) as staged:
             # A hard link claims the name atomically and fails when it exists: a concurrent writer
             # that picked the same number fails instead of overwriting, and a crash never leaves a
             # half-written version (which would fail every later run that reads it).
-            os.link(staged, target)
+            os.link(staged, self._local / name)
         return version
 
     @contextlib.contextmanager
     def _staged(self, text: str) -> Iterator[Path]:
-        """``text`` in a temporary file of the directory, flushed to disk; removed afterwards."""
-        fd, name = tempfile.mkstemp(dir=self.directory, prefix=".staged-", suffix=".tmp")
+        """``text`` in a temporary file of the (local) directory, flushed to disk; removed afterwards."""
+        assert self._local is not None
+        fd, name = tempfile.mkstemp(dir=self._local, prefix=".staged-", suffix=".tmp")
         try:
             with os.fdopen(fd, "w") as handle:
                 handle.write(text)
@@ -450,21 +470,22 @@ class SchemaHistory:
 
     # A schema proposed by a run that refused it (failOnNewColumns): accepting it is one command.
     @property
-    def _pending_file(self) -> Path:
-        return self.directory / "pending.json"
+    def _pending_file(self) -> str:
+        return self._file("pending.json")
 
     def propose(self, schema: Schema, reason: str) -> None:
         problems = schema_problems(schema)
         if problems:
             raise UnusableSchemaError(f"proposed schema ({reason}) refused: {'; '.join(problems)}")
-        self.directory.mkdir(parents=True, exist_ok=True)
-        with self._staged(json.dumps({"reason": reason, "schema": schema}, indent=2) + "\n") as staged:
-            os.replace(staged, self._pending_file)
+        store_files.write_text(
+            self._pending_file, json.dumps({"reason": reason, "schema": schema}, indent=2) + "\n"
+        )
 
     def pending(self) -> Mapping[str, Any] | None:
-        if not self._pending_file.is_file():
+        text = store_files.read_text(self._pending_file)
+        if text is None:
             return None
-        body: Mapping[str, Any] = json.loads(self._pending_file.read_text())
+        body: Mapping[str, Any] = json.loads(text)
         return body
 
     def accept_pending(self) -> SchemaVersion | None:
@@ -473,5 +494,5 @@ class SchemaHistory:
         if body is None:
             raise FileNotFoundError(f"no schema change waits for acceptance in {self.directory}")
         version = self.write(body["schema"], source=f"accepted: {body['reason']}")
-        self._pending_file.unlink()
+        store_files.delete(self._pending_file)
         return version

@@ -22,7 +22,7 @@ from the table's recorded position and the checkpoint,
   deleted, and the stream would carry on after them as if nothing happened.
 
 The decision (:func:`refusal`) is pure; reading the table (delta-rs) and the checkpoint are the
-I/O edges. Only local paths can be checked; for a URI the check logs that it was skipped.
+I/O edges, local or on an object store (:mod:`kafkalake.lake.storage`).
 """
 
 from __future__ import annotations
@@ -30,14 +30,13 @@ from __future__ import annotations
 import json
 import logging
 from dataclasses import dataclass
-from pathlib import Path
 
 from kafkalake.config.tables import topic_tables
 from kafkalake.config.topic import TopicConfig
 from kafkalake.core.errors import Kind, TableStateError, TopicRecreatedError, failure
-from kafkalake.lake import table_position
+from kafkalake.lake import storage, store_files, table_position
 from kafkalake.lake.checkpoint import CheckpointState, Offsets, batch_ids, read_checkpoint, starting_offsets
-from kafkalake.lake.checkpoint_lock import local_path
+from kafkalake.lake.store_files import Location, join
 from kafkalake.lake.table_position import TablePosition
 
 log = logging.getLogger(__name__)
@@ -78,18 +77,17 @@ def refusal(topic: TopicConfig, table: TableFacts | None, landed: int | None) ->
 
 def read_table(path: str) -> TableFacts | None:
     """Data files and rows (from the log's statistics) of a Delta table; None when there is none."""
-    from deltalake import DeltaTable
-
-    if not DeltaTable.is_deltatable(path):
+    table = storage.open_delta(path)
+    if table is None:
         return None
-    actions = DeltaTable(path).get_add_actions(flatten=True)
+    actions = table.get_add_actions(flatten=True)
     rows = 0
     if "num_records" in actions.schema.names:
         rows = sum(n for n in actions.column("num_records").to_pylist() if n is not None)
     return TableFacts(files=actions.num_rows, rows=rows)
 
 
-def landed_records(checkpoint: Path, topic: str) -> int | None:
+def landed_records(checkpoint: Location, topic: str) -> int | None:
     """Records the checkpoint's committed batches read from Kafka; None without a checkpoint."""
     state = read_checkpoint(checkpoint, topic)
     if state is None:
@@ -104,12 +102,7 @@ def check_safe_to_start(topic: TopicConfig) -> None:
     The ingest job calls this first, before creating the table or starting the stream, and on
     ``TableStateError`` reports ``Failure(err.kind, str(err))`` (exit code 74, not retried).
     """
-    if "://" in topic.path and not topic.path.startswith("file:"):
-        log.warning("cannot check table and checkpoint of %s at %s: not a local path", topic.name, topic.path)
-        return
-    path = topic.path.removeprefix("file:")
-    checkpoint = Path(topic.checkpoint_path.removeprefix("file:"))
-    reason = refusal(topic, read_table(path), landed_records(checkpoint, topic.name))
+    reason = refusal(topic, read_table(topic.path), landed_records(topic.checkpoint_path, topic.name))
     if reason is not None:
         raise TableStateError(failure(Kind.TABLE_STATE, reason).message)
 
@@ -194,29 +187,29 @@ def _parsed_plan(plan: StartPlan, bronze_end: Offsets, parsed_end: Offsets) -> S
     return StartPlan(plan.rebuild_from, plan.reason, ahead or None, behind or None)
 
 
-def checkpoint_facts(checkpoint: Path, topic: str) -> CheckpointFacts:
+def checkpoint_facts(checkpoint: Location, topic: str) -> CheckpointFacts:
     """Read the checkpoint for :func:`decide_start`; a corrupt one reads as none."""
     try:
         state = read_checkpoint(checkpoint, topic)
-        metadata = checkpoint / "metadata"
-        query = json.loads(metadata.read_text()).get("id") if metadata.exists() else None
+        metadata = store_files.read_text(join(checkpoint, "metadata"))
+        query = json.loads(metadata).get("id") if metadata is not None else None
     except (OSError, ValueError) as err:
         log.warning("checkpoint %s cannot be read (%s): treated as missing", checkpoint, err)
         return CheckpointFacts(None, None)
     return CheckpointFacts(
-        state, query, tuple(batch_ids(checkpoint / "offsets")), tuple(batch_ids(checkpoint / "commits"))
+        state,
+        query,
+        tuple(batch_ids(join(checkpoint, "offsets"))),
+        tuple(batch_ids(join(checkpoint, "commits"))),
     )
 
 
 def plan_start(topic: TopicConfig, topic_id: str | None = None) -> StartPlan:
-    """Decide where the stream starts (local tables; elsewhere, from the checkpoint as before).
+    """Decide where the stream starts.
 
     Raises:
         TopicRecreatedError: ``topic_id`` (Kafka's, now) is not the one the table's offsets came from.
     """
-    checkpoint = local_path(topic.checkpoint_path)
-    if checkpoint is None:
-        return StartPlan()
     position = table_position.read_position(topic.path)
     if position is not None and topic_id is not None:
         recreated = table_position.recreated_message(topic.name, topic_id, position)
@@ -227,4 +220,4 @@ def plan_start(topic: TopicConfig, topic_id: str | None = None) -> StartPlan:
         parsed_end = table_position.furthest(
             table_position.read_position(t.location) for t in topic_tables(topic)[1:]
         )
-    return decide_start(position, checkpoint_facts(checkpoint, topic.name), parsed_end)
+    return decide_start(position, checkpoint_facts(topic.checkpoint_path, topic.name), parsed_end)

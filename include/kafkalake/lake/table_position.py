@@ -20,6 +20,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from kafkalake.lake import storage
 from kafkalake.lake.checkpoint import Offsets
 
 METADATA_KEY = "kafkalake"
@@ -109,11 +110,8 @@ def position_in(history: Iterable[Mapping[str, Any]]) -> TablePosition | None:
 
 def read_position(location: str, limit: int = 1000) -> TablePosition | None:
     """The table's recorded position (delta-rs, no JVM); None without a table or a record."""
-    from deltalake import DeltaTable
-
-    if not DeltaTable.is_deltatable(location):
-        return None
-    return position_in(DeltaTable(location).history(limit))
+    table = storage.open_delta(location)
+    return None if table is None else position_in(table.history(limit))
 
 
 def recreated_message(topic: str, current_id: str, position: TablePosition) -> str | None:

@@ -31,7 +31,6 @@ from kafkalake.core.errors import Kind
 from kafkalake.kafka import gaps
 from kafkalake.lake import parsed_backlog, table_position
 from kafkalake.lake.checkpoint import batch_end_offsets, starting_offsets
-from kafkalake.lake.checkpoint_lock import local_path
 from kafkalake.spark import data_loss, parse_columns
 from kafkalake.spark.topic_parser import RunStats, TopicParser, write_measured
 
@@ -95,7 +94,7 @@ class BatchWriter:
         self.backlog: parsed_backlog.Backlog | None = None
         #: Whether a failing parsed side parks (the stream) or fails the batch (a re-ingest, object
         #: stores, where the backlog cannot be kept yet).
-        self.can_park = parsed_backlog.supported(topic) and self.config.enabled
+        self.can_park = self.config.enabled
         #: The error that parked the parsed side during this run, for the job's report.
         self.parked_by: Exception | None = None
         #: Whether commits record the Kafka offsets they hold (the stream's; not a re-ingest's or
@@ -170,10 +169,9 @@ class BatchWriter:
 
     def _position_metadata(self, batch_id: int, app_id: str) -> str | None:
         """The batch's end offsets from the checkpoint's offset log (planned before the batch ran)."""
-        checkpoint = local_path(self.topic.checkpoint_path) if self.records_position else None
-        if checkpoint is None:
+        if not self.records_position:
             return None
-        end = batch_end_offsets(checkpoint, self.topic.name, batch_id)
+        end = batch_end_offsets(self.topic.checkpoint_path, self.topic.name, batch_id)
         if end is None:
             return None
         return table_position.commit_metadata(end, batch_id, app_id, self.topic_id)
@@ -222,10 +220,9 @@ class BatchWriter:
         table write of the batch. One Kafka ask per batch; a read of the batch only when a partition
         starts below Kafka's earliest offset.
         """
-        checkpoint = local_path(self.topic.checkpoint_path)
-        if self.loss_client_config is None or not self.records_position or checkpoint is None:
+        if self.loss_client_config is None or not self.records_position:
             return
-        name = self.topic.name
+        checkpoint, name = self.topic.checkpoint_path, self.topic.name
         end = batch_end_offsets(checkpoint, name, batch_id)
         start = (
             batch_end_offsets(checkpoint, name, batch_id - 1)

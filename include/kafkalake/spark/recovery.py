@@ -11,8 +11,7 @@ import time
 from datetime import UTC, datetime
 
 from kafkalake.config.topic import TopicConfig
-from kafkalake.lake import parsed_backlog
-from kafkalake.lake.checkpoint_lock import local_path
+from kafkalake.lake import parsed_backlog, store_files
 from kafkalake.lake.table_guard import StartPlan
 from kafkalake.spark.batch_writer import BatchWriter
 
@@ -26,11 +25,11 @@ def apply_start_plan(topic: TopicConfig, plan: StartPlan, writer: BatchWriter) -
     """
     if plan.rebuild_from is None and plan.parsed_skip_below is None:
         return ""
-    checkpoint = local_path(topic.checkpoint_path)
-    if plan.rebuild_from is not None and checkpoint is not None and checkpoint.exists():
+    checkpoint = topic.checkpoint_path
+    if plan.rebuild_from is not None and store_files.names(checkpoint):
         # Kept, not deleted: on-call may want to see what it held. VACUUM skips _kafkalake/.
-        aside = checkpoint.with_name(f"{checkpoint.name}.replaced-{time.strftime('%Y%m%dT%H%M%S')}")
-        checkpoint.rename(aside)
+        aside = f"{checkpoint.rstrip('/')}.replaced-{time.strftime('%Y%m%dT%H%M%S')}"
+        store_files.rename_folder(checkpoint, aside)
         log.warning("set the checkpoint aside as %s", aside)
     if plan.parsed_skip_below:
         writer.parsed_skip_below = plan.parsed_skip_below

@@ -34,7 +34,7 @@ from kafkalake.config.topic import TopicConfig
 from kafkalake.core import durations, kill_points
 from kafkalake.core.errors import BadConfigError, IngestUnfinishedError, Kind, failure
 from kafkalake.lake.checkpoint import read_checkpoint
-from kafkalake.lake.checkpoint_lock import checkpoint_lock, local_path
+from kafkalake.lake.checkpoint_lock import checkpoint_lock
 from kafkalake.spark import parse_columns
 from kafkalake.spark.topic_parser import RunStats, TopicParser
 
@@ -270,11 +270,7 @@ def replay(spark: SparkSession, topic: TopicConfig, selection: Selection | None 
 
 
 def refuse_unfinished_batch(topic: TopicConfig) -> None:
-    checkpoint = local_path(topic.checkpoint_path)
-    if checkpoint is None:
-        log.warning("checkpoint %s is not local: cannot check for an unfinished batch", topic.checkpoint_path)
-        return
-    state = read_checkpoint(checkpoint, topic.name)
+    state = read_checkpoint(topic.checkpoint_path, topic.name)
     if state is not None and state.unfinished_batch:
         detail = (
             f"topic {topic.name!r}: the last ingest stopped in the middle of a micro-batch "

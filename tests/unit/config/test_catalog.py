@@ -740,3 +740,36 @@ def test_spark_task_timeout_defaults_to_two_hours_and_is_bounded(tmp_path, lake_
         with pytest.raises(CatalogError) as caught:
             load_catalog(file, lake_root)
         assert_names_where(caught.value, file, "a", "spark_task_timeout")
+
+
+@pytest.mark.parametrize(
+    ("entry", "field", "says"),
+    [
+        ("{name: orders, freshness_sla: 1h, path: 'abfss://c@a.dfs.core.windows.net/t'}", "path", "abfss://"),
+        ("{name: orders, freshness_sla: 1h, path: 'gs://bucket/t'}", "path", "s3a://<bucket>/<folder>"),
+        (
+            "{name: orders, freshness_sla: 1h, path: 's3a://bucket/t', storage_conn_id: ''}",
+            "storage_conn_id",
+            "aws",
+        ),
+    ],
+)
+def test_table_locations_that_do_not_work_yet_are_refused_naming_file_topic_and_field(
+    tmp_path, lake_root, entry, field, says
+):
+    file = write_catalog(tmp_path, f"topics:\n  - {entry}\n")
+    with pytest.raises(CatalogError) as excinfo:
+        load_catalog(file, lake_root)
+    assert_names_where(excinfo.value, file, "orders", field)
+    assert says in str(excinfo.value)
+
+
+def test_a_topic_on_s3a_names_its_storage_connection(tmp_path, lake_root):
+    file = write_catalog(
+        tmp_path,
+        "defaults: {storage_conn_id: lake_s3}\n"
+        "topics:\n  - {name: orders, freshness_sla: 1h, path: 's3a://bucket/raw/orders'}\n",
+    )
+    topic = load_catalog(file, lake_root).topic("orders")
+    assert topic.storage_conn_id == "lake_s3"
+    assert topic.on_object_store

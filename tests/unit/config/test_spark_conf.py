@@ -116,3 +116,12 @@ def test_a_metastore_service_replaces_derby_and_brings_the_hive_4_client(tmp_pat
     assert "spark.hadoop.javax.jdo.option.ConnectionURL" not in conf
     monkeypatch.delenv(ENV_METASTORE_URI)
     assert "spark.hadoop.hive.metastore.uris" not in base_conf(tmp_path)
+
+
+def test_a_topic_on_an_object_store_gets_a_checkpoint_manager_that_needs_no_folders(tmp_path):
+    on_s3 = TopicConfig(name="t", freshness_sla=timedelta(hours=1), path="s3a://bucket/raw/t")
+    local = TopicConfig(name="t", freshness_sla=timedelta(hours=1), path=str(tmp_path / "t"))
+    key = "spark.sql.streaming.checkpointFileManagerClass"
+
+    assert topic_conf(on_s3, tmp_path)[key].endswith(".FileSystemBasedCheckpointFileManager")
+    assert key not in topic_conf(local, tmp_path)

@@ -14,11 +14,15 @@ from kafkalake.core.jars import (
     Coordinate,
     artifact_name,
     drop_jars_spark_ships,
+    hadoop_version,
     is_resolved,
     ivy_module_xml,
     jar_files,
     kafka_coordinates,
     metastore_coordinates,
+    pyspark_jars_dir,
+    s3a_coordinates,
+    s3proxy_coordinates,
     spark_coordinates,
 )
 
@@ -209,3 +213,26 @@ def test_resolved_folder_lists_its_jars_sorted(tmp_path):
         tmp_path / "spark" / "spark-sql-kafka-0-10_2.13-4.2.0.jar",
     ]
     assert jar_files("kafka", tmp_path) == [tmp_path / "kafka" / "kafka_2.13-4.2.0.jar"]
+
+
+def test_the_object_store_jars_have_their_own_marker(tmp_path):
+    """Resolving the object-store group never unsettles the core group's marker, and vice versa."""
+    make_jars(tmp_path / "spark", "delta-spark_4.2_2.13-4.4.0.jar")
+    (tmp_path / "resolved.txt").write_text(marker_text())
+    assert jar_files("spark", tmp_path)
+    with pytest.raises(JarsMissingError, match="make setup"):
+        jar_files("s3a", tmp_path)
+
+    make_jars(tmp_path / "s3a", f"hadoop-aws-{hadoop_version()}.jar")
+    sets = {"s3a": s3a_coordinates(), "s3proxy": s3proxy_coordinates()}
+    (tmp_path / "resolved-objectstore.txt").write_text(
+        "".join(f"{conf} {c}\n" for conf, coords in sets.items() for c in coords)
+    )
+    assert is_resolved(tmp_path, "objectstore") and is_resolved(tmp_path)
+    assert jar_files("s3a", tmp_path) == [tmp_path / "s3a" / f"hadoop-aws-{hadoop_version()}.jar"]
+
+
+def test_hadoop_aws_matches_the_hadoop_pyspark_ships():
+    shipped = {p.name for p in pyspark_jars_dir().glob("hadoop-client-api-*.jar")}
+    assert shipped == {f"hadoop-client-api-{hadoop_version()}.jar"}
+    assert [str(c) for c in s3a_coordinates()] == [f"org.apache.hadoop:hadoop-aws:{hadoop_version()}"]

@@ -1,0 +1,181 @@
+"""The few file operations the lake's small files need (checkpoint, schema history, backlog), local or on S3.
+
+Local locations keep plain file semantics (``pathlib``); ``s3a://`` ones go through pyarrow's S3
+filesystem with the process's :mod:`kafkalake.lake.storage` settings. On S3 a written object
+appears whole or not at all, so :func:`write_text` is atomic there as its temp-file-and-rename is
+locally; what S3 cannot do is refuse to overwrite (see :func:`create_text`).
+"""
+
+from __future__ import annotations
+
+import os
+from functools import cache
+from pathlib import Path
+from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
+
+from kafkalake.lake import storage
+
+if TYPE_CHECKING:
+    from pyarrow.fs import S3FileSystem
+
+Location = str | os.PathLike[str]
+
+
+def _remote(location: Location) -> tuple[S3FileSystem, str] | None:
+    """pyarrow's filesystem and ``bucket/key`` for an object-store location; None for a local one."""
+    text = os.fspath(location)
+    if not storage.is_object_store(text):
+        return None
+    parts = urlsplit(text)
+    return _filesystem(), f"{parts.netloc}{parts.path}".rstrip("/")
+
+
+@cache
+def _filesystem() -> S3FileSystem:
+    from pyarrow.fs import S3FileSystem
+
+    # The AWS SDK's default since 2025 adds CRC checksums to every upload and checks them on every
+    # download; S3-compatible servers that predate them (s3proxy, older MinIO and Ceph) refuse the
+    # uploads and break the downloads. As before: only when an operation requires one. Read by the
+    # SDK when the filesystem's client is made; the process's own setting wins.
+    os.environ.setdefault("AWS_REQUEST_CHECKSUM_CALCULATION", "WHEN_REQUIRED")
+    os.environ.setdefault("AWS_RESPONSE_CHECKSUM_VALIDATION", "WHEN_REQUIRED")
+    settings = storage.current()
+    endpoint = settings.endpoint
+    options: dict[str, object] = {}
+    if endpoint:
+        parts = urlsplit(endpoint)
+        options["endpoint_override"] = parts.netloc
+        options["scheme"] = parts.scheme
+    return S3FileSystem(
+        access_key=settings.access_key,
+        secret_key=settings.secret_key,
+        session_token=settings.session_token,
+        region=settings.region,
+        **options,
+    )
+
+
+def forget_filesystems() -> None:
+    """Drop the cached filesystem: the settings changed."""
+    _filesystem.cache_clear()
+
+
+def local(location: Location) -> Path:
+    text = os.fspath(location)
+    if "://" in text:
+        text = urlsplit(text).path
+    return Path(text.removeprefix("file:"))
+
+
+def join(location: Location, *names: str) -> str:
+    return "/".join([os.fspath(location).rstrip("/"), *names])
+
+
+def read_text(location: Location) -> str | None:
+    """The file's text; None when it does not exist."""
+    remote = _remote(location)
+    if remote is None:
+        path = local(location)
+        return path.read_text() if path.is_file() else None
+    fs, key = remote
+    try:
+        with fs.open_input_stream(key) as stream:
+            data: bytes = stream.read()
+    except FileNotFoundError:
+        return None
+    return data.decode()
+
+
+def names(folder: Location) -> list[str]:
+    """Names of the entries of a folder (files and folders); [] when it does not exist."""
+    remote = _remote(folder)
+    if remote is None:
+        path = local(folder)
+        return [p.name for p in path.iterdir()] if path.is_dir() else []
+    from pyarrow.fs import FileSelector
+
+    fs, key = remote
+    infos = fs.get_file_info(FileSelector(key, allow_not_found=True))
+    return [info.base_name for info in infos]
+
+
+def exists(location: Location) -> bool:
+    remote = _remote(location)
+    if remote is None:
+        return local(location).exists()
+    from pyarrow.fs import FileType
+
+    fs, key = remote
+    return bool(fs.get_file_info(key).type != FileType.NotFound)
+
+
+def write_text(location: Location, text: str) -> None:
+    """Replace the file with ``text``, atomically: a reader sees the old content or the new."""
+    remote = _remote(location)
+    if remote is None:
+        path = local(location)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial = path.with_name(f".{path.name}.partial")
+        with partial.open("w") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        partial.replace(path)
+        return
+    fs, key = remote
+    with fs.open_output_stream(key) as stream:
+        stream.write(text.encode())
+
+
+def create_text(location: Location, text: str) -> None:
+    """Write a new file; locally it fails with FileExistsError when the file exists.
+
+    On S3 (no put-if-absent through pyarrow) an existing object is checked first and then written:
+    two writers racing between the check and the write both succeed, the later one's text wins. The
+    callers (the schema history) write only under the topic's single run (see README, "Tables on
+    object storage").
+    """
+    remote = _remote(location)
+    if remote is None:
+        path = local(location)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        with os.fdopen(fd, "w") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        return
+    if exists(location):
+        raise FileExistsError(os.fspath(location))
+    write_text(location, text)
+
+
+def delete(location: Location) -> None:
+    """Remove a file; nothing happens when it does not exist."""
+    remote = _remote(location)
+    if remote is None:
+        local(location).unlink(missing_ok=True)
+        return
+    fs, key = remote
+    try:
+        fs.delete_file(key)
+    except FileNotFoundError:
+        return
+
+
+def rename_folder(source: Location, target: Location) -> None:
+    """Move a folder (a checkpoint set aside). On S3 a copy of every object, then a delete."""
+    remote = _remote(source)
+    if remote is None:
+        local(source).rename(local(target))
+        return
+    from pyarrow.fs import FileSelector, FileType
+
+    fs, key = remote
+    target_remote = _remote(target)
+    assert target_remote is not None
+    for info in fs.get_file_info(FileSelector(key, recursive=True, allow_not_found=True)):
+        if info.type == FileType.File:
+            fs.copy_file(info.path, target_remote[1] + info.path[len(key) :])
+    fs.delete_dir(key)

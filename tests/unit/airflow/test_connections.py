@@ -1,0 +1,62 @@
+"""The object-store connection as the tasks and jobs get it: masked, in a file the job deletes."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from kafkalake.airflow.connections import storage_settings_file
+from kafkalake.config.topic import TopicConfig
+from kafkalake.core.errors import BadConfigError
+from kafkalake.lake import storage
+
+SECRET = "canary-secret-7c1e"
+
+
+@pytest.fixture
+def lake_s3(monkeypatch):
+    connection = {
+        "conn_type": "aws",
+        "login": "AKIA1",
+        "password": SECRET,
+        "extra": {"endpoint_url": "http://127.0.0.1:9", "region_name": "us-east-1"},
+    }
+    monkeypatch.setenv("AIRFLOW_CONN_LAKE_S3", json.dumps(connection))
+    yield
+    storage.use(storage.StorageSettings())
+
+
+def topic(path: str, conn_id: str | None = "lake_s3") -> TopicConfig:
+    return TopicConfig(name="orders", freshness_sla=timedelta(hours=1), path=path, storage_conn_id=conn_id)
+
+
+def test_the_job_gets_the_settings_in_a_private_file_gone_after_the_block(lake_s3):
+    with storage_settings_file(topic("s3a://bucket/raw/orders")) as env:
+        path = Path(env[storage.ENV_STORAGE_CONFIG_FILE])
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600
+        assert storage.StorageSettings.from_json(path.read_text(), str(path)).secret_key == SECRET
+        # The task's own reads (pre-flight, care due) use them too.
+        assert storage.current().secret_key == SECRET
+    assert not path.exists() and not path.parent.exists()
+    assert SECRET not in " ".join(env.values())
+
+
+def test_local_tables_and_settings_from_the_environment_hand_over_nothing(lake_s3):
+    with storage_settings_file(topic("/data/orders")) as env:
+        assert env == {}
+    with storage_settings_file(topic("s3a://bucket/raw/orders", conn_id=None)) as env:
+        assert env == {}
+    assert storage.current() == storage.StorageSettings()
+
+
+def test_a_connection_with_half_a_key_pair_is_bad_config_naming_topic_and_connection(monkeypatch):
+    monkeypatch.setenv("AIRFLOW_CONN_LAKE_S3", json.dumps({"conn_type": "aws", "login": "AKIA1"}))
+    with pytest.raises(BadConfigError, match="topic 'orders': connection 'lake_s3'"):
+        with storage_settings_file(topic("s3a://bucket/raw/orders")):
+            pass
+    assert os.environ.get(storage.ENV_STORAGE_CONFIG_FILE) is None

@@ -1,0 +1,42 @@
+"""The lake's small-file operations on a local folder (the object-store side: test_object_store.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from kafkalake.lake import store_files
+
+
+def test_read_write_list_and_delete(tmp_path):
+    folder = f"file://{tmp_path}/a"
+    assert store_files.read_text(f"{folder}/x.json") is None
+    assert store_files.names(folder) == []
+
+    store_files.write_text(f"{folder}/x.json", "one")
+    store_files.write_text(f"{folder}/x.json", "two")
+
+    assert store_files.read_text(f"{folder}/x.json") == "two"
+    assert store_files.names(folder) == ["x.json"]  # no partial file left behind
+    assert store_files.exists(tmp_path / "a" / "x.json")
+    store_files.delete(f"{folder}/x.json")
+    store_files.delete(f"{folder}/x.json")
+    assert not store_files.exists(f"{folder}/x.json")
+
+
+def test_create_text_refuses_an_existing_file(tmp_path):
+    store_files.create_text(tmp_path / "v1", "first")
+    with pytest.raises(FileExistsError):
+        store_files.create_text(tmp_path / "v1", "second")
+    assert store_files.read_text(tmp_path / "v1") == "first"
+
+
+def test_rename_folder_moves_a_checkpoint_aside(tmp_path):
+    store_files.write_text(tmp_path / "checkpoint" / "offsets" / "0", "v1")
+    store_files.rename_folder(str(tmp_path / "checkpoint"), str(tmp_path / "checkpoint.replaced"))
+    assert store_files.read_text(tmp_path / "checkpoint.replaced" / "offsets" / "0") == "v1"
+    assert not (tmp_path / "checkpoint").exists()
+
+
+def test_object_store_paths_are_joined_not_collapsed():
+    # pathlib would turn s3a://b/t into s3a:/b/t: a local relative folder named "s3a:".
+    assert store_files.join("s3a://b/t/", "_kafkalake", "schemas") == "s3a://b/t/_kafkalake/schemas"
