@@ -25,6 +25,7 @@ After a successful stream the job does the DAG's follow-ups in its warm Spark ap
 from __future__ import annotations
 
 import argparse
+import errno
 import logging
 import os
 import sys
@@ -98,9 +99,17 @@ def main(argv: list[str] | None = None) -> int:
         )
     except (CatalogError, KafkaConfigError) as err:
         return report(failure(Kind.BAD_CONFIG, f"topic {args.topic!r}: {err}"))
-    if args.reingest_from is not None:
-        return reingest(topic, client_config, args.reingest_from)
-    return ingest(topic, client_config, started)
+    try:
+        if args.reingest_from is not None:
+            return reingest(topic, client_config, args.reingest_from)
+        return ingest(topic, client_config, started)
+    except OSError as err:
+        # A full disk outside Spark's own writes (the run lock, the schema history, the backlog
+        # file) is the same fault as inside them: its kind, not an unknown crash that retries.
+        if err.errno != errno.ENOSPC:
+            raise
+        log.error("the ingest of topic %s failed: %s", topic.name, err)
+        return report(classify_spark_error(topic.name, f"OSError: {err}"))
 
 
 def ingest(topic: TopicConfig, client_config: dict[str, str], started: float) -> int:
