@@ -4,8 +4,8 @@ is freed, the next run lands every offset once and every table reads. On a small
 from __future__ import annotations
 
 import errno
-import os
 import json
+import os
 import subprocess
 from collections import Counter
 from collections.abc import Iterator
