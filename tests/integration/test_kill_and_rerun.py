@@ -1,10 +1,12 @@
 """SIGKILL the ingest job in the middle of a micro-batch, and at each named kill point between its
-commits, then run it again: every offset lands once in every table, and every table reads."""
+commits, then run it again: every offset lands once in every table, and every table reads. And two
+ingest jobs of one topic at once: the second is turned away, nothing lands twice."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import time
@@ -16,6 +18,7 @@ from kafkalake.config import jobs
 from kafkalake.config.catalog import load_catalog
 from kafkalake.config.topic import TopicConfig
 from kafkalake.core import kill_points
+from kafkalake.core.errors import EXIT_CODES, Kind
 from kafkalake.dev import producer
 from kafkalake.dev.broker import LocalKafka
 from kafkalake.dev.producer import Record
@@ -58,6 +61,34 @@ def start_ingest(
     )  # its own group, so the JVM dies with it
     started.append(process)
     return process
+
+
+def parsed_side_matches(topic: TopicConfig, rows: list[dict]) -> tuple[list[dict], list[dict]]:
+    """The parsed and dead-letter rows, once it is checked that together they hold bronze's offsets
+    once each."""
+    parsed = read_rows(Path(topic.parsed_path))
+    dead = read_rows(Path(topic.dead_letter_path))
+    landed = [(r["_kafka"]["partition"], r["_kafka"]["offset"]) for r in parsed]
+    landed += [(r["partition"], r["offset"]) for r in dead]
+    assert sorted(landed) == sorted((r["partition"], r["offset"]) for r in rows)
+    return parsed, dead
+
+
+def descendants(pid: int) -> list[str]:
+    """The pids of a process's children, grandchildren and so on (from /proc)."""
+    children: dict[str, list[str]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        children.setdefault(fields[1], []).append(stat.parent.name)
+    found, todo = [], [str(pid)]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
 
 
 def wait_for(condition, *, what: str, timeout: float = 300.0) -> None:
@@ -123,11 +154,7 @@ def test_sigkill_mid_batch_then_rerun_lands_every_offset_once(topic, catalog_fil
     state = read_checkpoint(checkpoint, TOPIC)
     assert state is not None and not state.unfinished_batch
     # The parsed and dead-letter tables are written from the same batches: each offset once there.
-    parsed = read_rows(Path(topic.parsed_path))
-    dead = read_rows(Path(topic.dead_letter_path))
-    landed = [(r["_kafka"]["partition"], r["_kafka"]["offset"]) for r in parsed]
-    landed += [(r["partition"], r["offset"]) for r in dead]
-    assert sorted(landed) == sorted((r["partition"], r["offset"]) for r in rows)
+    parsed, dead = parsed_side_matches(topic, rows)
     assert sorted(r["n"] for r in parsed) == [n for n in range(EVENTS) if n % 50]
     assert sorted(int(r["key"]) for r in dead) == list(range(0, EVENTS, 50))
     assert {r["reason"] for r in dead} == {"malformed_json"}
@@ -181,11 +208,7 @@ def test_sigkill_at_each_commit_point_then_rerun_every_table_holds_each_offset_o
     rows = read_rows(Path(topic.path))  # delta-rs: every table must open outside Spark too
     assert len(rows) == produced
     assert_exactly_once(rows, KILL_TOPIC, kafka.bootstrap_servers)
-    parsed = read_rows(Path(topic.parsed_path))
-    dead = read_rows(Path(topic.dead_letter_path))
-    landed = [(r["_kafka"]["partition"], r["_kafka"]["offset"]) for r in parsed]
-    landed += [(r["partition"], r["offset"]) for r in dead]
-    assert sorted(landed) == sorted((r["partition"], r["offset"]) for r in rows)
+    parsed, dead = parsed_side_matches(topic, rows)
     assert len(dead) == sum(1 for i in range(produced) if i % 41 == 0)
     # The latest table holds each key's last parsed record (by partition, offset), whatever was replayed.
     latest = read_rows(Path(topic.latest_path))
@@ -196,3 +219,61 @@ def test_sigkill_at_each_commit_point_then_rerun_every_table_holds_each_offset_o
         if spot in valid and spot > expected.get(r["key"], (-1, -1)):
             expected[r["key"]] = spot
     assert {r["_kafka"]["key"]: (r["_kafka"]["partition"], r["_kafka"]["offset"]) for r in latest} == expected
+
+
+CONCURRENT_TOPIC = "it-concurrent"  # parsed, latest_by_key, max_offsets_per_trigger: 200
+
+
+def test_a_second_ingest_of_the_same_topic_meanwhile_is_turned_away_and_nothing_lands_twice(
+    catalog_file, lake, kafka, tmp_path
+):
+    """Two drivers on one topic (a job started by hand beside the DAG's, a driver Airflow lost):
+    the first is frozen (SIGSTOP) in the middle of a micro-batch, holding its lock, while the
+    second runs from start to end; then the first goes on."""
+    topic = load_catalog(catalog_file, lake).topic(CONCURRENT_TOPIC)
+    producer.create_topic(kafka.bootstrap_servers, CONCURRENT_TOPIC, partitions=2)
+    records = [Record(f"k{i % 29}".encode(), json_or_broken(i, 0), i % 2) for i in range(1_000)]
+    producer.produce(kafka.bootstrap_servers, CONCURRENT_TOPIC, records)
+    settings = tmp_path / "kafka.json"
+    settings.write_text(json.dumps({"bootstrap.servers": kafka.bootstrap_servers}))
+    checkpoint = Path(topic.checkpoint_path)
+    started: list[subprocess.Popen[bytes]] = []
+    try:
+        first = start_ingest(topic, catalog_file, lake, settings, started)
+        wait_for(
+            lambda: batch_in_flight(checkpoint, 1) is not None or first.poll() is not None,
+            what="the first job's second micro-batch",
+        )
+        os.killpg(first.pid, signal.SIGSTOP)
+        assert first.poll() is None, "the first job ended before the second could meet it"
+        cmd = jobs.command("ingest_topic", topic.name, catalog=catalog_file, lake=lake)
+        env = {
+            **jobs.environment(catalog_file, lake),
+            ENV_CLIENT_CONFIG_FILE: str(settings),
+            ENV_KEEP_CLIENT_CONFIG_FILE: "1",
+        }
+        second = subprocess.run(
+            cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=600
+        )
+        os.killpg(first.pid, signal.SIGCONT)
+
+        assert second.returncode == EXIT_CODES[Kind.CHECKPOINT_LOCKED], second.stdout[-3000:]
+        assert "KAFKALAKE_FAILURE kind=checkpoint_locked" in second.stdout
+        # It names the holder: the first job's Python driver, a child of its spark-submit.
+        holder = re.search(r"in use by another run: pid (\d+)", second.stdout)
+        assert holder is not None, second.stdout[-2000:]
+        assert f"/{holder.group(1)}\n" in "".join(f"/{p}\n" for p in descendants(first.pid))
+        assert first.wait(timeout=600) == 0
+    finally:
+        for process in started:
+            if process.poll() is None:
+                os.killpg(process.pid, signal.SIGCONT)
+                os.killpg(process.pid, signal.SIGKILL)
+
+    rows = read_rows(Path(topic.path))
+    assert_exactly_once(rows, CONCURRENT_TOPIC, kafka.bootstrap_servers)
+    _parsed, dead = parsed_side_matches(topic, rows)
+    assert len(dead) == sum(1 for i in range(len(records)) if i % 41 == 0)
+    state = read_checkpoint(checkpoint, CONCURRENT_TOPIC)
+    assert state is not None and not state.unfinished_batch
+    assert sum(state.committed.values()) == len(records)

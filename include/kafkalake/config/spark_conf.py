@@ -68,6 +68,11 @@ def redaction_conf() -> dict[str, str]:
 ENV_METASTORE_URI = "KAFKALAKE_METASTORE_URI"
 
 
+#: Extra options for every job's driver JVM, after the project's own (e.g. the test suite's
+#: ``-XX:TieredStopAtLevel=1``: its jobs are short, so C2 compiles what never pays back).
+ENV_DRIVER_JAVA_OPTIONS = "KAFKALAKE_DRIVER_JAVA_OPTIONS"
+
+
 def metastore_uri() -> str | None:
     return os.environ.get(ENV_METASTORE_URI) or None
 
@@ -128,7 +133,11 @@ def base_conf(lake_root: Path, metastore: str | None = None) -> dict[str, str]:
         **redaction_conf(),
     }
     # The class archive made at setup halves the driver's start-up (core/class_archive).
-    java_options = [conf.get("spark.driver.extraJavaOptions", ""), *driver_java_options()]
+    java_options = [
+        conf.get("spark.driver.extraJavaOptions", ""),
+        *driver_java_options(),
+        os.environ.get(ENV_DRIVER_JAVA_OPTIONS, "").strip(),
+    ]
     if options := " ".join(o for o in java_options if o):
         conf["spark.driver.extraJavaOptions"] = options
     return conf

@@ -92,8 +92,7 @@ class BatchWriter:
         self._created: set[str] = set()
         #: The parsed side's backlog while it is behind bronze (read at the start of the run).
         self.backlog: parsed_backlog.Backlog | None = None
-        #: Whether a failing parsed side parks (the stream) or fails the batch (a re-ingest, object
-        #: stores, where the backlog cannot be kept yet).
+        #: Whether a failing parsed side parks (the stream) or fails the batch (the catch-up itself).
         self.can_park = self.config.enabled
         #: The error that parked the parsed side during this run, for the job's report.
         self.parked_by: Exception | None = None

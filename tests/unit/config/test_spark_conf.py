@@ -9,6 +9,7 @@ import pytest
 
 from kafkalake.config.spark_conf import (
     DELTA_SETTINGS,
+    ENV_DRIVER_JAVA_OPTIONS,
     base_conf,
     credential_settings,
     metastore_dir,
@@ -31,6 +32,16 @@ def test_base_conf_enables_delta_and_keeps_state_under_the_lake_root(tmp_path):
     )
     assert metastore_dir(tmp_path).parent == tmp_path
     assert all(isinstance(v, str) for v in conf.values())
+
+
+def test_extra_driver_java_options_come_last_and_blank_adds_nothing(tmp_path, monkeypatch):
+    monkeypatch.setenv(ENV_DRIVER_JAVA_OPTIONS, " -XX:TieredStopAtLevel=1 ")
+    options = base_conf(tmp_path)["spark.driver.extraJavaOptions"].split()
+    assert options[0].startswith("-Dderby.system.home=")
+    assert options[-1] == "-XX:TieredStopAtLevel=1"
+    monkeypatch.setenv(ENV_DRIVER_JAVA_OPTIONS, "  ")
+    assert "TieredStopAtLevel" not in base_conf(tmp_path)["spark.driver.extraJavaOptions"]
+    assert not base_conf(tmp_path)["spark.driver.extraJavaOptions"].endswith(" ")
 
 
 def test_topic_spark_conf_goes_on_top_of_the_base(tmp_path):

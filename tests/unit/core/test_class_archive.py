@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from kafkalake.config.spark_conf import base_conf
+from kafkalake.config.spark_conf import ENV_DRIVER_JAVA_OPTIONS, base_conf
 from kafkalake.core import class_archive
 from kafkalake.core.class_archive import (
     ENV_CLASS_ARCHIVE,
@@ -91,6 +91,7 @@ def test_jobs_get_it_with_their_other_driver_options(
     monkeypatch.setattr(class_archive, "jars_dir", lambda: target)
     for key, value in java_home.items():
         monkeypatch.setenv(key, value)
+    monkeypatch.delenv(ENV_DRIVER_JAVA_OPTIONS, raising=False)  # the suite's own (tests/conftest.py)
     options = base_conf(tmp_path / "lake")["spark.driver.extraJavaOptions"].split()
     assert options == [
         f"-Dderby.system.home={tmp_path / 'lake' / '_metastore'}",
