@@ -100,6 +100,24 @@ def test_mode_none_dead_letters_a_type_mismatch_and_names_the_fields(spark):
     assert out["tombstone"][parse_columns.REASON] == parse_columns.TOMBSTONE
 
 
+def test_fail_on_new_columns_rescues_new_fields_and_dead_letters_a_type_mismatch(spark):
+    """New fields (top level or nested) are rescued, so the batch's check stops the parsed side;
+    a value of the wrong type is no new field: a dead letter naming it, at any depth."""
+    out = parse(spark, ParsedConfig(evolution="failOnNewColumns"))
+
+    assert out["wrong_type"][parse_columns.REASON] == "type_mismatch"
+    assert out["wrong_type"][parse_columns.DETAIL] == "fields not of their schema type: amount"
+    assert out["nested_wrong"][parse_columns.REASON] == "type_mismatch"
+    assert out["nested_wrong"][parse_columns.DETAIL] == "fields not of their schema type: detail"
+    assert rescued(out["unknown_key"]) == {"extra": "x"}
+    assert rescued(out["unknown_key_null"]) == {"extra": None}
+    assert rescued(out["nested_unknown"]) == {"detail": {"qty": 1, "note": "gift"}}
+    for name in ("clean", "fields_missing", "json_null", "unknown_key", "nested_unknown"):
+        assert out[name][parse_columns.REASON] is None, name
+    for name in ("clean", "fields_missing", "json_null", "wrong_type", "nested_wrong"):
+        assert out[name]["_rescued_data"] is None, name
+
+
 def test_the_catalogs_rule_check_agrees_with_sparks_parser(spark):
     """Every rule the load-time check accepts, Spark's SQL parser accepts; every one it refuses,
     Spark refuses too, but for a column with an alias (``a b``), which is no boolean rule."""

@@ -176,11 +176,8 @@ def parse_batch(bronze: DataFrame, schema: Schema, config: ParsedConfig) -> Data
     rescue_mode = config.evolution != "none"
     types = [f["type"] for f in schema["fields"]]
     lost = [_lossy(raw_fields[n], parsed[n], t, rescue_mode) for n, t in zip(names, types, strict=True)]
-    any_lost = F.lit(False)
-    for field_lost in lost:
-        any_lost = any_lost | field_lost
-    flagged = [F.when(hit, F.lit(name)) for hit, name in zip(lost, names, strict=True)]
-    mismatched = F.array_compact(F.array(*flagged)) if flagged else F.array().cast("array<string>")
+    any_lost = _any(lost)
+    mismatched = _flagged(lost, names)
     needs_rescue = _has_unknown(raw_fields, names) | any_lost
     rescued = F.when(
         needs_rescue,
@@ -210,12 +207,13 @@ def parse_batch(bronze: DataFrame, schema: Schema, config: ParsedConfig) -> Data
             f"value is %d bytes, over max_value_bytes {config.max_value_bytes}", F.octet_length(VALUE)
         ),
     )
+    if config.evolution == "failOnNewColumns":
+        # New fields (at any depth) are rescued, and stop the parsed side until they are accepted;
+        # a value of the wrong type is no new field: it is a dead letter, as Auto Loader's mode has it.
+        type_lost = [_lossy(raw_fields[n], parsed[n], t, False) for n, t in zip(names, types, strict=True)]
+        reason, detail = _type_mismatch(reason, detail, type_lost, names)
     if not rescue_mode:
-        reason = reason.when(any_lost, F.lit("type_mismatch"))
-        detail = detail.when(
-            any_lost,
-            F.concat(F.lit("fields not of their schema type: "), F.array_join(mismatched, ", ")),
-        )
+        reason, detail = _type_mismatch(reason, detail, lost, names)
     else:
         # What must be rescued but cannot be written as JSON (Spark's variant refused it, e.g. a
         # key twice in one object where duplicates are not allowed) is a dead letter, not a loss.
@@ -228,6 +226,39 @@ def parse_batch(bronze: DataFrame, schema: Schema, config: ParsedConfig) -> Data
     if rescue_mode:
         columns.append(F.when(reason.isNull(), rescued).alias(RESCUED_COLUMN))
     return frame.select(*columns, reason.alias(REASON), detail.alias(DETAIL), F.col(VALUE))
+
+
+def _any(flags: list[Column]) -> Column:
+    from pyspark.sql import functions as F
+
+    found = F.lit(False)
+    for flag in flags:
+        found = found | flag
+    return found
+
+
+def _flagged(lost: list[Column], names: list[str]) -> Column:
+    """The names whose ``lost`` flag is true, as an array."""
+    from pyspark.sql import functions as F
+
+    flagged = [F.when(hit, F.lit(name)) for hit, name in zip(lost, names, strict=True)]
+    return F.array_compact(F.array(*flagged)) if flagged else F.array().cast("array<string>")
+
+
+def _type_mismatch(
+    reason: Column, detail: Column, lost: list[Column], names: list[str]
+) -> tuple[Column, Column]:
+    """``reason``/``detail`` with a ``type_mismatch`` dead letter where a field lost its value."""
+    from pyspark.sql import functions as F
+
+    any_lost = _any(lost)
+    return (
+        reason.when(any_lost, F.lit("type_mismatch")),
+        detail.when(
+            any_lost,
+            F.concat(F.lit("fields not of their schema type: "), F.array_join(_flagged(lost, names), ", ")),
+        ),
+    )
 
 
 def _as_column(value: Column, field: dict[str, Any]) -> Column:
