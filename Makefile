@@ -50,10 +50,12 @@ airflow: setup  ## the real Airflow UI on the DAGs (airflow standalone), http://
 stack: setup  ## Airflow as deployed: PostgreSQL, LocalExecutor, its components as separate processes (AIRFLOW_PORT=)
 	$(PY) -m kafkalake.dev.stack --port $(AIRFLOW_PORT)
 
-# Two workers: most of a test's time is JVM start-up and Airflow's own latency, which overlap well on
-# 2 cores. --dist loadfile keeps each test module on one worker (its tests share module-scoped topics
-# and run in order; xdist's loadgroup does not group under pytest 9). PYTEST_WORKERS=0: serially.
-PYTEST_WORKERS ?= 2
+# Three workers on 2 cores: much of a test's time is waiting (Airflow's latency, retries' backoff,
+# servers starting), so a third worker fills it (full suite 3,704 s at -n 3, 1.28 cores busy on
+# average; ~4,350 s at -n 2). --dist loadfile keeps each test module on one worker (its tests share
+# module-scoped topics and run in order; xdist's loadgroup does not group under pytest 9), and
+# tests/conftest.py hands out the longest modules first. PYTEST_WORKERS=0: serially.
+PYTEST_WORKERS ?= 3
 
 test: setup $(CHROMIUM) $(DOCKER_COMPOSE)  ## run the whole test suite (real broker, Spark and Delta, Chromium for the UI test)
 	$(PY) -m pytest $(if $(filter-out 0,$(PYTEST_WORKERS)),-n $(PYTEST_WORKERS) --dist loadfile)

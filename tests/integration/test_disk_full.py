@@ -45,22 +45,14 @@ def small_disk(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 def fill(disk: Path, leave: int) -> Path:
     """Fill ``disk`` until writes fail, then free ``leave`` bytes; the filler file is returned."""
     filler = disk / "filler"
-    chunk = b"\0" * (1 << 20)
-    with filler.open("wb") as out:
-        try:
-            while True:
-                out.write(chunk)
-                out.flush()
-        except OSError as err:
-            assert err.errno == errno.ENOSPC
-    for size in (1 << 16, 1 << 12):
-        try:
-            with filler.open("ab") as out:
+    # Unbuffered: a short write raises here, not again when the file is closed.
+    with filler.open("wb", buffering=0) as out:
+        for size in (1 << 20, 1 << 16, 1 << 12, 1):
+            try:
                 while True:
                     out.write(b"\0" * size)
-                    out.flush()
-        except OSError:
-            pass
+            except OSError as err:
+                assert err.errno == errno.ENOSPC
     os.truncate(filler, max(0, filler.stat().st_size - leave))
     return filler
 
@@ -70,8 +62,18 @@ def run_ingest(
 ) -> subprocess.CompletedProcess[str]:
     env = {**jobs.environment(catalog, lake), ENV_CLIENT_CONFIG_FILE: str(settings)}
     env[ENV_KEEP_CLIENT_CONFIG_FILE] = "1"
-    cmd = jobs.command("ingest_topic", TOPIC, catalog=catalog, lake=lake)
+    cmd = jobs.command("ingest_topic", topic.name, catalog=catalog, lake=lake)
     return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+
+
+def assert_fails_disk_full(topic: TopicConfig, catalog: Path, lake: Path, settings: Path) -> None:
+    """An ingest run fails with disk_full (its exit code and its failure line say so)."""
+    full = run_ingest(topic, catalog, lake, settings)
+    output = full.stdout + full.stderr
+    said = [ln for ln in output.splitlines() if "INFO" not in ln][-40:]
+    assert full.returncode == EXIT_CODES[Kind.DISK_FULL], "\n".join(said)
+    line = next(ln for ln in output.splitlines() if ln.startswith("KAFKALAKE_FAILURE"))
+    assert "kind=disk_full" in line and "no space left on device" in line
 
 
 def assert_every_table_holds_each_offset_once(topic: TopicConfig, bootstrap: str) -> int:
@@ -130,12 +132,7 @@ def test_a_full_disk_fails_the_run_clearly_and_the_next_run_after_freeing_space_
 
     produce(1200)
     filler = fill(small_disk, leave)
-    full = run_ingest(topic, catalog, lake, settings)
-    output = full.stdout + full.stderr
-    said = [ln for ln in output.splitlines() if "INFO" not in ln][-40:]
-    assert full.returncode == EXIT_CODES[Kind.DISK_FULL], "\n".join(said)
-    line = next(ln for ln in output.splitlines() if ln.startswith("KAFKALAKE_FAILURE"))
-    assert "kind=disk_full" in line and "no space left on device" in line
+    assert_fails_disk_full(topic, catalog, lake, settings)
     # Readers see only whole commits: what the tables held before, and maybe whole batches since.
     bronze = read_rows(Path(topic.path))
     assert len({(r["partition"], r["offset"]) for r in bronze}) == len(bronze) >= held
@@ -144,3 +141,65 @@ def test_a_full_disk_fails_the_run_clearly_and_the_next_run_after_freeing_space_
     again = run_ingest(topic, catalog, lake, settings)
     assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
     assert assert_every_table_holds_each_offset_once(topic, kafka.bootstrap_servers) == n
+
+
+SCHEMA_TOPIC = "it-disk-full-schemas"
+
+
+def test_no_space_for_the_schema_history_bronze_still_lands_and_the_parsed_side_catches_up(
+    kafka: LocalKafka, tmp_path
+):
+    """Only the schema history's folder is full (its own 1 MiB tmpfs) when a new field needs a
+    version: bronze lands the run's records, the run says disk_full, no version is half written,
+    and once space is back the parsed side catches up with the new field."""
+    lake = tmp_path / "lake"
+    catalog = tmp_path / "topics.yaml"
+    entry = {"name": SCHEMA_TOPIC, "freshness_sla": "1h", "max_offsets_per_trigger": 300, "parsed": True}
+    catalog.write_text(json.dumps({"topics": [entry]}))
+    topic = load_catalog(catalog, lake).topic(SCHEMA_TOPIC)
+    settings = tmp_path / "kafka.json"
+    settings.write_text(json.dumps({"bootstrap.servers": kafka.bootstrap_servers}))
+    producer.create_topic(kafka.bootstrap_servers, SCHEMA_TOPIC, partitions=2)
+
+    def produce(start: int, count: int, extra: dict[str, str]) -> None:
+        records = [
+            Record(f"k{i % 7}".encode(), json.dumps({"n": i, **extra}).encode(), i % 2)
+            for i in range(start, start + count)
+        ]
+        producer.produce(kafka.bootstrap_servers, SCHEMA_TOPIC, records)
+
+    produce(0, 200, {})
+    first = run_ingest(topic, catalog, lake, settings)
+    assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
+    schemas = Path(topic.schema_dir)
+    kept = {p.name: p.read_bytes() for p in schemas.iterdir()}
+    assert "000001.json" in kept
+
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(schemas)], capture_output=True
+    )
+    if mounted.returncode != 0:
+        pytest.skip(f"a tmpfs cannot be mounted here (needs root): {mounted.stderr.decode().strip()}")
+    try:
+        for name, data in kept.items():
+            (schemas / name).write_bytes(data)
+        filler = fill(schemas, 0)
+        produce(200, 500, {"coupon": "SAVE10"})  # a new field: addNewColumns wants version 2
+
+        assert_fails_disk_full(topic, catalog, lake, settings)
+        # Bronze did not wait for the parsed side: every record is there, once.
+        assert_exactly_once(read_rows(Path(topic.path)), SCHEMA_TOPIC, kafka.bootstrap_servers)
+        assert sorted(p.name for p in schemas.iterdir() if p != filler) == sorted(kept)
+
+        filler.unlink()  # space is back
+        again = run_ingest(topic, catalog, lake, settings)
+        assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+        assert "000002.json" in {p.name for p in schemas.iterdir()}
+    finally:
+        subprocess.run(["umount", "-l", str(schemas)], check=False)
+
+    parsed = read_rows(Path(topic.parsed_path))
+    assert sorted(r["n"] for r in parsed) == list(range(700))
+    assert {r["coupon"] for r in parsed if r["n"] >= 200} == {"SAVE10"}
+    assert all(r["_rescued_data"] is None for r in parsed)
+    assert_exactly_once(read_rows(Path(topic.path)), SCHEMA_TOPIC, kafka.bootstrap_servers)
