@@ -3,9 +3,11 @@ is freed, the next run lands every offset once and every table reads. On a small
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
+import shutil
 import subprocess
 from collections import Counter
 from collections.abc import Iterator
@@ -78,7 +80,7 @@ def assert_fails_disk_full(topic: TopicConfig, catalog: Path, lake: Path, settin
 
 def assert_every_table_holds_each_offset_once(topic: TopicConfig, bootstrap: str) -> int:
     bronze = read_rows(Path(topic.path))
-    assert_exactly_once(bronze, TOPIC, bootstrap)
+    assert_exactly_once(bronze, topic.name, bootstrap)
     parsed = read_rows(Path(topic.parsed_path))
     both = Counter((r["_kafka"]["partition"], r["_kafka"]["offset"]) for r in parsed)
     both.update((r["partition"], r["offset"]) for r in read_rows(Path(topic.dead_letter_path)))
@@ -144,62 +146,108 @@ def test_a_full_disk_fails_the_run_clearly_and_the_next_run_after_freeing_space_
 
 
 SCHEMA_TOPIC = "it-disk-full-schemas"
+CHECKPOINT_TOPIC = "it-disk-full-checkpoint"
+
+
+@contextlib.contextmanager
+def alone_on_a_full_disk(folder: Path) -> Iterator[Path]:
+    """``folder`` moved onto its own 1 MiB tmpfs (what it holds copied in), filled to the last
+    byte; yields the filler file. The rest of the lake keeps its space."""
+    kept = folder.with_name(folder.name + ".kept")
+    shutil.copytree(folder, kept)
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(folder)], capture_output=True
+    )
+    if mounted.returncode != 0:
+        pytest.skip(f"a tmpfs cannot be mounted here (needs root): {mounted.stderr.decode().strip()}")
+    try:
+        shutil.copytree(kept, folder, dirs_exist_ok=True)
+        yield fill(folder, 0)
+    finally:
+        subprocess.run(["umount", "-l", str(folder)], check=False)
+
+
+class SmallTopic:
+    """A parsed topic of its own catalog, lake and Kafka topic, and its ingest job."""
+
+    def __init__(self, name: str, kafka: LocalKafka, tmp_path: Path) -> None:
+        self.kafka = kafka
+        self.lake, self.catalog = tmp_path / "lake", tmp_path / "topics.yaml"
+        entry = {"name": name, "freshness_sla": "1h", "max_offsets_per_trigger": 300, "parsed": True}
+        self.catalog.write_text(json.dumps({"topics": [entry]}))
+        self.topic = load_catalog(self.catalog, self.lake).topic(name)
+        self.settings = tmp_path / "kafka.json"
+        self.settings.write_text(json.dumps({"bootstrap.servers": kafka.bootstrap_servers}))
+        producer.create_topic(kafka.bootstrap_servers, name, partitions=2)
+
+    def produce(self, start: int, count: int, extra: dict[str, str]) -> None:
+        records = [
+            Record(f"k{i % 7}".encode(), json.dumps({"n": i, **extra}).encode(), i % 2)
+            for i in range(start, start + count)
+        ]
+        producer.produce(self.kafka.bootstrap_servers, self.topic.name, records)
+
+    def ingest_succeeds(self) -> None:
+        done = run_ingest(self.topic, self.catalog, self.lake, self.settings)
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+
+    def ingest_fails_disk_full(self) -> None:
+        assert_fails_disk_full(self.topic, self.catalog, self.lake, self.settings)
+
+    def parsed_ns(self) -> list[int]:
+        """``n`` of every parsed row, sorted, once every table is checked to hold each offset once."""
+        assert assert_every_table_holds_each_offset_once(self.topic, self.kafka.bootstrap_servers) > 0
+        return sorted(r["n"] for r in read_rows(Path(self.topic.parsed_path)))
 
 
 def test_no_space_for_the_schema_history_bronze_still_lands_and_the_parsed_side_catches_up(
     kafka: LocalKafka, tmp_path
 ):
-    """Only the schema history's folder is full (its own 1 MiB tmpfs) when a new field needs a
-    version: bronze lands the run's records, the run says disk_full, no version is half written,
-    and once space is back the parsed side catches up with the new field."""
-    lake = tmp_path / "lake"
-    catalog = tmp_path / "topics.yaml"
-    entry = {"name": SCHEMA_TOPIC, "freshness_sla": "1h", "max_offsets_per_trigger": 300, "parsed": True}
-    catalog.write_text(json.dumps({"topics": [entry]}))
-    topic = load_catalog(catalog, lake).topic(SCHEMA_TOPIC)
-    settings = tmp_path / "kafka.json"
-    settings.write_text(json.dumps({"bootstrap.servers": kafka.bootstrap_servers}))
-    producer.create_topic(kafka.bootstrap_servers, SCHEMA_TOPIC, partitions=2)
-
-    def produce(start: int, count: int, extra: dict[str, str]) -> None:
-        records = [
-            Record(f"k{i % 7}".encode(), json.dumps({"n": i, **extra}).encode(), i % 2)
-            for i in range(start, start + count)
-        ]
-        producer.produce(kafka.bootstrap_servers, SCHEMA_TOPIC, records)
-
-    produce(0, 200, {})
-    first = run_ingest(topic, catalog, lake, settings)
-    assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
-    schemas = Path(topic.schema_dir)
-    kept = {p.name: p.read_bytes() for p in schemas.iterdir()}
+    """Only the schema history's folder is full when a new field needs a version: bronze lands
+    the run's records, the run says disk_full, no version is half written, and once space is back
+    the parsed side catches up with the new field."""
+    small = SmallTopic(SCHEMA_TOPIC, kafka, tmp_path)
+    small.produce(0, 200, {})
+    small.ingest_succeeds()
+    schemas = Path(small.topic.schema_dir)
+    kept = sorted(p.name for p in schemas.iterdir())
     assert "000001.json" in kept
 
-    mounted = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(schemas)], capture_output=True
-    )
-    if mounted.returncode != 0:
-        pytest.skip(f"a tmpfs cannot be mounted here (needs root): {mounted.stderr.decode().strip()}")
-    try:
-        for name, data in kept.items():
-            (schemas / name).write_bytes(data)
-        filler = fill(schemas, 0)
-        produce(200, 500, {"coupon": "SAVE10"})  # a new field: addNewColumns wants version 2
-
-        assert_fails_disk_full(topic, catalog, lake, settings)
+    with alone_on_a_full_disk(schemas) as filler:
+        small.produce(200, 500, {"coupon": "SAVE10"})  # a new field: addNewColumns wants version 2
+        small.ingest_fails_disk_full()
         # Bronze did not wait for the parsed side: every record is there, once.
-        assert_exactly_once(read_rows(Path(topic.path)), SCHEMA_TOPIC, kafka.bootstrap_servers)
-        assert sorted(p.name for p in schemas.iterdir() if p != filler) == sorted(kept)
+        assert_exactly_once(read_rows(Path(small.topic.path)), SCHEMA_TOPIC, kafka.bootstrap_servers)
+        assert sorted(p.name for p in schemas.iterdir() if p != filler) == kept
 
         filler.unlink()  # space is back
-        again = run_ingest(topic, catalog, lake, settings)
-        assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+        small.ingest_succeeds()
         assert "000002.json" in {p.name for p in schemas.iterdir()}
-    finally:
-        subprocess.run(["umount", "-l", str(schemas)], check=False)
 
-    parsed = read_rows(Path(topic.parsed_path))
-    assert sorted(r["n"] for r in parsed) == list(range(700))
+    assert small.parsed_ns() == list(range(700))
+    parsed = read_rows(Path(small.topic.parsed_path))
     assert {r["coupon"] for r in parsed if r["n"] >= 200} == {"SAVE10"}
     assert all(r["_rescued_data"] is None for r in parsed)
-    assert_exactly_once(read_rows(Path(topic.path)), SCHEMA_TOPIC, kafka.bootstrap_servers)
+
+
+def test_no_space_for_the_checkpoint_fails_clearly_and_the_next_run_lands_every_offset_once(
+    kafka: LocalKafka, tmp_path
+):
+    """Only the streaming checkpoint's folder is full when the next batch is planned: the run says
+    disk_full, the tables hold only whole batches, and once space is back the next run lands the
+    rest, every offset once."""
+    small = SmallTopic(CHECKPOINT_TOPIC, kafka, tmp_path)
+    small.produce(0, 200, {})
+    small.ingest_succeeds()
+    checkpoint = Path(small.topic.checkpoint_path)
+
+    with alone_on_a_full_disk(checkpoint) as filler:
+        small.produce(200, 700, {})
+        small.ingest_fails_disk_full()
+        bronze = read_rows(Path(small.topic.path))
+        assert len({(r["partition"], r["offset"]) for r in bronze}) == len(bronze) >= 200
+
+        filler.unlink()  # space is back
+        small.ingest_succeeds()
+
+    assert small.parsed_ns() == list(range(900))
