@@ -38,16 +38,12 @@ from typing import TYPE_CHECKING
 from kafkalake.config.catalog import load_catalog
 from kafkalake.config.topic import TopicConfig
 from kafkalake.core.errors import (
-    BadConfigError,
     CatalogError,
-    CheckpointLockedError,
     Failure,
     KafkaConfigError,
     KafkalakeError,
     Kind,
     ReingestRefusedError,
-    TableStateError,
-    TopicRecreatedError,
     failure,
     failure_of,
 )
@@ -145,7 +141,8 @@ def ingest(topic: TopicConfig, client_config: dict[str, str], started: float) ->
             streaming = time.monotonic()
             query.awaitTermination()
             behind = catch_up_parsed(spark, topic, writer)
-    except (BadConfigError, CheckpointLockedError, TableStateError, TopicRecreatedError) as err:
+    except KafkalakeError as err:
+        # Raised by the driver itself, not by a batch: a refusal before the stream, or the run lock.
         spark.stop()
         write_metrics(writer, started, streaming)
         return report(failure_of(err))

@@ -10,12 +10,14 @@ a table does not have) ends with a ``KAFKALAKE_FAILURE kind=bad_config`` line an
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import sys
 
 from kafkalake.config.catalog import load_catalog
-from kafkalake.core.errors import BadConfigError, CatalogError, Failure, Kind, failure
+from kafkalake.core.errors import CatalogError, KafkalakeError, Kind, failure, failure_of
 from kafkalake.core.paths import catalog_path, lake_root
+from kafkalake.lake.checkpoint_lock import checkpoint_lock
 from kafkalake.spark import object_store
 from kafkalake.spark.job_args import report
 from kafkalake.spark.table_care import maintain
@@ -39,12 +41,17 @@ def main(argv: list[str] | None = None) -> int:
     spark = SparkSession.builder.appName(f"kafkalake-maintain-{topic.name}").getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
     object_store.configure(spark)
+    # Locally Delta's log store refuses a second commit of one version, so OPTIMIZE may run beside
+    # an ingest (a backfill run's table care does); on S3 it cannot, and a commit could be lost:
+    # there the care holds the topic's run lock.
+    guard = checkpoint_lock(topic.checkpoint_path) if topic.on_object_store else contextlib.nullcontext()
     try:
-        for table_report in maintain(spark, topic, force=args.force):
-            # Also on stdout: the Airflow task log shows spark-submit's output line by line.
-            print(f"kafkalake maintenance report: {table_report}", flush=True)
-    except BadConfigError as err:
-        return report(Failure(Kind.BAD_CONFIG, str(err)))
+        with guard:
+            for table_report in maintain(spark, topic, force=args.force):
+                # Also on stdout: the Airflow task log shows spark-submit's output line by line.
+                print(f"kafkalake maintenance report: {table_report}", flush=True)
+    except KafkalakeError as err:
+        return report(failure_of(err))
     finally:
         spark.stop()
     return 0

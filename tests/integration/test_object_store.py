@@ -9,6 +9,12 @@ with delta-rs and the connection's storage options; the connection's secret must
 
 from __future__ import annotations
 
+import json
+import os
+import signal
+import subprocess
+import time
+import uuid
 from collections import Counter
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -18,16 +24,20 @@ from typing import Any
 import pytest
 
 from kafkalake.airflow.dag_factory import REPLAY_DAG_ID
+from kafkalake.config import jobs
 from kafkalake.config.catalog import load_catalog
 from kafkalake.config.tables import topic_tables
 from kafkalake.config.topic import TopicConfig
+from kafkalake.core.errors import EXIT_CODES, CheckpointLockedError, Kind
 from kafkalake.dev import local_airflow, producer
 from kafkalake.dev.broker import LocalKafka
 from kafkalake.dev.producer import Record
 from kafkalake.dev.s3_server import LocalS3
+from kafkalake.kafka.client_config import ENV_CLIENT_CONFIG_FILE, ENV_KEEP_CLIENT_CONFIG_FILE
 from kafkalake.kafka.offsets import end_offsets
-from kafkalake.lake import registry, storage, store_files
+from kafkalake.lake import lease_lock, registry, storage, store_files
 from kafkalake.lake.checkpoint import read_checkpoint
+from kafkalake.lake.lease_lock import LeaseLock
 
 from .helpers import assert_exactly_once
 
@@ -211,3 +221,108 @@ def test_the_replay_dag_rebuilds_the_parsed_tables_on_the_store(env, s3_server, 
     assert "re-parsed 450 records of bronze version" in run.output
     assert storage.open_delta(topic.path).version() == bronze_version  # type: ignore[union-attr]
     assert_tables_agree(topic, kafka)
+
+
+def test_the_lock_object_on_the_real_server(s3_server, topic):
+    """The lease lock's conditional PUTs as s3proxy answers them: one holder, a stalled holder's
+    lease taken over once it ran out (on the server's clock), a release handing it on at once."""
+    location = f"s3a://{s3_server.bucket}/it-lease/{uuid.uuid4().hex}/checkpoint.lock"
+    first = LeaseLock(location, lease=5)
+    first.take()
+    with pytest.raises(CheckpointLockedError, match=f"pid {os.getpid()} on host "):
+        LeaseLock(location, lease=5).take()
+    first._stop.set()  # frozen: no more renewals
+    time.sleep(6.5)
+    second = LeaseLock(location, lease=5)
+    second.take()
+    assert first.renew_once() is False and first.lost is not None
+    with pytest.raises(CheckpointLockedError):
+        LeaseLock(location, lease=5).take()
+    second.release()
+    third = LeaseLock(location, lease=5)
+    third.take()  # released: no wait for the lease
+    third.release()
+
+
+def test_a_second_ingest_on_the_store_meanwhile_is_turned_away(kafka, catalog_file, lake, topic, tmp_path):
+    """Two drivers on one s3a topic (a job started by hand beside the DAG's): the first is frozen
+    (SIGSTOP) while it holds the lock object; the second is refused with checkpoint_locked, naming
+    the first's driver; the first then lands everything once."""
+    producer.produce(kafka.bootstrap_servers, TOPIC, events(450, 200))
+    kafka_settings = tmp_path / "kafka.json"
+    kafka_settings.write_text(json.dumps({"bootstrap.servers": kafka.bootstrap_servers}))
+
+    def job_env(name: str) -> dict[str, str]:
+        # Each job reads (and deletes) its own storage settings file, as from its task.
+        handed = tmp_path / f"{name}-storage.json"
+        handed.write_text(storage.current().to_json())
+        handed.chmod(0o600)
+        return {
+            **jobs.environment(catalog_file, lake),
+            ENV_CLIENT_CONFIG_FILE: str(kafka_settings),
+            ENV_KEEP_CLIENT_CONFIG_FILE: "1",
+            storage.ENV_STORAGE_CONFIG_FILE: str(handed),
+            # The frozen holder must not lose its lease while the second job starts its JVM.
+            lease_lock.ENV_LEASE_SECONDS: "900",
+        }
+
+    cmd = jobs.command("ingest_topic", TOPIC, catalog=catalog_file, lake=lake)
+    lock = lease_lock.LeaseLock(topic.checkpoint_path + ".lock", lease=900)
+    before = lock.client.get_object(Bucket=lock.bucket, Key=lock.key)["ETag"]
+    first = subprocess.Popen(
+        cmd,
+        env=job_env("first"),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+
+        def holder() -> lease_lock.Holder | None:
+            found = lock.client.get_object(Bucket=lock.bucket, Key=lock.key)
+            if found["ETag"] == before:
+                return None
+            held = lease_lock.Holder.parse(found["Body"].read())
+            return held if held is not None and not held.released else None
+
+        deadline = time.monotonic() + 300
+        while holder() is None:
+            assert first.poll() is None, (
+                f"the first job ended (exit {first.returncode}) before taking the lock"
+            )
+            assert time.monotonic() < deadline, "the first job never took the lock"
+            time.sleep(0.1)
+        os.killpg(first.pid, signal.SIGSTOP)
+        second = subprocess.run(
+            cmd,
+            env=job_env("second"),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            timeout=600,
+        )
+        os.killpg(first.pid, signal.SIGCONT)
+
+        assert second.returncode == EXIT_CODES[Kind.CHECKPOINT_LOCKED], second.stdout[-3000:]
+        held = holder()
+        assert held is not None
+        assert f"in use by another run: pid {held.pid} on host" in second.stdout
+        assert first.wait(timeout=600) == 0
+    finally:
+        if first.poll() is None:
+            os.killpg(first.pid, signal.SIGCONT)
+            os.killpg(first.pid, signal.SIGKILL)
+    released = lease_lock.Holder.parse(
+        lock.client.get_object(Bucket=lock.bucket, Key=lock.key)["Body"].read()
+    )
+    assert released is not None and released.released
+    assert_tables_agree(topic, kafka)
+
+
+def test_create_text_on_the_store_never_overwrites(s3_server, topic):
+    """The schema history's versions are claimed by name: the second claim fails, the first stays."""
+    location = f"s3a://{s3_server.bucket}/it-create/{uuid.uuid4().hex}/000001.json"
+    store_files.create_text(location, "first")
+    with pytest.raises(FileExistsError, match=r"000001\.json"):
+        store_files.create_text(location, "second")
+    assert store_files.read_text(location) == "first"

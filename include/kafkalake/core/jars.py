@@ -37,7 +37,8 @@ KAFKA_VERSION = "4.2.0"
 # Spark's own log4j version, so the broker logs the same way the Spark jobs do.
 LOG4J_VERSION = "2.25.4"
 # An S3 API server on the local filesystem, for the object-store tests (kafkalake.dev.s3_server).
-S3PROXY_VERSION = "2.6.0"
+# 3.0 or later: 2.x ignores If-None-Match and If-Match on PUT, which the run lock on S3 relies on.
+S3PROXY_VERSION = "4.1.0"
 
 # Greedy name: the version is the *last* '-<digits>.<digits>...' part (log4j-1.2-api-2.25.4.jar).
 _JAR_NAME = re.compile(r"^(?P<name>.+)-(?P<version>\d+(?:\.\d+)+(?:[-.][A-Za-z0-9_]+)*)\.jar$")

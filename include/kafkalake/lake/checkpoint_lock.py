@@ -12,9 +12,10 @@ leaves no stale lock behind; the file itself stays and is harmless. The holder w
 and start time into the file, so the run that is turned away can name it. On NFS, Linux maps
 ``flock`` to POSIX locks, which NFS shares between clients.
 
-Only local paths and ``file://`` URIs can be locked this way. For object stores (``s3a://``,
-``abfss://``, ``gs://``) there is no lock: a single writer per checkpoint then rests on
-``max_active_runs=1`` and on nobody starting the job by hand while the DAG runs.
+Only local paths and ``file://`` URIs can be locked this way. On an object store (``s3a://``) the
+lock is an object beside the checkpoint, taken with a conditional PUT and held by a lease
+(:mod:`kafkalake.lake.lease_lock`); a run that lost its lease while it stalled is stopped before its
+next write by :func:`assert_held`, which the batches call.
 """
 
 from __future__ import annotations
@@ -31,10 +32,15 @@ from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 from kafkalake.core.errors import CheckpointLockedError, Kind, failure
+from kafkalake.lake.lease_lock import LeaseLock
+from kafkalake.lake.storage import is_object_store
 
 log = logging.getLogger(__name__)
 
 LOCK_SUFFIX = ".lock"
+
+#: The leases this process holds, by checkpoint (object stores only).
+_leases: dict[str, LeaseLock] = {}
 
 
 def local_path(location: str) -> Path | None:
@@ -61,15 +67,13 @@ def checkpoint_lock(checkpoint: str) -> Iterator[Path | None]:
         CheckpointLockedError: another process holds the lock (a transient failure: the task
             retries with backoff). Its message names the holder's pid, host and start time.
     """
+    if is_object_store(checkpoint):
+        with _lease(checkpoint):
+            yield None
+        return
     path = lock_file(checkpoint)
     if path is None:
-        log.info(
-            "checkpoint %s is on an object store: no run lock; one run at a time rests on the DAG's "
-            "max_active_runs=1",
-            checkpoint,
-        )
-        yield None
-        return
+        raise ValueError(f"{checkpoint}: no run lock for this kind of location")
     path.parent.mkdir(parents=True, exist_ok=True)
     # O_RDWR without O_TRUNC: truncating before the lock is ours would erase the holder's name.
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
@@ -89,6 +93,32 @@ def checkpoint_lock(checkpoint: str) -> Iterator[Path | None]:
             fcntl.flock(fd, fcntl.LOCK_UN)
     finally:
         os.close(fd)
+
+
+@contextlib.contextmanager
+def _lease(checkpoint: str) -> Iterator[None]:
+    lock = LeaseLock(checkpoint.rstrip("/") + LOCK_SUFFIX)
+    lock.take()
+    _leases[checkpoint] = lock
+    try:
+        yield
+    finally:
+        del _leases[checkpoint]
+        lock.release()
+
+
+def assert_held(checkpoint: str) -> None:
+    """Before a write: raise when this process's lease on ``checkpoint`` was taken over.
+
+    A no-op for local checkpoints (the kernel's lock cannot be lost while its holder lives) and
+    for code that holds no lock (a test, a tool).
+
+    Raises:
+        CheckpointLockedError: the lease ran out while this run stalled and another run took it.
+    """
+    lock = _leases.get(checkpoint)
+    if lock is not None and lock.lost is not None:
+        raise CheckpointLockedError(failure(Kind.CHECKPOINT_LOCKED, lock.lost).message)
 
 
 def _holder() -> dict[str, object]:

@@ -385,8 +385,8 @@ class SchemaHistory:
     """Every version of a topic's schema, one file each; the highest number is the current one.
 
     A new version is written only when the schema differs from the current one, and a version file
-    is created exclusively, so two writers cannot both claim a number (locally; on an object store
-    the topic's single run is what keeps it so, see :func:`kafkalake.lake.store_files.create_text`).
+    is created exclusively (locally with O_EXCL, on S3 with a conditional PUT), so two writers cannot
+    both claim a number.
     The folder may be local or on an object store, beside the table (``<table>/_kafkalake/schemas``).
     """
 

@@ -3,7 +3,8 @@
 Local locations keep plain file semantics (``pathlib``); ``s3a://`` ones go through pyarrow's S3
 filesystem with the process's :mod:`kafkalake.lake.storage` settings. On S3 a written object
 appears whole or not at all, so :func:`write_text` is atomic there as its temp-file-and-rename is
-locally; what S3 cannot do is refuse to overwrite (see :func:`create_text`).
+locally. :func:`create_text` refuses to overwrite on S3 too, with a conditional PUT (boto3: pyarrow
+cannot send one).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 import os
 from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from kafkalake.lake import storage
@@ -20,6 +21,8 @@ if TYPE_CHECKING:
     from pyarrow.fs import S3FileSystem
 
 Location = str | os.PathLike[str]
+#: boto3's S3 client (boto3 ships no type hints).
+S3Client = Any
 
 
 def _remote(location: Location) -> tuple[S3FileSystem, str] | None:
@@ -57,9 +60,37 @@ def _filesystem() -> S3FileSystem:
     )
 
 
+@cache
+def s3_client() -> S3Client:
+    """boto3's S3 client on this process's settings: for the conditional PUTs pyarrow cannot send."""
+    import boto3
+    from botocore.config import Config
+
+    settings = storage.current()
+    config = Config(
+        connect_timeout=10,
+        read_timeout=30,
+        retries={"max_attempts": 3, "mode": "standard"},
+        # S3-compatible servers: path-style, and no checksum on every request (as _filesystem).
+        s3={"addressing_style": "path"} if settings.endpoint else {},
+        request_checksum_calculation="when_required",
+        response_checksum_validation="when_required",
+    )
+    return boto3.client(
+        "s3",
+        endpoint_url=settings.endpoint,
+        region_name=settings.region,
+        aws_access_key_id=settings.access_key,
+        aws_secret_access_key=settings.secret_key,
+        aws_session_token=settings.session_token,
+        config=config,
+    )
+
+
 def forget_filesystems() -> None:
-    """Drop the cached filesystem: the settings changed."""
+    """Drop the cached filesystem and client: the settings changed."""
     _filesystem.cache_clear()
+    s3_client.cache_clear()
 
 
 def local(location: Location) -> Path:
@@ -130,12 +161,9 @@ def write_text(location: Location, text: str) -> None:
 
 
 def create_text(location: Location, text: str) -> None:
-    """Write a new file; locally it fails with FileExistsError when the file exists.
+    """Write a new file; FileExistsError when it exists, locally and on S3 alike.
 
-    On S3 (no put-if-absent through pyarrow) an existing object is checked first and then written:
-    two writers racing between the check and the write both succeed, the later one's text wins. The
-    callers (the schema history) write only under the topic's single run (see README, "Tables on
-    object storage").
+    On S3 a PUT with ``If-None-Match: *``: of two writers racing for one name, exactly one wins.
     """
     remote = _remote(location)
     if remote is None:
@@ -146,9 +174,17 @@ def create_text(location: Location, text: str) -> None:
             handle.flush()
             os.fsync(handle.fileno())
         return
-    if exists(location):
-        raise FileExistsError(os.fspath(location))
-    write_text(location, text)
+    from botocore.exceptions import ClientError
+
+    _fs, key = remote
+    bucket, _, name = key.partition("/")
+    try:
+        s3_client().put_object(Bucket=bucket, Key=name, Body=text.encode(), IfNoneMatch="*")
+    except ClientError as err:
+        status = (err.response or {}).get("ResponseMetadata", {}).get("HTTPStatusCode")
+        if status in (409, 412):  # 409: another conditional PUT of the name in flight
+            raise FileExistsError(os.fspath(location)) from None
+        raise
 
 
 def delete(location: Location) -> None:

@@ -31,6 +31,7 @@ from kafkalake.core.errors import Kind
 from kafkalake.kafka import gaps
 from kafkalake.lake import parsed_backlog, table_position
 from kafkalake.lake.checkpoint import batch_end_offsets, starting_offsets
+from kafkalake.lake.checkpoint_lock import assert_held
 from kafkalake.spark import data_loss, parse_columns
 from kafkalake.spark.topic_parser import RunStats, TopicParser, write_measured
 
@@ -177,6 +178,9 @@ class BatchWriter:
 
     def _write(self, batch: DataFrame, batch_id: int) -> None:
         app_id = self.app_id
+        # On an object store the run lock is a lease: a run that stalled past it lost the lock to
+        # another run, and must not write behind it.
+        assert_held(self.topic.checkpoint_path)
         self._metadata = self._position_metadata(batch_id, app_id)
         self._record_lost(batch, batch_id, app_id)
         if not self.config.enabled:

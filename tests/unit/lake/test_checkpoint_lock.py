@@ -103,10 +103,34 @@ def test_lock_file_sits_beside_the_checkpoint_under_the_underscore_folder(checkp
 @pytest.mark.parametrize(
     "uri", ["s3a://bucket/t/_kafkalake/checkpoint", "abfss://c@acct.dfs.core.windows.net/t/_kafkalake/cp"]
 )
-def test_object_store_checkpoints_are_not_locked(uri):
+def test_no_lock_file_on_a_store(uri):
     assert lock_file(uri) is None
-    with checkpoint_lock(uri) as path:
+
+
+def test_an_s3a_checkpoint_is_held_by_a_lease_object_beside_it(monkeypatch):
+    taken: list[str] = []
+
+    class Lease:
+        def __init__(self, location: str) -> None:
+            self.location, self.lost = location, None
+
+        def take(self) -> None:
+            taken.append(self.location)
+
+        def release(self) -> None:
+            taken.remove(self.location)
+
+    monkeypatch.setattr("kafkalake.lake.checkpoint_lock.LeaseLock", Lease)
+    with checkpoint_lock("s3a://bucket/t/_kafkalake/checkpoint/") as path:
         assert path is None
+        assert taken == ["s3a://bucket/t/_kafkalake/checkpoint.lock"]
+    assert taken == []
+
+
+def test_a_location_no_lock_can_hold_is_refused():
+    with pytest.raises(ValueError, match="abfss://c@acct/t/cp: no run lock"):
+        with checkpoint_lock("abfss://c@acct/t/cp"):
+            pass
 
 
 def test_the_lock_is_reentrant_for_nobody(checkpoint):

@@ -1,0 +1,234 @@
+"""The run lock on an object store, against an in-memory stand-in for S3's conditional PUTs.
+
+The real server (s3proxy) runs the same cases in tests/integration/test_object_store.py; these pin
+the decisions: who wins, what the loser is told, when a lease counts as run out.
+"""
+
+from __future__ import annotations
+
+import io
+import uuid
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from email.utils import format_datetime
+from typing import Any
+
+import pytest
+from botocore.exceptions import ClientError
+
+from kafkalake.core.errors import (
+    AuthenticationFailedError,
+    AuthorizationFailedError,
+    BadConfigError,
+    CheckpointLockedError,
+)
+from kafkalake.lake import checkpoint_lock as checkpoint_lock_module
+from kafkalake.lake import lease_lock
+from kafkalake.lake.checkpoint_lock import assert_held, checkpoint_lock
+from kafkalake.lake.lease_lock import Holder, LeaseLock
+
+LOCATION = "s3a://lake/raw/orders/_kafkalake/checkpoint.lock"
+
+
+def client_error(status: int, code: str) -> ClientError:
+    return ClientError({"Error": {"Code": code}, "ResponseMetadata": {"HTTPStatusCode": status}}, "PutObject")
+
+
+class FakeS3:
+    """Objects with ETags and the two preconditions S3 checks on PUT; a clock the test moves."""
+
+    def __init__(self, *, honours_conditions: bool = True) -> None:
+        self.objects: dict[tuple[str, str], tuple[str, bytes, datetime]] = {}
+        self.now = datetime(2026, 11, 24, 12, 0, tzinfo=UTC)
+        self.honours_conditions = honours_conditions
+        self.refuse: ClientError | None = None
+        #: Called once, after the next GET is answered (to let "another run" act in between).
+        self.after_get: Callable[[], None] | None = None
+
+    def put_object(self, *, Bucket: str, Key: str, Body: bytes, **extra: Any) -> dict[str, Any]:
+        if self.refuse is not None:
+            raise self.refuse
+        current = self.objects.get((Bucket, Key))
+        if self.honours_conditions:
+            if extra.get("IfNoneMatch") == "*" and current is not None:
+                raise client_error(412, "PreconditionFailed")
+            if "IfMatch" in extra and (current is None or current[0] != extra["IfMatch"]):
+                raise client_error(412, "PreconditionFailed")
+        etag = f'"{uuid.uuid4().hex}"'
+        self.objects[(Bucket, Key)] = (etag, Body, self.now.replace(microsecond=0))
+        return {"ETag": etag}
+
+    def get_object(self, *, Bucket: str, Key: str) -> dict[str, Any]:
+        if (Bucket, Key) not in self.objects:
+            raise client_error(404, "NoSuchKey")
+        etag, body, modified = self.objects[(Bucket, Key)]
+        if self.after_get is not None:
+            hook, self.after_get = self.after_get, None
+            hook()
+        return {
+            "ETag": etag,
+            "Body": io.BytesIO(body),
+            "LastModified": modified,
+            "ResponseMetadata": {"HTTPHeaders": {"date": format_datetime(self.now, usegmt=True)}},
+        }
+
+    def holder(self) -> Holder:
+        _etag, body, _modified = self.objects[("lake", "raw/orders/_kafkalake/checkpoint.lock")]
+        found = Holder.parse(body)
+        assert found is not None
+        return found
+
+
+@pytest.fixture
+def s3() -> FakeS3:
+    return FakeS3()
+
+
+def lock(s3: FakeS3, lease: int = 120) -> LeaseLock:
+    return LeaseLock(LOCATION, client=s3, lease=lease)
+
+
+def test_the_first_run_takes_it_and_the_second_is_told_who_holds_it(s3):
+    first = lock(s3)
+    first.take()
+    try:
+        assert s3.holder().owner == first.owner and not s3.holder().released
+        with pytest.raises(CheckpointLockedError) as refused:
+            lock(s3).take()
+        message = str(refused.value)
+        assert message.startswith("[checkpoint_locked] ")
+        assert f"pid {s3.holder().pid} on host {s3.holder().host}" in message
+        assert "lease runs out in 120 s" in message
+        assert "checkpoint s3a://lake/raw/orders/_kafkalake/checkpoint " in message
+    finally:
+        first.release()
+
+
+def test_a_released_lock_is_taken_over_at_once_and_only_by_one(s3):
+    first = lock(s3)
+    first.take()
+    first.release()
+    assert s3.holder().released
+    second = lock(s3)
+    second.take()
+    assert s3.holder().owner == second.owner and not s3.holder().released
+    with pytest.raises(CheckpointLockedError):
+        lock(s3).take()
+    second.release()
+
+
+def test_a_dead_holders_lease_runs_out_and_the_next_run_takes_over(s3):
+    dead = lock(s3, lease=60)
+    dead.take()
+    dead._stop.set()  # killed: no more renewals, no release
+    s3.now += timedelta(seconds=59)
+    with pytest.raises(CheckpointLockedError, match="runs out in 1 s"):
+        lock(s3).take()
+    s3.now += timedelta(seconds=2)
+    taker = lock(s3)
+    taker.take()
+    assert s3.holder().owner == taker.owner
+    # The stalled holder wakes up: its renewal finds the object changed and it knows it lost.
+    assert dead.renew_once() is False
+    assert dead.lost is not None and "taken over by another run" in dead.lost
+    assert s3.holder().owner == taker.owner
+    taker.release()
+
+
+def test_the_holders_lease_decides_not_the_takers(s3):
+    holder = lock(s3, lease=600)
+    holder.take()
+    s3.now += timedelta(seconds=300)
+    with pytest.raises(CheckpointLockedError, match="runs out in 300 s"):
+        lock(s3, lease=10).take()
+    holder.release()
+
+
+def test_a_renewal_restarts_the_lease(s3):
+    holder = lock(s3, lease=60)
+    holder.take()
+    s3.now += timedelta(seconds=50)
+    assert holder.renew_once() is True
+    s3.now += timedelta(seconds=50)
+    with pytest.raises(CheckpointLockedError):
+        lock(s3).take()
+    holder.release()
+
+
+def test_of_two_runs_taking_over_an_expired_lease_only_one_wins(s3):
+    dead = lock(s3, lease=10)
+    dead.take()
+    dead._stop.set()
+    s3.now += timedelta(seconds=11)
+    winner = lock(s3)
+    loser = lock(s3)
+    # The loser read the expired object; the winner takes it over before the loser's conditional PUT.
+    s3.after_get = winner.take
+    with pytest.raises(CheckpointLockedError, match="took it over just now"):
+        loser.take()
+    assert s3.holder().owner == winner.owner
+    winner.release()
+
+
+def test_a_store_that_ignores_conditional_writes_is_refused_not_trusted():
+    s3 = FakeS3(honours_conditions=False)
+    with pytest.raises(BadConfigError, match="ignores conditional writes"):
+        lock(s3).take()
+
+
+@pytest.mark.parametrize(
+    ("error", "expected"),
+    [
+        (client_error(403, "AccessDenied"), AuthorizationFailedError),
+        (client_error(403, "InvalidAccessKeyId"), AuthenticationFailedError),
+        (client_error(403, "SignatureDoesNotMatch"), AuthenticationFailedError),
+    ],
+)
+def test_refused_credentials_are_their_failure_kind(s3, error, expected):
+    s3.refuse = error
+    with pytest.raises(expected, match=LOCATION):
+        lock(s3).take()
+
+
+def test_other_store_errors_come_through_as_they_are_and_retry(s3):
+    s3.refuse = client_error(503, "SlowDown")
+    with pytest.raises(ClientError):
+        lock(s3).take()
+
+
+def test_assert_held_stops_a_run_whose_lease_was_taken_over(s3, monkeypatch):
+    monkeypatch.setattr(checkpoint_lock_module, "LeaseLock", lambda location: LeaseLock(location, client=s3))
+    checkpoint = LOCATION.removesuffix(".lock")
+    with checkpoint_lock(checkpoint):
+        assert_held(checkpoint)  # held: nothing happens
+        mine = checkpoint_lock_module._leases[checkpoint]
+        mine._stop.set()
+        s3.now += timedelta(seconds=121)
+        other = lock(s3)
+        other.take()
+        assert mine.renew_once() is False
+        with pytest.raises(CheckpointLockedError, match="stalled for longer than its 120 s lease"):
+            assert_held(checkpoint)
+    assert checkpoint not in checkpoint_lock_module._leases
+    # It never releases what it no longer holds.
+    assert s3.holder().owner == other.owner and not s3.holder().released
+    other.release()
+    assert_held(checkpoint)  # no lease held here any more: nothing to check
+
+
+@pytest.mark.parametrize("raw", ["0", "3", "soon", "-5"])
+def test_a_bad_lease_setting_is_named(monkeypatch, raw):
+    monkeypatch.setenv(lease_lock.ENV_LEASE_SECONDS, raw)
+    with pytest.raises(ValueError, match=f"KAFKALAKE_LOCK_LEASE_SECONDS .*{raw!r}"):
+        lease_lock.lease_seconds()
+
+
+def test_the_lease_setting(monkeypatch):
+    monkeypatch.delenv(lease_lock.ENV_LEASE_SECONDS, raising=False)
+    assert lease_lock.lease_seconds() == lease_lock.DEFAULT_LEASE_SECONDS
+    monkeypatch.setenv(lease_lock.ENV_LEASE_SECONDS, "30")
+    assert lease_lock.lease_seconds() == 30
+
+
+def test_bucket_and_key_as_s3a_names_them():
+    assert lease_lock.bucket_and_key("s3a://b/a b/c%41/x.lock") == ("b", "a b/c%41/x.lock")
