@@ -4,7 +4,8 @@ one on a real S3 API server (s3proxy on loopback), in one Spark session.
     python -m kafkalake.dev.store_latency [--commits 10] [--rows 20000] [--dir .bench/store-latency]
 
 For each store it prints the median and slowest of: a Delta append (write + commit) through Spark
-(S3A for the store), a delta-rs open of the table with its version (what every pre-flight and
+(S3A for the store) and, on the store, the S3 requests one append sends (S3A's own count), a
+delta-rs open of the table with its version (what every pre-flight and
 idle-skip check pays), and, on the store, the run lock's take, renewal and release (boto3). The
 first append of each table creates it and is not counted. s3proxy on loopback answers in well
 under a millisecond; a real store adds its own round trip (tens of milliseconds on AWS S3) to each
@@ -20,6 +21,7 @@ import statistics
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from kafkalake.config.spark_conf import OBJECT_STORE_CONF, base_conf
 from kafkalake.core.jars import jar_files
@@ -27,6 +29,9 @@ from kafkalake.core.paths import REPO_ROOT
 from kafkalake.dev.s3_server import LocalS3
 from kafkalake.lake import storage
 from kafkalake.lake.lease_lock import LeaseLock
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 
 def timed(action: Callable[[], object], times: int) -> list[float]:
@@ -40,6 +45,15 @@ def timed(action: Callable[[], object], times: int) -> list[float]:
 
 def summary(seconds: list[float]) -> dict[str, float]:
     return {"median_s": round(statistics.median(seconds), 3), "max_s": round(max(seconds), 3)}
+
+
+def s3a_requests(spark: SparkSession, bucket: str) -> int:
+    """Requests S3A has sent to the bucket so far (its storage statistics)."""
+    jvm = spark._jvm  # pyspark's only way in
+    assert jvm is not None
+    hadoop = spark.sparkContext._jsc.hadoopConfiguration()
+    filesystem = jvm.org.apache.hadoop.fs.FileSystem.get(jvm.java.net.URI(f"s3a://{bucket}/"), hadoop)
+    return int(filesystem.getStorageStatistics().getLong("store_io_request") or 0)
 
 
 def measure(workdir: Path, commits: int, rows: int) -> dict[str, dict[str, dict[str, float]]]:
@@ -87,10 +101,15 @@ def measure(workdir: Path, commits: int, rows: int) -> dict[str, dict[str, dict[
             def open_version(at: str = location, given: dict[str, str] | None = options) -> int:
                 return int(DeltaTable(at, storage_options=given).version())
 
-            results[name] = {
-                "delta_append_commit": summary(timed(append, commits)),
-                "delta_rs_open_version": summary(timed(open_version, commits)),
-            }
+            before = s3a_requests(spark, server.bucket)
+            results[name] = {"delta_append_commit": summary(timed(append, commits))}
+            if location.startswith("s3a://"):
+                sent = s3a_requests(spark, server.bucket) - before
+                results[name]["s3_requests_per_append"] = {
+                    "median_s": sent / commits,
+                    "max_s": sent / commits,
+                }
+            results[name]["delta_rs_open_version"] = summary(timed(open_version, commits))
         lock = LeaseLock(f"s3a://{server.bucket}/latency/t/_kafkalake/checkpoint.lock")
         takes, renewals, releases = [], [], []
         for _ in range(commits):
@@ -123,11 +142,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     results = measure(args.dir, args.commits, args.rows)
     print(f"{'':26} {'local':>18} {'s3proxy':>18}")
-    for figure in ("delta_append_commit", "delta_rs_open_version", "lock_take", "lock_renew", "lock_release"):
+    figures = (
+        "delta_append_commit",
+        "s3_requests_per_append",
+        "delta_rs_open_version",
+        "lock_take",
+        "lock_renew",
+        "lock_release",
+    )
+    for figure in figures:
         cells = []
         for store in ("local", "s3proxy"):
             found = results[store].get(figure)
-            cells.append(f"{found['median_s']:.3f} (max {found['max_s']:.3f})" if found else "-")
+            if found is None:
+                cells.append("-")
+            elif figure == "s3_requests_per_append":
+                cells.append(f"{found['median_s']:.1f}")
+            else:
+                cells.append(f"{found['median_s']:.3f} (max {found['max_s']:.3f})")
         print(f"{figure:26} {cells[0]:>18} {cells[1]:>18}")
     print(json.dumps(results, indent=2))
     return 0
