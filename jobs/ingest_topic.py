@@ -19,7 +19,8 @@ When ``KAFKALAKE_METRICS_FILE`` names a file, the job writes what it landed ther
 (``kafkalake.core.metrics.JobMetrics``), on success and on failure; its Airflow task reads it.
 
 After a successful stream the job does the DAG's follow-ups in its warm Spark application
-(:mod:`kafkalake.spark.follow_ups`), so a DAG run starts one JVM, not three.
+(:mod:`kafkalake.spark.follow_ups`: the schema refresh, and table care when it is due), so a DAG
+run starts one JVM, not three or four; ``--no-follow-ups`` lands only.
 """
 
 from __future__ import annotations
@@ -79,6 +80,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--topic", required=True, help="topic name, as in the catalog")
     parser.add_argument("--reingest-from", help="ISO timestamp: re-ingest the gap repair from then")
+    parser.add_argument(
+        "--no-follow-ups",
+        action="store_true",
+        help="land only: leave the schema refresh and due table care to their own tasks' jobs",
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
@@ -98,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.reingest_from is not None:
             return reingest(topic, client_config, args.reingest_from)
-        return ingest(topic, client_config, started)
+        return ingest(topic, client_config, started, follow_ups=not args.no_follow_ups)
     except OSError as err:
         # A full disk outside Spark's own writes (the run lock, the schema history, the backlog
         # file) is the same fault as inside them: its kind, not an unknown crash that retries.
@@ -108,7 +114,9 @@ def main(argv: list[str] | None = None) -> int:
         return report(classify_spark_error(topic.name, f"OSError: {err}"))
 
 
-def ingest(topic: TopicConfig, client_config: dict[str, str], started: float) -> int:
+def ingest(
+    topic: TopicConfig, client_config: dict[str, str], started: float, *, follow_ups: bool = True
+) -> int:
     from pyspark.errors.exceptions.captured import CapturedException
     from pyspark.sql import SparkSession
 
@@ -168,9 +176,9 @@ def ingest(topic: TopicConfig, client_config: dict[str, str], started: float) ->
         spark.stop()
         write_metrics(writer, started, streaming, stream_done)
         return report(behind)
-    follow_ups = run_follow_ups(spark, topic)
+    done = run_follow_ups(spark, topic) if follow_ups else {}
     spark.stop()
-    write_metrics(writer, started, streaming, stream_done, follow_ups)
+    write_metrics(writer, started, streaming, stream_done, done)
     return 0
 
 

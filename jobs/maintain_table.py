@@ -19,6 +19,7 @@ from kafkalake.core.errors import CatalogError, KafkalakeError, Kind, failure, f
 from kafkalake.core.paths import catalog_path, lake_root
 from kafkalake.lake.checkpoint_lock import checkpoint_lock
 from kafkalake.spark import object_store
+from kafkalake.spark.follow_ups import MAINTENANCE_REPORT
 from kafkalake.spark.job_args import report
 from kafkalake.spark.table_care import maintain
 
@@ -49,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
         with guard:
             for table_report in maintain(spark, topic, force=args.force):
                 # Also on stdout: the Airflow task log shows spark-submit's output line by line.
-                print(f"kafkalake maintenance report: {table_report}", flush=True)
+                print(f"{MAINTENANCE_REPORT} {table_report}", flush=True)
     except KafkalakeError as err:
         return report(failure_of(err))
     finally:

@@ -54,7 +54,8 @@ def topic(
     env = {**jobs.environment(catalog_file, lake), ENV_CLIENT_CONFIG_FILE: str(settings)}
     env[ENV_KEEP_CLIENT_CONFIG_FILE] = "1"
     done = subprocess.run(
-        jobs.command("ingest_topic", TOPIC, catalog=catalog_file, lake=lake),
+        # Land only: the care is due at once (1s), and the ingest would otherwise do it in its session.
+        jobs.command("ingest_topic", TOPIC, catalog=catalog_file, lake=lake, extra_args=["--no-follow-ups"]),
         env=env,
         capture_output=True,
         text=True,

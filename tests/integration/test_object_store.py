@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import time
@@ -164,6 +165,8 @@ def test_first_run_lands_every_table_once_on_the_store_with_care_and_registratio
         "maintain_table": "success",
     }
     assert "first run: no checkpoint yet" in run.output
+    # The care was due: the ingest job did it in its own Spark application, its task only reports.
+    assert re.search(r"done in the ingest job's Spark application \(no JVM started\): .*OPTIMIZE", run.output)
     assert_tables_agree(topic, kafka)
     # The checkpoint, the schema history and the registration records are where they belong.
     state = read_checkpoint(topic.checkpoint_path, TOPIC)

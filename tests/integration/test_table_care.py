@@ -267,3 +267,35 @@ def test_cluster_by_turns_on_liquid_clustering_and_keeps_every_row(spark, tmp_pa
     assert list(detail["clusteringColumns"]) == ["partition", "offset"]
     assert contents(topic.path) == before_rows
     assert DeltaTable(topic.path).metadata().configuration["delta.appendOnly"] == "true"
+
+
+def test_care_in_the_ingest_session_when_due_and_only_then(spark, tmp_path, capsys):
+    """The ingest job's follow-up: due care is done in its warm session and summarised for the
+    task to report; not due, nothing; failing, left to the task's own job (nothing half done)."""
+    from kafkalake.spark.follow_ups import care_in_session
+
+    due = bronze_topic(tmp_path / "care_followup", optimize_every=timedelta(seconds=1))
+    landed(spark, due, runs=3)
+    time.sleep(1)  # the 1s cadence has passed since the table's creation
+    before = contents(due.path)
+
+    summary = care_in_session(spark, due)
+
+    assert summary is not None and "OPTIMIZE (bin-packing)" in summary and "Before: 3 files" in summary
+    assert "kafkalake maintenance report: bronze.care_followup: OPTIMIZE" in capsys.readouterr().out
+    assert len(DeltaTable(due.path).file_uris()) == 1
+    assert contents(due.path) == before
+
+    fresh = bronze_topic(tmp_path / "care_fresh")  # OPTIMIZE is due a day after creation
+    landed(spark, fresh, runs=2)
+    assert care_in_session(spark, fresh) is None
+    assert len(DeltaTable(fresh.path).file_uris()) == 2
+
+    broken = bronze_topic(
+        tmp_path / "care_followup", optimize_every=timedelta(seconds=1), zorder_by=("customer_id",)
+    )
+    append(spark, broken, batch(1_000, 10))
+    version = DeltaTable(broken.path).version()
+    time.sleep(1)
+    assert care_in_session(spark, broken) is None  # its task then runs the job and fails bad_config
+    assert DeltaTable(broken.path).version() == version

@@ -319,14 +319,19 @@ class FollowUpOperator(TopicSparkSubmitOperator):
     """
 
     def execute(self, context: Any) -> None:
+        if not self.done_by_ingest(context):
+            super().execute(context)
+
+    def done_by_ingest(self, context: Any) -> bool:
+        """Whether the ingest job did this task's work (then logged here); never on a retry."""
         ti = context.get("ti")
         done = ti.xcom_pull(task_ids="ingest", key=FOLLOW_UPS_XCOM_KEY) if ti is not None else None
         if first_try(context) and isinstance(done, dict) and self.task_id in done:
             self.log.info(
                 "done in the ingest job's Spark application (no JVM started): %s", done[self.task_id]
             )
-            return
-        super().execute(context)
+            return True
+        return False
 
 
 class RegisterOperator(TopicSparkSubmitOperator):
@@ -351,11 +356,13 @@ class RegisterOperator(TopicSparkSubmitOperator):
         super().execute(context)
 
 
-class MaintenanceOperator(TopicSparkSubmitOperator):
+class MaintenanceOperator(FollowUpOperator):
     """OPTIMIZE / VACUUM / table properties, run only when something is due.
 
-    The due check reads the Delta log with delta-rs in the task's own process: when nothing is due
-    the task is skipped without starting a JVM.
+    When the run's ingest found it due, the ingest job did it in its own Spark application and
+    this task reports it. Otherwise (an idle run, a backfill, a retry) the due check reads the
+    Delta log with delta-rs in the task's own process: when nothing is due the task is skipped
+    without starting a JVM.
     """
 
     def __init__(self, *, topic: TopicConfig, **kwargs: Any) -> None:
@@ -363,13 +370,15 @@ class MaintenanceOperator(TopicSparkSubmitOperator):
         self.topic: TopicConfig = topic
 
     def execute(self, context: Any) -> None:
+        if self.done_by_ingest(context):
+            return
         use_topic_storage(self.topic)
         run, lines = care_due.due_now(self.topic)
         for line in lines:
             self.log.info("%s", line)
         if not run:
             raise AirflowSkipException("no table maintenance due (no Spark job started)")
-        super().execute(context)
+        TopicSparkSubmitOperator.execute(self, context)
 
 
 class ReplayOperator(KafkalakeSparkSubmitOperator):

@@ -1044,6 +1044,39 @@ def test_refresh_schema_runs_its_own_job_when_the_ingest_did_not_or_on_a_retry(
     assert submitted == ["refresh_schema"]
 
 
+def test_table_care_done_by_the_ingest_job_is_reported_with_no_jvm_and_no_due_check(
+    monkeypatch, follow_up_dag, caplog
+):
+    submitted = _record_submits(monkeypatch)
+    task = follow_up_dag.get_task("maintain_table")
+    monkeypatch.setattr(type(task), "log", property(lambda self: logging.getLogger("follow-up-test")))
+    # The table does not even exist here: the due check would skip; the report comes from the XCom.
+    ti = FakeTI(follow_ups={"maintain_table": "bronze.payments: 5 files -> 1 file, OPTIMIZE (bin-packing)"})
+    with caplog.at_level("INFO", logger="follow-up-test"):
+        task.execute(context={"ti": ti})
+    assert submitted == []
+    assert "(no JVM started): bronze.payments: 5 files -> 1 file" in caplog.text
+
+
+@pytest.mark.parametrize(
+    ("try_number", "follow_ups"),
+    [
+        (1, None),  # a backfill or an idle run: the ingest did not run
+        (1, {"refresh_schema": "done"}),  # care was not due then, or failed in the ingest job
+        (2, {"maintain_table": "done"}),  # a retry, or cleared by hand: do it (when due)
+    ],
+)
+def test_table_care_not_done_by_the_ingest_is_judged_here_as_before(
+    monkeypatch, follow_up_dag, try_number, follow_ups
+):
+    from airflow.sdk.exceptions import AirflowSkipException
+
+    submitted = _record_submits(monkeypatch)
+    with pytest.raises(AirflowSkipException, match="no table maintenance due"):
+        follow_up_dag.get_task("maintain_table").execute(context={"ti": FakeTI(try_number, follow_ups)})
+    assert submitted == []
+
+
 def test_register_table_starts_no_jvm_only_when_every_existing_table_is_recorded(monkeypatch, follow_up_dag):
     import pyarrow as pa
     from deltalake import write_deltalake
