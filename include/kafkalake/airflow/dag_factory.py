@@ -117,8 +117,9 @@ Runs every **{interval}** (freshness SLA {sla} / 3, rounded down to the minute).
    beside the table; `ingest` parses with it into the parsed and dead-letter tables.
 4. `register_table` makes the tables queryable by name (`{table}`, and the parsed tables).
 5. `maintain_table` runs OPTIMIZE / VACUUM / property changes when due (the topic's
-   `maintenance:` block); when nothing is due it is skipped without starting Spark. VACUUM never
-   touches `_kafkalake/` (checkpoint, schema history).
+   `maintenance:` block); when the ingest found them due it did them in its own Spark application
+   and this task only reports; when nothing is due it is skipped without starting Spark. VACUUM
+   never touches `_kafkalake/` (checkpoint, schema history).
 
 **Deadline.** A run not finished {deadline} after it was queued means the table is older than its
 SLA: Airflow then logs an `SLA miss` (and posts it to the topic's SLA webhook, if it has one).
