@@ -16,7 +16,8 @@ precondition fails, which is enough for a lock:
   ``Last-Modified``), so clock skew between machines does not matter.
 - **a holder that stalled** past its lease (a frozen process) finds at its next renewal that the
   object changed: it marks the lease lost and :func:`assert_held` fails its next batch before it
-  writes, with ``checkpoint_locked``.
+  writes, with ``checkpoint_locked``. So does one that could not renew at all (the store
+  unreachable for it) for a whole lease: it can no longer know that nobody took over.
 
 Credentials and endpoint are the process's :mod:`kafkalake.lake.storage` settings (the client is
 :func:`kafkalake.lake.store_files.s3_client`). A server that
@@ -31,7 +32,9 @@ import logging
 import os
 import socket
 import threading
+import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
@@ -117,7 +120,13 @@ _LOST_RACE = (409, 412)
 class LeaseLock:
     """One lock object; :meth:`take`, then :meth:`release` (renewed in between by a thread)."""
 
-    def __init__(self, location: str, client: S3Client | None = None, lease: int | None = None) -> None:
+    def __init__(
+        self,
+        location: str,
+        client: S3Client | None = None,
+        lease: int | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.location = location
         self.bucket, self.key = bucket_and_key(location)
         self.client = client or s3_client()
@@ -128,6 +137,10 @@ class LeaseLock:
         self.lost: str | None = None
         self._stop = threading.Event()
         self._renewer: threading.Thread | None = None
+        self._clock = clock
+        #: When this process last wrote the object (its own clock): past the lease, it cannot know
+        #: whether another run took over, so it counts the lease as lost.
+        self._written_at = clock()
 
     def _holder(self, *, released: bool = False) -> Holder:
         return Holder(
@@ -161,6 +174,7 @@ class LeaseLock:
             self.etag = self._take_over()
         else:
             self._check_server_refuses_overwrite()
+        self._written_at = self._clock()
         log.info("took the run lock %s (lease %d s)", self.location, self.lease)
         self._renewer = threading.Thread(target=self._renew, name="kafkalake-lease", daemon=True)
         self._renewer.start()
@@ -223,16 +237,29 @@ class LeaseLock:
             self.etag = self._put(IfMatch=self.etag)
         except ClientError as err:
             if _status(err) in _LOST_RACE:
-                self.lost = (
+                return self._lose(
                     f"the run lock {self.location} was taken over by another run while this one held "
                     f"it (this run stalled for longer than its {self.lease} s lease)"
                 )
-                log.error("%s; the run stops before its next write", self.lost)
-                return False
-            log.warning("run lock %s: renewal failed, trying again: %s", self.location, err)
+            failed: Exception = err
         except BotoCoreError as err:  # the store unreachable for a moment
-            log.warning("run lock %s: renewal failed, trying again: %s", self.location, err)
+            failed = err
+        else:
+            self._written_at = self._clock()
+            return True
+        unrenewed = self._clock() - self._written_at
+        if unrenewed >= self.lease:
+            return self._lose(
+                f"the run lock {self.location} could not be renewed for {int(unrenewed)} s, past its "
+                f"{self.lease} s lease (last error: {failed}): another run may hold it now"
+            )
+        log.warning("run lock %s: renewal failed, trying again: %s", self.location, failed)
         return True
+
+    def _lose(self, why: str) -> bool:
+        self.lost = why
+        log.error("%s; the run stops before its next write", why)
+        return False
 
     def release(self) -> None:
         from botocore.exceptions import BotoCoreError, ClientError

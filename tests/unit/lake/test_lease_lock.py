@@ -155,6 +155,41 @@ def test_a_renewal_restarts_the_lease(s3):
     holder.release()
 
 
+def test_a_holder_that_cannot_renew_for_a_whole_lease_counts_it_lost(s3):
+    clock = [0.0]
+    holder = LeaseLock(LOCATION, client=s3, lease=60, clock=lambda: clock[0])
+    holder.take()
+    holder._stop.set()  # renewals by hand below
+    s3.refuse = client_error(503, "SlowDown")
+    clock[0] = 30.0
+    assert holder.renew_once() is True and holder.lost is None  # within its lease: tries again
+    clock[0] = 61.0
+    assert holder.renew_once() is False
+    assert holder.lost is not None and "could not be renewed for 61 s, past its 60 s lease" in holder.lost
+    s3.refuse = None
+    holder.release()
+    assert not s3.holder().released  # it does not touch what it may no longer hold
+
+
+def test_a_renewal_that_gets_through_restarts_the_count(s3):
+    clock = [0.0]
+    holder = LeaseLock(LOCATION, client=s3, lease=60, clock=lambda: clock[0])
+    holder.take()
+    holder._stop.set()
+    s3.refuse = client_error(503, "SlowDown")
+    clock[0] = 45.0
+    assert holder.renew_once() is True
+    s3.refuse = None
+    clock[0] = 50.0
+    assert holder.renew_once() is True
+    s3.refuse = client_error(503, "SlowDown")
+    clock[0] = 100.0  # 50 s since the last renewal that got through
+    assert holder.renew_once() is True and holder.lost is None
+    s3.refuse = None
+    holder.release()
+    assert s3.holder().released
+
+
 def test_of_two_runs_taking_over_an_expired_lease_only_one_wins(s3):
     dead = lock(s3, lease=10)
     dead.take()
