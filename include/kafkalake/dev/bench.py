@@ -33,6 +33,7 @@ import argparse
 import json
 import os
 import random
+import resource
 import shutil
 import statistics
 import subprocess
@@ -48,7 +49,8 @@ from kafkalake.config.catalog import load_catalog
 from kafkalake.config.topic import TopicConfig
 from kafkalake.core.errors import EXIT_CODES, Kind
 from kafkalake.core.paths import REPO_ROOT
-from kafkalake.dev import local_airflow, producer
+from kafkalake.dev import bench_kdi, local_airflow, producer
+from kafkalake.dev.bench_kdi import KdiRun
 from kafkalake.dev.broker import LocalKafka
 from kafkalake.dev.standalone_airflow import StandaloneAirflow, free_port, wait_for
 from kafkalake.kafka.client_config import ENV_CLIENT_CONFIG_FILE, ENV_KEEP_CLIENT_CONFIG_FILE
@@ -61,6 +63,8 @@ class RawRead:
     records: int
     bytes: int
     seconds: float
+    #: CPU-seconds of the reading process (librdkafka's threads included).
+    cpu_s: float = 0.0
 
     @property
     def records_per_s(self) -> float:
@@ -82,6 +86,9 @@ class Drain:
     python_driver_peak_rss_mib: float
     files: int
     avg_file_mib: float
+    #: CPU-seconds of the job: spark-submit, the driver JVM (Spark's tasks run in it) and the
+    #: Python driver.
+    cpu_s: float = 0.0
 
     @property
     def processing_s(self) -> float:
@@ -179,6 +186,7 @@ def raw_read(bootstrap: str, topic: str) -> RawRead:
     consumer.assign([TopicPartition(topic, p, 0) for p in ends])
     remaining = sum(ends.values())
     records = size = 0
+    cpu_before = _own_cpu_s()
     started = time.monotonic()
     while remaining > 0:
         for message in consumer.consume(num_messages=10_000, timeout=1.0):
@@ -188,8 +196,20 @@ def raw_read(bootstrap: str, topic: str) -> RawRead:
             remaining -= 1
             size += len(message.value() or b"") + len(message.key() or b"")
     seconds = time.monotonic() - started
+    cpu = _own_cpu_s() - cpu_before
     consumer.close()
-    return RawRead(records, size, seconds)
+    return RawRead(records, size, seconds, cpu)
+
+
+def _own_cpu_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _children_cpu_s() -> float:
+    """CPU-seconds of the children that ended and were waited for, with their own such children."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def _children(pid: int) -> list[int]:
@@ -254,6 +274,7 @@ def drain(
     peaks = {"java": 0.0, "python": 0.0}
     started = time.monotonic()
     startup = None
+    cpu_before = _children_cpu_s()
     with log.open("wb") as out:
         process = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT)
         while process.poll() is None:
@@ -265,6 +286,7 @@ def drain(
                 startup = time.monotonic() - started
             time.sleep(0.1)
     wall = time.monotonic() - started
+    cpu = _children_cpu_s() - cpu_before
     if process.returncode != exit_code:
         raise RuntimeError(f"ingest job exited {process.returncode}, not {exit_code}:\n{_tail(log)}")
     rows, files_bytes, adds = _files(topic.path)
@@ -279,6 +301,7 @@ def drain(
         python_driver_peak_rss_mib=peaks["python"],
         files=adds,
         avg_file_mib=files_bytes / MIB / max(1, adds),
+        cpu_s=cpu,
     )
 
 
@@ -387,6 +410,7 @@ def report(
     compaction: Compaction | None,
     idle: IdleRun | None,
     park: Parked | None = None,
+    kdi: KdiRun | None = None,
 ) -> str:
     ratio = bronze.records_per_s / raw.records_per_s
     processing_ratio = bronze.records / bronze.processing_s / raw.records_per_s
@@ -404,7 +428,12 @@ def report(
         f"{'files written / avg MiB':<34}{'':>14}{f'{bronze.files} / {bronze.avg_file_mib:.1f}':>16}",
         f"{'ratio bronze / raw (records/s)':<34}{'':>14}{ratio:>16.0%}",
         f"{'  processing only':<34}{'':>14}{processing_ratio:>16.0%}",
+        f"{'CPU-seconds':<34}{raw.cpu_s:>14.1f}{bronze.cpu_s:>16.1f}",
+        f"{'records per CPU-second':<34}{_per_cpu(raw.records, raw.cpu_s):>14,.0f}"
+        f"{_per_cpu(bronze.records, bronze.cpu_s):>16,.0f}",
     ]
+    if kdi is not None:
+        lines += _kdi_lines(raw, bronze, kdi)
     if compaction is not None:
         lines += [
             f"{'table care (OPTIMIZE, VACUUM) s':<34}{'':>14}{compaction.wall_s:>16.1f}",
@@ -428,6 +457,29 @@ def report(
             f"{'  JVM launched':<34}{'':>14}{'yes' if idle.jvm_launched else 'no':>16}",
         ]
     return "\n".join(lines)
+
+
+def _per_cpu(records: int, cpu_s: float) -> float:
+    return records / cpu_s if cpu_s > 0 else 0.0
+
+
+def _kdi_lines(raw: RawRead, ours: Drain, kdi: KdiRun) -> list[str]:
+    """kafka-delta-ingest beside our drain of the same backlog."""
+    return [
+        "",
+        f"{'kafka-delta-ingest':<34}{'':>14}{'':>16}",
+        f"{'  records / distinct offsets':<34}{'':>14}{f'{kdi.records:,} / {kdi.distinct_offsets:,}':>16}",
+        f"{'  wall s (first commit s)':<34}{'':>14}{f'{kdi.wall_s:.1f} ({kdi.first_commit_s:.1f})':>16}",
+        f"{'  records/s':<34}{'':>14}{kdi.records_per_s:>16,.0f}",
+        f"{'  ratio to the raw read':<34}{'':>14}{kdi.records_per_s / raw.records_per_s:>16.0%}",
+        f"{'  CPU-seconds':<34}{'':>14}{kdi.cpu_s:>16.1f}",
+        f"{'  records per CPU-second':<34}{'':>14}{kdi.records_per_cpu_s:>16,.0f}",
+        f"{'  files / avg MiB':<34}{'':>14}{f'{kdi.files} / {kdi.avg_file_mib:.1f}':>16}",
+        f"{'  allowed_latency s (flush clock)':<34}{'':>14}{kdi.allowed_latency_s:>16}",
+        f"{'ours / kafka-delta-ingest, rec/s':<34}{'':>14}{ours.records_per_s / kdi.records_per_s:>16.2f}",
+        f"{'  per CPU-second':<34}{'':>14}"
+        f"{_per_cpu(ours.records, ours.cpu_s) / kdi.records_per_cpu_s:>16.2f}",
+    ]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -457,8 +509,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         metavar="KEY=VALUE",
         help="a Spark setting for the drain, on top of the project's (repeatable)",
     )
+    parser.add_argument(
+        "--with-kdi",
+        type=Path,
+        metavar="PATH",
+        help="also drain the backlog with this kafka-delta-ingest binary (built by you: "
+        "cargo build --release --features s3), into a table of its own, and compare",
+    )
+    parser.add_argument(
+        "--kdi-latency",
+        type=int,
+        default=5,
+        metavar="SECONDS",
+        help="kafka-delta-ingest's --allowed_latency: it writes a file at least this often (default 5)",
+    )
     args = parser.parse_args(argv)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    if args.with_kdi is not None and not os.access(args.with_kdi, os.X_OK):
+        parser.error(f"--with-kdi: {args.with_kdi} is not an executable file")
 
     workdir: Path = args.dir.resolve()
     broker = LocalKafka(workdir / "kafka", args.port, args.port + 1, heap="2G").start()
@@ -492,6 +560,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         if park.parsed_side_rows != raw.records:
             raise RuntimeError(f"the parsed side holds {park.parsed_side_rows:,} rows, not {raw.records:,}")
         print(f"parked run {park.parked_wall_s:.1f}s, catch-up run {park.catch_up_wall_s:.1f}s", flush=True)
+    kdi = None
+    if args.with_kdi is not None:
+        kdi = bench_kdi.run(
+            args.with_kdi.resolve(),
+            broker.bootstrap_servers,
+            name,
+            raw.records,
+            workdir,
+            allowed_latency=args.kdi_latency,
+        )
+        if kdi.records != raw.records or kdi.distinct_offsets != raw.records:
+            raise RuntimeError(
+                f"kafka-delta-ingest's table holds {kdi.records:,} rows ({kdi.distinct_offsets:,} distinct "
+                f"offsets), the topic {raw.records:,}"
+            )
+        print(f"kafka-delta-ingest: {kdi.records:,} rows in {kdi.wall_s:.1f}s", flush=True)
     compaction = None
     if not args.skip_optimize:
         compaction = compact(topic, catalog, lake, workdir / "optimize.log")
@@ -501,7 +585,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args.skip_idle:
         idle = idle_run(workdir, broker.bootstrap_servers, catalog, lake, topic.dag_id)
 
-    print(report(raw, bronze, compaction, idle, park))
+    print(report(raw, bronze, compaction, idle, park, kdi))
     results: dict[str, Any] = {
         "events": args.events,
         "partitions": args.partitions,
@@ -518,6 +602,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         "table_care": asdict(compaction) if compaction else None,
         "idle_run": {**asdict(idle), "wall_s": idle.wall_s, "run_s": idle.run_s} if idle else None,
         "parked": asdict(park) if park else None,
+        "kafka_delta_ingest": {
+            **asdict(kdi),
+            "records_per_s": kdi.records_per_s,
+            "records_per_cpu_s": kdi.records_per_cpu_s,
+        }
+        if kdi
+        else None,
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=2))
