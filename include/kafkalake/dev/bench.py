@@ -46,6 +46,7 @@ from typing import Any
 
 from kafkalake.config import jobs
 from kafkalake.config.catalog import load_catalog
+from kafkalake.config.tables import topic_tables
 from kafkalake.config.topic import TopicConfig
 from kafkalake.core.errors import EXIT_CODES, Kind
 from kafkalake.core.paths import REPO_ROOT
@@ -262,7 +263,11 @@ def drain(
         exit_code: the job's expected exit code (a parked parsed side ends the run with its kind).
     """
     if fresh:
-        shutil.rmtree(topic.path, ignore_errors=True)
+        # Every table of the topic: a parsed table left from an earlier run holds the offsets, and
+        # the job (rightly) parses nothing it already holds.
+        for table in topic_tables(topic):
+            shutil.rmtree(table.location, ignore_errors=True)
+        shutil.rmtree(topic.gaps_path, ignore_errors=True)
     cmd = jobs.command("ingest_topic", topic.name, catalog=catalog, lake=lake)
     # Keep the bench's own settings file: the job would delete it after reading (no secrets here).
     env = {

@@ -100,16 +100,15 @@ class RunStats:
         )
 
 
-def landed_aggregates(key: Column, value: Column, timestamp: Column) -> list[Column]:
-    """Rows, key + value bytes and newest Kafka timestamp of a batch: part of the batch's one
-    aggregate, so measuring what landed costs no extra pass over the data."""
+def landed_aggregates(size: Column, timestamp: Column) -> list[Column]:
+    """Rows, key + value bytes (``size``: :func:`parse_columns.record_bytes`) and newest Kafka
+    timestamp of a batch: part of the batch's one aggregate, so measuring what landed costs no
+    extra pass over the data."""
     from pyspark.sql import functions as F
 
     return [
         F.count(F.lit(1)).alias("rows"),
-        F.sum(F.coalesce(F.octet_length(key), F.lit(0)) + F.coalesce(F.octet_length(value), F.lit(0))).alias(
-            "bytes"
-        ),
+        F.sum(size).alias("bytes"),
         # Milliseconds, not a timestamp: collecting a timestamp would turn it into local time.
         F.max(F.unix_millis(timestamp)).alias("newest_timestamp_ms"),
     ]
@@ -119,7 +118,9 @@ def _bronze_aggregates() -> list[Column]:
     """:func:`landed_aggregates` over the bronze table's columns."""
     from pyspark.sql import functions as F
 
-    return landed_aggregates(F.col("key"), F.col("value"), F.col("kafka_timestamp"))
+    return landed_aggregates(
+        parse_columns.record_bytes(F.col("key"), F.col("value")), F.col("kafka_timestamp")
+    )
 
 
 def landed_counts(bronze: DataFrame) -> dict[str, Any]:
@@ -214,9 +215,8 @@ class TopicParser:
 
         assert self.schema is not None
         frame = parse_columns.parse_batch(bronze, self.schema, self.config)
-        return parse_columns.with_expectations(frame, self.config.expectations).persist(
-            StorageLevel.MEMORY_AND_DISK
-        )
+        frame = parse_columns.with_expectations(frame, self.config.expectations)
+        return parse_columns.for_cache(frame).persist(StorageLevel.MEMORY_AND_DISK)
 
     def add_stats(self, counts: dict[str, int]) -> None:
         """Count a parsed frame into the run's stats, once its tables are written."""
@@ -249,7 +249,7 @@ class TopicParser:
         reason = F.col(parse_columns.REASON)
         kafka = F.col(parse_columns.KAFKA_COLUMN)
         aggregates = [
-            *landed_aggregates(kafka["key"], F.col(parse_columns.VALUE), kafka["timestamp"]),
+            *landed_aggregates(F.col(parse_columns.RECORD_BYTES), kafka["timestamp"]),
             F.count_if(reason.isNull()).alias("parsed"),
         ]
         if RESCUED_COLUMN in frame.columns:
