@@ -34,16 +34,16 @@ def topic(catalog_file: Path, lake: Path, kafka: LocalKafka) -> TopicConfig:
 
 def test_init_db_creates_the_spark_pool_and_keeps_a_size_set_since(airflow_env):
     home = Path(airflow_env["AIRFLOW_HOME"])
-    assert local_airflow.pool_slots(home, SPARK_POOL) == DEFAULT_SPARK_SLOTS == 1
+    assert local_airflow.pool_slots(home, SPARK_POOL) == DEFAULT_SPARK_SLOTS == 2
 
     def set_slots(slots: int) -> None:
         with sqlite3.connect(home / "airflow.db") as db:
             db.execute("UPDATE slot_pool SET slots = ? WHERE pool = ?", (slots, SPARK_POOL))
 
-    set_slots(2)  # as `airflow pools set kafkalake_spark 2 ...` would
+    set_slots(3)  # as `airflow pools set kafkalake_spark 3 ...` would
     try:
-        assert local_airflow.ensure_spark_pool(airflow_env) == 2
-        assert local_airflow.pool_slots(home, SPARK_POOL) == 2
+        assert local_airflow.ensure_spark_pool(airflow_env) == 3
+        assert local_airflow.pool_slots(home, SPARK_POOL) == 3
     finally:
         set_slots(DEFAULT_SPARK_SLOTS)
 

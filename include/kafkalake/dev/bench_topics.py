@@ -1,7 +1,7 @@
 """Benchmark: many topics with new data, each landed by its own DAG in a real scheduler.
 
-    python -m kafkalake.dev.bench_topics                     # 20 topics of 500 events, pool of 1
-    python -m kafkalake.dev.bench_topics --topics 5 --events 2000 --pool 2 --bronze-only
+    python -m kafkalake.dev.bench_topics                     # 20 topics of 500 events, pool of 2
+    python -m kafkalake.dev.bench_topics --topics 5 --events 2000 --pool 1 --bronze-only
 
 On the bench's broker (``.bench/kafka``), N new topics (``many-<stamp>-NN``, so every invocation has
 the same backlogs) each get ``--events`` JSON events; a fresh lake and a fresh ``airflow standalone``
@@ -34,7 +34,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from kafkalake.airflow.pools import pools_set_args
+from kafkalake.airflow.pools import DEFAULT_SPARK_SLOTS, pools_set_args
 from kafkalake.config.catalog import load_catalog
 from kafkalake.core.paths import REPO_ROOT
 from kafkalake.dev import local_airflow, producer
@@ -136,7 +136,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--topics", type=int, default=20)
     parser.add_argument("--events", type=int, default=500, help="new events per topic per round")
-    parser.add_argument("--pool", type=int, default=1, help="slots of the Spark pool")
+    parser.add_argument(
+        "--pool",
+        type=int,
+        default=DEFAULT_SPARK_SLOTS,
+        help="slots of the Spark pool (default: its default size)",
+    )
     parser.add_argument("--bronze-only", action="store_true", help="no parsed tables (default: parsed JSON)")
     parser.add_argument("--port", type=int, default=9192)
     parser.add_argument("--dir", type=Path, default=REPO_ROOT / ".bench")
