@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+from pyspark.sql.types import StructType
 
 from kafkalake.config.parsed import ParsedConfig
 from kafkalake.spark import parse_columns
@@ -169,3 +170,101 @@ def test_a_decimal_that_would_be_rounded_is_rescued_not_rounded(spark):
     assert rescued(out["rounded"]) == {"amount": 12.345}
     assert rescued(out["rounded_in_array"]) == {"prices": [1.5, 2.345]}
     assert rescued(out["too_big"]) == {"amount": 123456789012.5}
+
+
+#: A flat schema with every scalar kind inference gives, a decimal and a struct: the records the
+#: clean-record shortcut may skip, and the ones it must not.
+SHORTCUT_SCHEMA = {
+    "type": "struct",
+    "fields": [
+        {"name": name, "type": kind, "nullable": True, "metadata": {}}
+        for name, kind in [
+            ("s", "string"),
+            ("n", "long"),
+            ("x", "double"),
+            ("b", "boolean"),
+            ("t", "timestamp"),
+            ("d", "decimal(10,2)"),
+            ("a.b", "string"),
+            ("o", {"type": "struct", "fields": [{"name": "q", "type": "long", "nullable": True}]}),
+            ("l", {"type": "array", "elementType": "long", "containsNull": True}),
+        ]
+    ],
+}
+#: Values that look clean to a quick reader and are not, and the odd bytes JSON parsers disagree on.
+SHORTCUT_VALUES = [
+    b'{"s": "a", "n": 1}',
+    b'{"s": "a", "n": 1, "x": 2.5, "b": true, "t": "2026-11-25T01:02:03Z", "a.b": "dot"}',
+    b'{"s": "a", "n": 1.5}',
+    b'{"s": "a", "n": "1"}',
+    b'{"s": "a", "n": 99999999999999999999}',
+    b'{"s": "a", "x": 1e400}',
+    b'{"s": "a", "x": NaN}',
+    b'{"s": "a", "b": "true"}',
+    b'{"s": "a", "t": "not a time"}',
+    b'{"s": null, "n": 1}',
+    b'{"s": "a", "s": "b"}',
+    b'{"s": "a", "S": "b"}',
+    b'{"s": "a", "zz": 1}',
+    b'{"s": "a", "zz": null}',
+    b'{"s": {"k": 1}}',
+    b'{"s": [1, 2]}',
+    b'{"s": "a"} trailing',
+    b'{"s": "a"}{"n": 2}',
+    b'{"s": "a",}',
+    b'{"s": "x\ty"}',
+    b'{"s": "\\u0000"}',
+    b'{"\\u0073": "escaped key"}',
+    b'{"s": "a" /* c */}',
+    b"{'s': 'single'}",
+    b'{"d": 12.345}',
+    b'{"d": 12.34, "s": "a"}',
+    b'{"o": {"q": 1}, "s": "a"}',
+    b'{"o": {"q": "one"}, "s": "a"}',
+    b'{"o": {"q": 1, "r": 2}}',
+    b'{"l": [1, 2], "s": "a"}',
+    b'{"l": [1, "2"]}',
+    b"{}",
+    b"[]",
+    b'"s"',
+    b"",
+    b"\xff\xfe",
+    None,
+]
+
+
+@pytest.mark.parametrize("evolution", ["addNewColumns", "rescue", "failOnNewColumns", "none"])
+def test_the_clean_record_shortcut_changes_no_record(spark, monkeypatch, evolution):
+    """Every column of every record is what the full per-field checks give (the shortcut off)."""
+    from pyspark.sql import functions as F
+
+    now = datetime(2026, 11, 25, tzinfo=UTC)
+    rows = [(b"k", value, [], "t", 0, offset, now, 0, now) for offset, value in enumerate(SHORTCUT_VALUES)]
+    bronze = spark.createDataFrame(rows, bronze_schema())
+    config = ParsedConfig(evolution=evolution)
+
+    def by_offset(frame: Any) -> dict[int, dict[str, Any]]:
+        return {row["_kafka"]["offset"]: row.asDict(recursive=True) for row in frame.collect()}
+
+    with_shortcut = by_offset(parse_columns.parse_batch(bronze, SHORTCUT_SCHEMA, config))
+    fields = SHORTCUT_SCHEMA["fields"]
+    probe = bronze.select(F.col("offset"), F.col("value").cast("string").alias(parse_columns.TEXT))
+    typed = F.from_json(parse_columns.TEXT, StructType.fromJson(SHORTCUT_SCHEMA))
+    probe = probe.select("offset", typed.alias("p"))
+    clean = parse_columns._clean(F.col("p"), [f["name"] for f in fields], [f["type"] for f in fields])
+    taken = {row[0] for row in probe.where(clean).select("offset").collect()}
+    monkeypatch.setattr(parse_columns, "_clean", lambda *_args: F.lit(False))
+    without = by_offset(parse_columns.parse_batch(bronze, SHORTCUT_SCHEMA, config))
+
+    assert len(without) == len(with_shortcut) == len(SHORTCUT_VALUES)
+    for offset, row in without.items():
+        # repr: a NaN parsed from the same text is the same record, though nan != nan.
+        assert repr(with_shortcut[offset]) == repr(row), f"{SHORTCUT_VALUES[offset]!r}"
+    # The shortcut skips the checks where the full checks find nothing to rescue either (offsets in
+    # SHORTCUT_VALUES): plain records, a trailing text the parsers both ignore, a value Spark's
+    # string column keeps as its JSON text, Infinity for 1e400, an escaped key, single quotes.
+    assert taken == {0, 1, 5, 14, 15, 16, 17, 20, 21, 23}, taken
+    # The corpus does exercise both sides: clean records parse, the others are rescued or dead.
+    reasons = {offset: row[parse_columns.REASON] for offset, row in without.items()}
+    assert reasons[0] is None and reasons[1] is None
+    assert {"malformed_json", "not_an_object", "empty_value", "invalid_utf8"} <= set(reasons.values())
