@@ -176,15 +176,9 @@ def parse_batch(bronze: DataFrame, schema: Schema, config: ParsedConfig) -> Data
 
     schema = without_reserved(schema)
     spark_schema = StructType.fromJson(schema)
-    size = F.octet_length("value")
     text = F.col("value").cast("string")
     # Only values that can be parsed are parsed: no JSON parser ever runs on an oversize value.
-    parseable = (
-        F.col("value").isNotNull()
-        & (size > 0)
-        & (size <= config.max_value_bytes)
-        & F.expr("is_valid_utf8(value)")
-    )
+    parseable = _parseable(config)
     frame = bronze.select(
         F.struct(
             "topic",
@@ -413,6 +407,32 @@ def dead_letter_rows(frame: DataFrame) -> DataFrame:
     )
 
 
+def _parseable(config: ParsedConfig) -> Column:
+    """A bronze row's value is worth a JSON parser: present, not empty, within the size limit, UTF-8."""
+    from pyspark.sql import functions as F
+
+    size = F.octet_length("value")
+    return (
+        F.col("value").isNotNull()
+        & (size > 0)
+        & (size <= config.max_value_bytes)
+        & F.expr("is_valid_utf8(value)")
+    )
+
+
+def sample_texts(bronze: DataFrame, config: ParsedConfig) -> DataFrame:
+    """Values of bronze rows to infer a schema from: one string column, at most ``sample_rows``.
+
+    Only the bytes are checked here, not the JSON: :func:`infer_schema` skips what is not a JSON
+    object. Parsing the rows with :func:`parse_batch` first to pick the valid ones cost a whole
+    parse of the sample (bench: ~4.5 s of a topic's first batch, ~2 s of each schema refresh).
+    """
+    from pyspark.sql import functions as F
+
+    rows = bronze.where(_parseable(config))
+    return rows.select(F.col("value").cast("string").alias("json")).limit(config.sample_rows)
+
+
 def valid_json_texts(frame: DataFrame, limit: int, only_rescued: bool = False) -> DataFrame:
     """Values fit for schema inference: one string column, at most ``limit`` rows."""
     from pyspark.sql import functions as F
@@ -429,7 +449,8 @@ def infer_schema(json_texts: DataFrame, config: ParsedConfig) -> Schema:
     Spark's own inference (``spark.read.json``) widens a field to string when one record
     disagrees and knows no depth or width limit; :mod:`kafkalake.lake.schema_inference` decides by
     most of the sample instead. The strings (at most ``sample_rows`` of them, see
-    :func:`valid_json_texts`) come to the driver one partition at a time.
+    :func:`sample_texts`) come to the driver one partition at a time; those that are not a JSON
+    object are skipped.
     """
     limits = schema_inference.Limits(max_depth=config.max_depth, max_columns=config.max_columns)
     texts = (row[0] for row in json_texts.toLocalIterator() if row[0] is not None)

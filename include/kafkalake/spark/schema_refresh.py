@@ -47,8 +47,7 @@ def refresh(spark: SparkSession, topic: TopicConfig, now: datetime | None = None
     config = topic.parsed
     since = (now or datetime.now(UTC)) - topic.freshness_sla
     recent = spark.read.format("delta").load(topic.path).where(F.col("ingested_at") >= F.lit(since))
-    probe = parse_columns.parse_batch(recent, empty_schema(), config)
-    texts = parse_columns.valid_json_texts(probe, config.sample_rows).cache()
+    texts = parse_columns.sample_texts(recent, config).cache()
     try:
         sampled = texts.count()
         if not sampled:

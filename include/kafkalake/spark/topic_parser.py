@@ -272,10 +272,7 @@ class TopicParser:
             schema = pinned
             origin = "pinned in the catalog"
         else:
-            probe = parse_columns.parse_batch(bronze, {"type": "struct", "fields": []}, self.config)
-            schema = parse_columns.infer_schema(
-                parse_columns.valid_json_texts(probe, self.config.sample_rows), self.config
-            )
+            schema = parse_columns.infer_schema(parse_columns.sample_texts(bronze, self.config), self.config)
             origin = f"inferred from {source}"
         schema = parse_columns.with_catalog_hints(schema, self.config)
         self._persist(schema, origin)
