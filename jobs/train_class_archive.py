@@ -3,10 +3,11 @@
     spark-submit --driver-java-options -XX:ArchiveClassesAtExit=... jobs/train_class_archive.py --dir D
 
 The JVM archives the classes this run loads, so it does what the project's jobs do, on a few rows
-of its own and without Kafka: a Structured Streaming query with ``availableNow`` and ``foreachBatch``
-into Delta with idempotent writes, JSON parsing both ways (``from_json`` and variants), a MERGE,
-table properties, OPTIMIZE, VACUUM, history, and a Hive-catalog registration. Classes it never
-loads are loaded the ordinary way later, so a gap here costs speed, never correctness.
+of its own: a Structured Streaming query with ``availableNow`` and ``foreachBatch`` into Delta with
+idempotent writes (from files, and from a small topic when ``--kafka`` names a broker), JSON
+parsing both ways (``from_json`` and variants), a MERGE, table properties, OPTIMIZE, VACUUM,
+history, and a Hive-catalog registration. Classes it never loads are loaded the ordinary way later,
+so a gap here costs speed, never correctness.
 """
 
 from __future__ import annotations
@@ -20,7 +21,10 @@ from typing import Any
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dir", required=True, type=Path, help="an empty scratch folder")
-    work = parser.parse_args(argv).dir.resolve()
+    parser.add_argument("--kafka", help="bootstrap servers of a broker to read --topic from")
+    parser.add_argument("--topic", help="a small topic on --kafka")
+    args = parser.parse_args(argv)
+    work = args.dir.resolve()
 
     from delta.tables import DeltaTable
     from pyspark.sql import SparkSession
@@ -54,6 +58,30 @@ def main(argv: list[str] | None = None) -> int:
         .start()
         .awaitTermination()
     )
+
+    if args.kafka:
+        # As the ingest reads: the Kafka source with headers, each batch cached and written to Delta.
+        def write_kafka_batch(batch: Any, batch_id: int) -> None:
+            rows = batch.persist()
+            write_batch(rows.select("key", "value"), batch_id + 1000)
+            rows.agg(F.count(F.lit(1)), F.max("timestamp")).collect()
+            rows.unpersist()
+
+        (
+            spark.readStream.format("kafka")
+            .option("kafka.bootstrap.servers", args.kafka)
+            .option("subscribe", args.topic)
+            .option("startingOffsets", "earliest")
+            .option("includeHeaders", "true")
+            .option("maxOffsetsPerTrigger", 60)
+            .load()
+            .withColumn("key", F.col("key").cast("string"))
+            .writeStream.foreachBatch(write_kafka_batch)
+            .option("checkpointLocation", str(work / "_kafka_checkpoint"))
+            .trigger(availableNow=True)
+            .start()
+            .awaitTermination()
+        )
 
     text = F.col("value").cast("string")
     frame = spark.read.format("delta").load(bronze)

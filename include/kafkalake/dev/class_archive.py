@@ -9,13 +9,14 @@ do. A failed training leaves no archive, and the jobs start the ordinary way.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import os
 import subprocess
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from kafkalake.config.jobs import job_environment
@@ -31,6 +32,8 @@ from kafkalake.core.class_archive import (
 )
 from kafkalake.core.jars import jar_files
 from kafkalake.core.paths import catalog_path, jars_dir, jobs_dir
+from kafkalake.dev import producer
+from kafkalake.dev.broker import LocalKafka
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +42,39 @@ class ClassArchiveError(RuntimeError):
     pass
 
 
-def _training_command(archive: Path, scratch: Path) -> list[str]:
+#: The topic the training run reads from its own broker.
+TRAINING_TOPIC = "class-archive"
+
+
+@contextlib.contextmanager
+def _training_broker(scratch: Path) -> Iterator[str | None]:
+    """A broker with a small topic for the training run to read; None if none could start.
+
+    Every ingest reads Kafka first: without this, the ~1,350 classes of Kafka's client (admin
+    client, consumer, fetcher, record batches) were loaded from their jar in each run's first batch.
+    Training without them only costs that speed, so a broker that fails to start is no failure.
+    """
+    broker = LocalKafka(scratch / "kafka", heap="256M")
+    try:
+        broker.start()
+        producer.create_topic(broker.bootstrap_servers, TRAINING_TOPIC, partitions=2)
+        records = [
+            producer.Record(f"k{i % 7}".encode(), json.dumps({"n": i}).encode(), i % 2, [("h", b"v")])
+            for i in range(100)
+        ]
+        producer.produce(broker.bootstrap_servers, TRAINING_TOPIC, records)
+    except Exception as err:
+        log.warning("training the class archive without Kafka: its broker did not serve (%s)", err)
+        broker.stop()
+        yield None
+        return
+    try:
+        yield broker.bootstrap_servers
+    finally:
+        broker.stop()
+
+
+def _training_command(archive: Path, scratch: Path, kafka: str | None = None) -> list[str]:
     lake = scratch / "lake"
     conf = base_conf(lake)
     # Replaces the use of an older archive: a JVM cannot dump while it maps a dynamic archive.
@@ -50,7 +85,8 @@ def _training_command(archive: Path, scratch: Path) -> list[str]:
     for key, value in conf.items():
         cmd += ["--conf", f"{key}={value}"]
     cmd += ["--jars", ",".join(str(p) for p in jar_files("spark"))]
-    return [*cmd, str(jobs_dir() / "train_class_archive.py"), "--dir", str(scratch / "work")]
+    job = [str(jobs_dir() / "train_class_archive.py"), "--dir", str(scratch / "work")]
+    return [*cmd, *job, *(["--kafka", kafka, "--topic", TRAINING_TOPIC] if kafka else [])]
 
 
 def _maps(java: Path, archive: Path) -> bool:
@@ -81,9 +117,9 @@ def build(target: Path | None = None, *, force: bool = False) -> Path:
             **job_environment(catalog_path(), Path(scratch) / "lake", os.environ.get("PATH", "")),
         }
         log.info("training the Spark driver's class archive (about a minute; log: %s)", training_log)
-        with training_log.open("wb") as out:
+        with training_log.open("wb") as out, _training_broker(Path(scratch)) as kafka:
             done = subprocess.run(
-                _training_command(partial, Path(scratch)),
+                _training_command(partial, Path(scratch), kafka),
                 env=env,
                 stdout=out,
                 stderr=subprocess.STDOUT,
