@@ -158,11 +158,13 @@ def _clean(parsed: Column, names: Sequence[str], types: Sequence[Any]) -> Column
     present = F.lit(0)
     for name in names:
         present = present + parsed[name].isNotNull().cast("int")
-    clean = (F.size(F.json_object_keys(TEXT)) == present) & (present > 0)
+    possible = present > 0
     for name, data_type in zip(names, types, strict=True):
         if not isinstance(data_type, str) or _DECIMAL.fullmatch(data_type):
-            clean = clean & parsed[name].isNull()
-    return F.coalesce(clean, F.lit(False))
+            possible = possible & parsed[name].isNull()
+    # Keys last: AND stops at its first false, so a record that cannot be clean (a struct present)
+    # is not read a third time for its keys.
+    return F.coalesce(possible & (F.size(F.json_object_keys(TEXT)) == present), F.lit(False))
 
 
 def parse_batch(bronze: DataFrame, schema: Schema, config: ParsedConfig) -> DataFrame:
