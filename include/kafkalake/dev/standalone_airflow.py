@@ -7,6 +7,7 @@ as a scheduler runs it, rather than through ``airflow dags test`` and its in-pro
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import subprocess
@@ -21,6 +22,8 @@ from kafkalake.dev import local_airflow
 from kafkalake.dev.broker import free_port
 
 __all__ = ["FinishedRun", "StandaloneAirflow", "free_port", "wait_for"]
+
+logger = logging.getLogger(__name__)
 
 
 def wait_for(condition: Callable[[], Any], *, what: str, timeout: float, every: float = 1.0) -> Any:
@@ -132,13 +135,22 @@ class StandaloneAirflow:
             )
             answer.raise_for_status()
             self._token = answer.json()["access_token"]
-        response = httpx.request(
-            method,
-            f"{self.url}/api/v2{path}",
-            headers={"Authorization": f"Bearer {self._token}"},
-            timeout=30,
-            **kwargs,
-        )
+        # On SQLite the API server answers 500 when the scheduler holds the database's write lock
+        # past its timeout (bench_topics: unpausing the 16th of 20 DAGs while 15 runs started).
+        # A read or a PATCH can be sent again; a POST could create a second run, so it is not.
+        attempts = 5 if method in ("GET", "PATCH") else 1
+        for attempt in range(attempts):
+            response = httpx.request(
+                method,
+                f"{self.url}/api/v2{path}",
+                headers={"Authorization": f"Bearer {self._token}"},
+                timeout=30,
+                **kwargs,
+            )
+            if response.status_code < 500 or attempt == attempts - 1:
+                break
+            logger.warning("%s %s answered %d; trying again", method, path, response.status_code)
+            time.sleep(2**attempt)
         response.raise_for_status()
         return response.json() if response.content else None
 
