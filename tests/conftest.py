@@ -154,37 +154,73 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     session.stop()
 
 
-#: Test modules by the time they took in the last measured full run (-n 3, 2026-11-24), longest
-#: first: xdist's loadfile hands modules out in collection order, so the long ones start at once and
-#: the short ones (and the unit tests) fill the workers' gaps at the end instead of a long module
-#: starting last. A module not listed keeps its place after these.
+#: Test modules by the time they took in the last measured full run (-n 3, 2026-11-25), longest
+#: first: modules are handed out in this order (see pytest_xdist_make_scheduler), so the long ones
+#: start at once and the short ones (and the unit tests) fill the workers' gaps at the end instead
+#: of a long module starting last. A module not listed keeps its place after these.
 LONGEST_FIRST = (
     "tests/integration/test_object_store.py",
     "tests/integration/test_kill_and_rerun.py",
-    "tests/integration/test_reingest.py",
-    "tests/integration/test_ingest_dag.py",
+    "tests/integration/test_disk_full.py",
     "tests/integration/test_table_care.py",
-    "tests/integration/test_lost_state.py",
-    "tests/integration/test_parsed_tables.py",
+    "tests/integration/test_reingest.py",
     "tests/integration/test_retries.py",
-    "tests/integration/test_secured_kafka.py",
+    "tests/integration/test_parsed_tables.py",
+    # One worker runs these three: they share one `airflow standalone` (SHARED_SERVER).
+    "tests/integration/test_airflow_ui.py",
+    "tests/integration/test_backfill.py",
+    "tests/integration/test_deadline_alert.py",
+    "tests/integration/test_ingest_dag.py",
+    "tests/integration/test_lost_state.py",
     "tests/integration/test_replay.py",
     "tests/integration/test_kill_points.py",
-    "tests/integration/test_disk_full.py",
-    "tests/integration/test_airflow_ui.py",
-    "tests/integration/test_deployed_airflow.py",
+    "tests/integration/test_secured_kafka.py",
     "tests/integration/test_awkward_records.py",
-    "tests/integration/test_backfill.py",
-    "tests/integration/test_assets.py",
+    "tests/integration/test_deployed_airflow.py",
     "tests/integration/test_spark_cluster.py",
+    "tests/integration/test_shared_metastore.py",
+    "tests/integration/test_assets.py",
     "tests/integration/test_table_settings.py",
     "tests/integration/test_parsing_properties.py",
-    "tests/integration/test_shared_metastore.py",
+    "tests/integration/test_parsing.py",
     "tests/integration/test_full_refresh.py",
 )
+
+#: Modules that use one server started on first use (tests/integration/airflow_server.py): one
+#: work unit for xdist, so one worker runs them one after the other and the server starts once.
+SHARED_SERVER = {
+    "tests/integration/test_airflow_ui.py": "airflow standalone",
+    "tests/integration/test_backfill.py": "airflow standalone",
+    "tests/integration/test_deadline_alert.py": "airflow standalone",
+}
+
+
+def module_of(nodeid: str) -> str:
+    return nodeid.split("::", 1)[0]
+
+
+def work_unit(nodeid: str) -> str:
+    """What xdist hands to one worker as a whole: a module, or the modules of a shared server."""
+    module = module_of(nodeid)
+    return SHARED_SERVER.get(module, module)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
     # A stable sort: the tests of one module keep their order (they share module-scoped state).
-    items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(rank)))
+    items.sort(key=lambda item: rank.get(module_of(item.nodeid), len(rank)))
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """xdist's file scheduling, with the modules of a shared server as one unit, in LONGEST_FIRST
+    order: xdist's default reorders units by their number of tests, which started the
+    one-test modules that take minutes (the browser tests, the cluster) last."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ModulesInOrder(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return work_unit(nodeid)
+
+    config.option.loadscopereorder = False
+    return ModulesInOrder(config, log)

@@ -2,18 +2,23 @@
 
 ``airflow_server``: ``airflow standalone`` on SQLite. ``deployed_airflow_server``: the components as
 separate processes on PostgreSQL with the LocalExecutor (kafkalake.dev.deployed_airflow), as
-``make stack`` and the docker-compose file run them. Each is one server for the test session,
-started on first use: a temporary AIRFLOW_HOME, free ports, the session's broker and its own
+``make stack`` and the docker-compose file run them. Each is started on first use and shared by
+the tests that follow: a temporary AIRFLOW_HOME, free ports, the session's broker and its own
 catalog (``server_catalog``), so its scheduled runs never touch the topics the ``airflow dags test``
 tests use; the deployed one's topics have their own prefix, so both can share the session's broker.
 The browser test and the deadline test run against both (test_deployed_airflow.py for the second).
+
+A server is stopped as soon as the next test on its worker does not use it (``stop_unless_needed``,
+from tests/integration/conftest.py): four idle Airflow components cost a 2-core machine ~12% of a
+core for the rest of the session. Its modules run one after the other on one worker
+(tests/conftest.py groups them), so each server starts once per run.
 """
 
 from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
@@ -28,7 +33,14 @@ from kafkalake.dev.deployed_airflow import DeployedAirflow, deployed_environment
 from kafkalake.dev.postgres import LocalPostgres
 from kafkalake.dev.standalone_airflow import StandaloneAirflow, free_port, wait_for
 
-__all__ = ["AirflowServer", "airflow_server", "deployed_airflow_server", "free_port", "wait_for"]
+__all__ = [
+    "AirflowServer",
+    "airflow_server",
+    "deployed_airflow_server",
+    "free_port",
+    "stop_unless_needed",
+    "wait_for",
+]
 
 #: The topic the browser test triggers from the UI.
 UI_TOPIC = "ui-events"
@@ -160,12 +172,47 @@ def _serve(server: AirflowServer | DeployedAirflowServer) -> None:
     server.api("PATCH", f"/dags/{dag_id_for(server.late_topic)}", json={"is_paused": False})
 
 
-@pytest.fixture(scope="session")
-def airflow_server(tmp_path_factory: pytest.TempPathFactory, kafka: LocalKafka) -> Iterator[AirflowServer]:
-    """``airflow standalone`` serving this project's DAGs, healthy and with both DAGs parsed.
+#: The servers running in this process, by the name of the fixture that returns them.
+_running: dict[str, Iterator[AirflowServer] | Iterator[DeployedAirflowServer]] = {}
+_servers: dict[str, AirflowServer | DeployedAirflowServer] = {}
+STANDALONE, DEPLOYED = "airflow_server", "deployed_airflow_server"
 
-    The late topic's DAG is unpaused at once, so its deadline clock runs while other tests work.
-    """
+
+def _shared(name: str, start: Callable[[], Iterator[Any]]) -> Any:
+    """The running server of this name; started (``start`` up to its ``yield``) if none is."""
+    if name not in _servers:
+        running = start()
+        _servers[name] = next(running)
+        _running[name] = running
+    return _servers[name]
+
+
+def stop(name: str) -> None:
+    """Stop the named server if it runs (what follows the ``yield`` of its start)."""
+    running = _running.pop(name, None)
+    _servers.pop(name, None)
+    if running is not None:
+        next(running, None)
+
+
+def uses(item: pytest.Item | None, name: str) -> bool:
+    """Whether the test asks for this server (test_deployed_airflow binds ``airflow_server`` to the
+    deployed one)."""
+    if item is None:
+        return False
+    names = getattr(item, "fixturenames", ())
+    if name == STANDALONE:
+        return STANDALONE in names and DEPLOYED not in names
+    return name in names
+
+
+def stop_unless_needed(nextitem: pytest.Item | None) -> None:
+    for name in list(_servers):
+        if not uses(nextitem, name):
+            stop(name)
+
+
+def _standalone(tmp_path_factory: pytest.TempPathFactory, kafka: LocalKafka) -> Iterator[AirflowServer]:
     root = tmp_path_factory.mktemp("airflow-server")
     catalog = root / "topics.yaml"
     catalog.write_text(server_catalog())
@@ -191,11 +238,7 @@ def airflow_server(tmp_path_factory: pytest.TempPathFactory, kafka: LocalKafka) 
         webhook.close()
 
 
-@pytest.fixture(scope="session")
-def deployed_airflow_server(
-    tmp_path_factory: pytest.TempPathFactory, kafka: LocalKafka
-) -> Iterator[DeployedAirflowServer]:
-    """Airflow as deployed (PostgreSQL, LocalExecutor, four processes) on the same DAGs and broker."""
+def _deployed(tmp_path_factory: pytest.TempPathFactory, kafka: LocalKafka) -> Iterator[DeployedAirflowServer]:
     root = tmp_path_factory.mktemp("deployed-airflow")
     catalog = root / "topics.yaml"
     catalog.write_text(server_catalog(DEPLOYED_PREFIX))
@@ -226,3 +269,22 @@ def deployed_airflow_server(
     finally:
         webhook.close()
         postgres.stop(remove=True)
+
+
+@pytest.fixture
+def airflow_server(tmp_path_factory: pytest.TempPathFactory, kafka: LocalKafka) -> AirflowServer:
+    """``airflow standalone`` serving this project's DAGs, healthy and with both DAGs parsed.
+
+    The late topic's DAG is unpaused at once, so its deadline clock runs while other tests work.
+    """
+    server: AirflowServer = _shared(STANDALONE, lambda: _standalone(tmp_path_factory, kafka))
+    return server
+
+
+@pytest.fixture
+def deployed_airflow_server(
+    tmp_path_factory: pytest.TempPathFactory, kafka: LocalKafka
+) -> DeployedAirflowServer:
+    """Airflow as deployed (PostgreSQL, LocalExecutor, four processes) on the same DAGs and broker."""
+    server: DeployedAirflowServer = _shared(DEPLOYED, lambda: _deployed(tmp_path_factory, kafka))
+    return server

@@ -1,11 +1,11 @@
 """The suite's module order (tests/conftest.py) names modules that exist: a renamed module would
-otherwise silently lose its early start."""
+otherwise silently lose its early start, or its place with the modules it shares a server with."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from conftest import LONGEST_FIRST
+from conftest import LONGEST_FIRST, SHARED_SERVER, work_unit
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -14,3 +14,20 @@ def test_every_module_of_the_order_exists_once():
     assert len(set(LONGEST_FIRST)) == len(LONGEST_FIRST)
     missing = [name for name in LONGEST_FIRST if not (ROOT / name).is_file()]
     assert not missing
+
+
+def test_the_modules_of_a_shared_server_exist_and_come_one_after_the_other():
+    for group in set(SHARED_SERVER.values()):
+        members = [name for name, g in SHARED_SERVER.items() if g == group]
+        assert all((ROOT / name).is_file() for name in members)
+        places = sorted(LONGEST_FIRST.index(name) for name in members)
+        assert places == list(range(places[0], places[0] + len(members))), group
+
+
+def test_a_shared_server_is_one_work_unit_and_any_other_module_is_its_own():
+    assert work_unit("tests/integration/test_backfill.py::test_x") == work_unit(
+        "tests/integration/test_airflow_ui.py::test_y[a::b]"
+    )
+    backfill, assets = "tests/integration/test_backfill.py::t", "tests/integration/test_assets.py::t"
+    assert work_unit(backfill) != work_unit(assets)
+    assert work_unit("tests/unit/config/test_catalog.py::test_a[x::y]") == "tests/unit/config/test_catalog.py"
