@@ -59,7 +59,8 @@ stack: setup  ## Airflow as deployed: PostgreSQL, LocalExecutor, its components 
 # servers starting), so a third worker fills it (full suite 3,704 s at -n 3, 1.28 cores busy on
 # average; ~4,350 s at -n 2). --dist loadfile keeps each test module on one worker (its tests share
 # module-scoped topics and run in order; xdist's loadgroup does not group under pytest 9), and
-# tests/conftest.py hands out the longest modules first. PYTEST_WORKERS=0: serially.
+# tests/conftest.py's scheduler hands out the longest modules first and the modules that share an
+# Airflow server to one worker. PYTEST_WORKERS=0: serially.
 PYTEST_WORKERS ?= 3
 
 test: setup $(CHROMIUM) $(DOCKER_COMPOSE)  ## run the whole test suite (real broker, Spark and Delta, Chromium for the UI test)
