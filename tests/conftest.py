@@ -96,9 +96,10 @@ def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalKafka]:
     broker.stop()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalS3]:
-    """A real S3 API server (s3proxy) on loopback, started only for the tests that use it."""
+    """A real S3 API server (s3proxy) on loopback, started only for the module that uses it
+    (test_object_store.py) and stopped after it, not left running for the rest of the session."""
     server = LocalS3(tmp_path_factory.mktemp("s3"), bucket=S3_BUCKET).start()
     yield server
     server.stop()
