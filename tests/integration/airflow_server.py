@@ -9,8 +9,8 @@ tests use; the deployed one's topics have their own prefix, so both can share th
 The browser test and the deadline test run against both (test_deployed_airflow.py for the second).
 
 A server is stopped as soon as the next test on its worker does not use it (``stop_unless_needed``,
-from tests/integration/conftest.py): four idle Airflow components cost a 2-core machine ~12% of a
-core for the rest of the session. Its modules run one after the other on one worker
+from tests/integration/conftest.py): its four components keep polling while idle, and each one
+used to run to the end of its worker's session. Its modules run one after the other on one worker
 (tests/conftest.py groups them), so each server starts once per run.
 """
 
@@ -172,27 +172,25 @@ def _serve(server: AirflowServer | DeployedAirflowServer) -> None:
     server.api("PATCH", f"/dags/{dag_id_for(server.late_topic)}", json={"is_paused": False})
 
 
-#: The servers running in this process, by the name of the fixture that returns them.
-_running: dict[str, Iterator[AirflowServer] | Iterator[DeployedAirflowServer]] = {}
-_servers: dict[str, AirflowServer | DeployedAirflowServer] = {}
+#: The servers running in this process, by the name of the fixture that returns them: the server
+#: and its start, suspended at its ``yield`` until the server is stopped.
+_running: dict[str, tuple[Any, Iterator[Any]]] = {}
 STANDALONE, DEPLOYED = "airflow_server", "deployed_airflow_server"
 
 
 def _shared(name: str, start: Callable[[], Iterator[Any]]) -> Any:
     """The running server of this name; started (``start`` up to its ``yield``) if none is."""
-    if name not in _servers:
-        running = start()
-        _servers[name] = next(running)
-        _running[name] = running
-    return _servers[name]
+    if name not in _running:
+        starting = start()
+        _running[name] = (next(starting), starting)
+    return _running[name][0]
 
 
 def stop(name: str) -> None:
     """Stop the named server if it runs (what follows the ``yield`` of its start)."""
-    running = _running.pop(name, None)
-    _servers.pop(name, None)
-    if running is not None:
-        next(running, None)
+    if name in _running:
+        _server, starting = _running.pop(name)
+        next(starting, None)
 
 
 def uses(item: pytest.Item | None, name: str) -> bool:
@@ -207,7 +205,7 @@ def uses(item: pytest.Item | None, name: str) -> bool:
 
 
 def stop_unless_needed(nextitem: pytest.Item | None) -> None:
-    for name in list(_servers):
+    for name in list(_running):
         if not uses(nextitem, name):
             stop(name)
 
