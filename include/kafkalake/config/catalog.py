@@ -22,7 +22,14 @@ from kafkalake.config.maintenance import parse_maintenance
 from kafkalake.config.parsed import SQL_IDENTIFIER, merge_parsed, parse_parsed
 from kafkalake.config.schedule import run_interval
 from kafkalake.config.spark_conf import CREDENTIAL_ADVICE, credential_settings
-from kafkalake.config.topic import TopicConfig, beside, dag_id_for, sanitize_identifier
+from kafkalake.config.topic import (
+    MAX_OFFSETS_BRONZE_ONLY,
+    MAX_OFFSETS_PARSED,
+    TopicConfig,
+    beside,
+    dag_id_for,
+    sanitize_identifier,
+)
 from kafkalake.core.durations import format_duration, parse_duration
 from kafkalake.core.errors import CatalogError, ParsedConfigError
 
@@ -303,12 +310,6 @@ def _topic(file: Path, index: int, entry: Mapping[str, Any], lake_root: Path) ->
     if starting not in STARTING_OFFSETS:
         raise fail("starting_offsets", f"must be one of {', '.join(STARTING_OFFSETS)}, not {starting!r}")
 
-    max_offsets = entry.get("max_offsets_per_trigger", 500_000)
-    if max_offsets is not None and (
-        isinstance(max_offsets, bool) or not isinstance(max_offsets, int) or max_offsets < 1
-    ):
-        raise fail("max_offsets_per_trigger", f"must be a whole number > 0 or null, not {max_offsets!r}")
-
     database = entry.get("database", "bronze")
     if not isinstance(database, str) or not _IDENTIFIER.fullmatch(database):
         raise fail("database", f"must be a lower-case SQL identifier, not {database!r}")
@@ -321,6 +322,13 @@ def _topic(file: Path, index: int, entry: Mapping[str, Any], lake_root: Path) ->
     except ParsedConfigError as err:
         raise fail(err.field, str(err)) from None
     parsed = replace(parsed, table=parsed.table or table)
+
+    default_max = MAX_OFFSETS_PARSED if parsed.enabled else MAX_OFFSETS_BRONZE_ONLY
+    max_offsets = entry.get("max_offsets_per_trigger", default_max)
+    if max_offsets is not None and (
+        isinstance(max_offsets, bool) or not isinstance(max_offsets, int) or max_offsets < 1
+    ):
+        raise fail("max_offsets_per_trigger", f"must be a whole number > 0 or null, not {max_offsets!r}")
 
     path = entry.get("path")
     if path is None:

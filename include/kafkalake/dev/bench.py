@@ -215,8 +215,13 @@ def _children_cpu_s() -> float:
 
 def _children(pid: int) -> list[int]:
     # Any thread may have started a child (the JVM starts the Python driver from one of its own).
+    # The process may end at any moment, between the listing and each read: it then has none.
     children: list[int] = []
-    for listing in Path(f"/proc/{pid}/task").glob("*/children"):
+    try:
+        listings = list(Path(f"/proc/{pid}/task").glob("*/children"))
+    except OSError:
+        return children
+    for listing in listings:
         try:
             children += [int(c) for c in listing.read_text().split()]
         except OSError:
@@ -491,7 +496,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Benchmark the bronze drain against a raw Kafka read.")
     parser.add_argument("--events", type=int, default=2_000_000)
     parser.add_argument("--partitions", type=int, default=6)
-    parser.add_argument("--max-offsets-per-trigger", type=int, default=500_000)
+    parser.add_argument(
+        "--max-offsets-per-trigger",
+        type=int,
+        default=None,
+        help="records per micro-batch (default: the catalog's, which depends on --parsed)",
+    )
     parser.add_argument("--port", type=int, default=9192)
     parser.add_argument("--dir", type=Path, default=REPO_ROOT / ".bench")
     parser.add_argument("--out", type=Path, default=REPO_ROOT / ".bench" / "results.json")
@@ -542,12 +552,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.parked and not args.parsed:
         parser.error("--parked needs --parsed")
     spark_conf = dict(item.split("=", 1) for item in args.spark_conf)
-    entry = {
-        "name": name,
-        "freshness_sla": "1h",
-        "spark_conf": spark_conf,
-        "max_offsets_per_trigger": args.max_offsets_per_trigger,
-    }
+    entry: dict[str, Any] = {"name": name, "freshness_sla": "1h", "spark_conf": spark_conf}
+    if args.max_offsets_per_trigger is not None:
+        entry["max_offsets_per_trigger"] = args.max_offsets_per_trigger
     catalog.write_text(json.dumps({"topics": [{**entry, "parsed": bool(args.parsed)}]}))
     topic = load_catalog(catalog, lake).topic(name)
     ensure_backlog(broker.bootstrap_servers, name, args.events, args.partitions)
@@ -594,7 +601,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     results: dict[str, Any] = {
         "events": args.events,
         "partitions": args.partitions,
-        "max_offsets_per_trigger": args.max_offsets_per_trigger,
+        "max_offsets_per_trigger": topic.max_offsets_per_trigger,
         "spark_conf": spark_conf,
         "cores": os.cpu_count(),
         "raw_read": {**asdict(raw), "records_per_s": raw.records_per_s, "mib_per_s": raw.mib_per_s},

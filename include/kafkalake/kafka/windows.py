@@ -11,12 +11,20 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
+from kafkalake.config.topic import MAX_OFFSETS_PARSED
 from kafkalake.core.run_mode import refused
 from kafkalake.kafka.offsets import open_consumer, watermarks
 from kafkalake.lake.checkpoint import Offsets, read_checkpoint
 
 #: Records per chunk when the topic sets no ``max_offsets_per_trigger``.
 DEFAULT_CHUNK_RECORDS = 100_000
+
+
+def chunk_records(max_offsets_per_trigger: int | None) -> int:
+    """Records per chunk of a re-ingest or a catch-up: the topic's batch size, but each chunk's rows
+    are cached for their writes, so never more than a parsed topic's default batch (a bronze-only
+    topic's default batch is larger, since the stream caches nothing)."""
+    return min(max_offsets_per_trigger or DEFAULT_CHUNK_RECORDS, MAX_OFFSETS_PARSED)
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,8 @@
 """The parsed tables catch up from bronze after their side was parked (:mod:`kafkalake.lake.parsed_backlog`).
 
 Reads bronze from the backlog's start offsets up to what bronze holds now, in chunks of at most
-``max_offsets_per_trigger`` records, and runs each chunk through the stream's own parsing and writer.
+``max_offsets_per_trigger`` records (:func:`~kafkalake.kafka.windows.chunk_records`), and runs each
+chunk through the stream's own parsing and writer.
 It is safe to run again after a crash at any point: the parsed and dead-letter tables get only the
 ``(partition, offset)`` pairs they lack (an anti-join on each table as it is now), and the latest-row
 table's MERGE replaces a key's row only with a later record, so a record merged twice changes
@@ -18,7 +19,7 @@ from typing import TYPE_CHECKING
 
 from kafkalake.config.topic import TopicConfig
 from kafkalake.core import kill_points
-from kafkalake.kafka.windows import DEFAULT_CHUNK_RECORDS, Window, chunks
+from kafkalake.kafka.windows import Window, chunk_records, chunks
 from kafkalake.lake import parsed_backlog
 from kafkalake.spark.batch_writer import BatchWriter, in_ranges
 from kafkalake.spark.topic_parser import RunStats
@@ -85,7 +86,7 @@ def catch_up(spark: SparkSession, topic: TopicConfig, backlog: parsed_backlog.Ba
     # the anti-joins keep rows from landing twice, a version from the clock keeps later catch-ups apart.
     first_version = time.time_ns() // 1_000_000 * 10_000
     current = backlog
-    for number, piece in enumerate(chunks(window, topic.max_offsets_per_trigger or DEFAULT_CHUNK_RECORDS)):
+    for number, piece in enumerate(chunks(window, chunk_records(topic.max_offsets_per_trigger))):
         writer(bronze.where(in_ranges(piece)), first_version + number)
         current = replace(current, start={**current.start, **{p: end for p, (_s, end) in piece.items()}})
         parsed_backlog.write(topic, current)

@@ -11,7 +11,7 @@ checkpoint, which is past the gap. A re-ingest (:mod:`kafkalake.core.run_mode`: 
    written, when Kafka has already deleted records the window starts before (:func:`plan_window`);
 2. under the checkpoint's run lock (so no stream writes meanwhile), reads the window from Kafka as a
    **batch** (``spark.read``; the checkpoint is never touched), at most ``max_offsets_per_trigger``
-   records at a time;
+   records at a time (and never more than a parsed topic's default batch: each chunk is cached);
 3. writes each chunk through the stream's own writer (:class:`~kafkalake.spark.batch_writer.BatchWriter`), but
    to each table only the records whose (partition, offset) it does not hold yet: bronze gets what
    bronze lacks; the parsed, dead-letter and latest tables get what the parsed and dead-letter tables
@@ -33,7 +33,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from kafkalake.config.topic import TopicConfig
-from kafkalake.kafka.windows import DEFAULT_CHUNK_RECORDS, Window, chunks, resolve_window
+from kafkalake.kafka.windows import Window, chunk_records, chunks, resolve_window
 from kafkalake.lake.checkpoint_lock import checkpoint_lock
 from kafkalake.spark.batch_writer import BatchWriter
 
@@ -134,7 +134,7 @@ def land_window(
     # id. The anti-joins are what keep rows from landing twice; a version from the clock only keeps
     # a later re-ingest from the same start time from being mistaken for this one.
     first_version = time.time_ns() // 1_000_000 * 10_000
-    max_records = topic.max_offsets_per_trigger or DEFAULT_CHUNK_RECORDS
+    max_records = chunk_records(topic.max_offsets_per_trigger)
     try:
         for number, piece in enumerate(chunks(window, max_records)):
             writer(read_chunk(spark, topic, client_config, piece), first_version + number)

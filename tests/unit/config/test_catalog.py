@@ -773,3 +773,37 @@ def test_a_topic_on_s3a_names_its_storage_connection(tmp_path, lake_root):
     topic = load_catalog(file, lake_root).topic("orders")
     assert topic.storage_conn_id == "lake_s3"
     assert topic.on_object_store
+
+
+def test_max_offsets_default_is_larger_for_a_bronze_only_topic_and_the_catalog_wins(tmp_path, lake_root):
+    path = write_catalog(
+        tmp_path,
+        """
+defaults:
+  parsed: false
+topics:
+  - {name: raw, freshness_sla: 1h}
+  - {name: typed, freshness_sla: 1h, parsed: true}
+  - {name: raw-set, freshness_sla: 1h, max_offsets_per_trigger: 1000}
+  - {name: typed-set, freshness_sla: 1h, parsed: true, max_offsets_per_trigger: 3000000}
+  - {name: raw-all, freshness_sla: 1h, max_offsets_per_trigger: null}
+""",
+    )
+    catalog = load_catalog(path, lake_root)
+
+    wanted = {"raw": 2_000_000, "typed": 500_000, "raw-set": 1000, "typed-set": 3_000_000, "raw-all": None}
+    assert {t.name: t.max_offsets_per_trigger for t in catalog.topics} == wanted
+
+
+def test_a_max_offsets_in_the_defaults_applies_to_both_kinds(tmp_path, lake_root):
+    path = write_catalog(
+        tmp_path,
+        """
+defaults:
+  max_offsets_per_trigger: 7000
+topics:
+  - {name: raw, freshness_sla: 1h, parsed: false}
+  - {name: typed, freshness_sla: 1h, parsed: true}
+""",
+    )
+    assert {t.max_offsets_per_trigger for t in load_catalog(path, lake_root).topics} == {7000}

@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 import pytest
 
 from kafkalake.core.errors import ReingestRefusedError
-from kafkalake.kafka.windows import Window, chunks, plan_window
+from kafkalake.kafka.windows import DEFAULT_CHUNK_RECORDS, Window, chunk_records, chunks, plan_window
 
 SINCE = datetime(2026, 5, 1, 10, 0, tzinfo=UTC)
 
@@ -72,3 +72,12 @@ def test_chunks_cover_the_window_once_with_bounded_size():
 
 def test_an_empty_window_has_no_chunks():
     assert list(chunks(Window("t", SINCE, {0: 5}, {0: 5}), 100)) == []
+
+
+@pytest.mark.parametrize(
+    ("max_offsets", "records"),
+    [(200, 200), (500_000, 500_000), (2_000_000, 500_000), (None, DEFAULT_CHUNK_RECORDS)],
+    ids=["small", "parsed default", "bronze-only default", "null"],
+)
+def test_a_chunk_is_the_topics_batch_but_never_more_than_a_cached_parsed_batch(max_offsets, records):
+    assert chunk_records(max_offsets) == records
