@@ -5,6 +5,7 @@ Everything is started lazily, so the unit tests never pay for a broker or a JVM.
 
 from __future__ import annotations
 
+import logging
 import os
 import tempfile
 from collections.abc import Iterator
@@ -27,6 +28,10 @@ os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
 os.environ.setdefault(
     "KAFKALAKE_DRIVER_JAVA_OPTIONS", "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=256m"
 )
+# py4j logs every connection it closes at INFO, the last ones from __del__ at interpreter exit,
+# when the stream a log handler set up during the run writes to is closed: each run with a Spark
+# session ended in a "--- Logging error ---" trace.
+logging.getLogger("py4j").setLevel(logging.WARNING)
 
 from kafkalake.dev import local_airflow
 from kafkalake.dev.broker import LocalKafka
