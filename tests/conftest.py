@@ -28,14 +28,15 @@ os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
 os.environ.setdefault(
     "KAFKALAKE_DRIVER_JAVA_OPTIONS", "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=256m"
 )
-# py4j logs every connection it closes at INFO, the last ones from __del__ at interpreter exit,
-# when the stream a log handler set up during the run writes to is closed: each run with a Spark
-# session ended in a "--- Logging error ---" trace.
-logging.getLogger("py4j").setLevel(logging.WARNING)
 
 from kafkalake.dev import local_airflow
 from kafkalake.dev.broker import LocalKafka
 from kafkalake.dev.s3_server import LocalS3
+
+# py4j logs every connection it closes at INFO, the last ones from __del__ at interpreter exit,
+# when the stream a log handler set up during the run writes to is closed: each run with a Spark
+# session ended in a "--- Logging error ---" trace.
+logging.getLogger("py4j").setLevel(logging.WARNING)
 
 #: The bucket of the object-store tests (tests/integration/test_object_store.py).
 S3_BUCKET = "kafkalake-it"
