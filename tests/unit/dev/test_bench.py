@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -38,13 +39,16 @@ def test_the_tree_holds_running_children_and_grandchildren(depth):
         code = f"import subprocess, sys; subprocess.run([sys.executable, '-c', {code!r}])"
     child = subprocess.Popen([sys.executable, "-c", code], start_new_session=True)
     try:
-        for _ in range(100):
-            tree = _tree(os.getpid())
-            if len(tree) >= 1 + depth:
+        wanted = [child.pid]
+        for _ in range(200):
+            grandchildren = _children(child.pid)
+            if len(grandchildren) == depth - 1:
+                wanted += grandchildren
                 break
-            subprocess.run(["sleep", "0.05"], check=True)
+            time.sleep(0.05)
+        assert len(wanted) == depth, "the grandchild never started"
         assert child.pid in _children(os.getpid())
-        assert len([p for p in tree if p != os.getpid()]) >= depth
+        assert set(wanted) <= set(_tree(os.getpid()))
     finally:
         os.killpg(child.pid, 9)
         child.wait()
