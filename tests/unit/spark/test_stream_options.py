@@ -30,6 +30,7 @@ def test_default_options():
         "kafka.max.partition.fetch.bytes": "8388608",
         "kafka.fetch.max.bytes": "16777216",
         "kafka.max.poll.records": "10000",
+        "kafka.fetch.max.wait.ms": "10",
         "kafka.request.timeout.ms": "15000",
         "kafka.default.api.timeout.ms": "20000",
         "kafkaConsumer.pollTimeoutMs": "30000",
@@ -91,6 +92,12 @@ def test_every_client_setting_takes_the_kafka_prefix():
     assert {k: v for k, v in prefixed.items() if f"kafka.{k}" not in defaults} == client
     assert options["kafka.sasl.mechanism"] == "SCRAM-SHA-512"
     assert options["kafka.ssl.truststore.type"] == "PEM"
+
+
+def test_a_connection_can_set_its_own_log_end_wait():
+    assert source_options(topic(), CLIENT)["kafka.fetch.max.wait.ms"] == "10"
+    own = source_options(topic(), {**CLIENT, "fetch.max.wait.ms": "250"})
+    assert own["kafka.fetch.max.wait.ms"] == "250"
 
 
 def test_all_values_are_strings():
