@@ -65,7 +65,7 @@ topics:
     freshness_sla: 1h
   - name: it-kill-care
     freshness_sla: 1h
-    max_offsets_per_trigger: 100
+    max_offsets_per_trigger: 250
     parsed: {latest_by_key: true}
     maintenance: {optimize_every: 1s, vacuum_retain: 0h, allow_vacuum_retain_below_7d: true}
   - name: it-cluster
