@@ -96,18 +96,6 @@ def ensure_table(spark: SparkSession, topic: TopicConfig) -> frozenset[str]:
     return frozenset(kinds)
 
 
-#: How long the broker holds a fetch that finds no new records (Kafka's default: 500 ms). Every
-#: task that reads its partition up to the log end, which is every task of a run that catches up,
-#: paid those 500 ms idle: after a poll the Java client sends the next fetch ahead (at the log end,
-#: so the broker parks it), then Spark asks for the partition's offset range, and the broker answers
-#: one request per connection at a time, so that ask waited behind the parked fetch. Bench, 500
-#: events in 6 partitions, one batch: each task 600 -> 120 ms, the batch 4.4 -> 3.2 s. A backlog's
-#: fetches find records and never wait; a wait this short only means more empty fetches while a
-#: task polls a partition with nothing new, which it stops doing at its range's end. A connection's
-#: own setting wins.
-LOG_END_WAIT = {"kafka.fetch.max.wait.ms": "10"}
-
-
 #: Larger fetches than the Java client's 1 MiB per partition: a backlog drains in fewer round trips
 #: (bench: Kafka read -25%). Bounded: at most 16 MiB buffered per consumer. A connection's own
 #: settings win.
@@ -115,7 +103,16 @@ FETCH_DEFAULTS = {
     "kafka.max.partition.fetch.bytes": str(8 * 1024 * 1024),
     "kafka.fetch.max.bytes": str(16 * 1024 * 1024),
     "kafka.max.poll.records": "10000",
-    **LOG_END_WAIT,
+    # How long the broker holds a fetch that finds no new records (Kafka's default: 500 ms). Every
+    # task that reads its partition up to the log end, which is every task of a run that catches
+    # up, paid those 500 ms idle: after a poll the Java client sends the next fetch ahead (at the
+    # log end, so the broker parks it), then Spark asks for the partition's offset range, and the
+    # broker answers one request per connection at a time, so that ask waited behind the parked
+    # fetch. Bench, 500 events in 6 partitions, one batch: each task 600 -> 120 ms, the batch
+    # 4.4 -> 3.2 s. A backlog's fetches find records and never wait; a wait this short only means
+    # more empty fetches while a task polls a partition with nothing new, which it stops doing at
+    # its range's end.
+    "kafka.fetch.max.wait.ms": "10",
 }
 
 
