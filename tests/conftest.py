@@ -5,6 +5,7 @@ Everything is started lazily, so the unit tests never pay for a broker or a JVM.
 
 from __future__ import annotations
 
+import fcntl
 import logging
 import os
 import tempfile
@@ -101,9 +102,44 @@ topics:
 """
 
 
+#: The broker's folder under the run's base temp folder (xdist: the workers' common parent).
+SHARED_BROKER_DIR = "kafka-shared"
+
+
 @pytest.fixture(scope="session")
-def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalKafka]:
-    broker = LocalKafka(tmp_path_factory.mktemp("kafka")).start()
+def kafka(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> Iterator[LocalKafka]:
+    """One broker for the whole run, shared by xdist's workers: the first to ask starts it, the
+    others find it running (its pid file), and the controller stops it when the run ends
+    (:func:`pytest_sessionfinish`). Tests never share a topic, so they never see each other's
+    records. Each broker idles at ~1.2 CPU-s a minute and takes ~6 CPU-s to start: three of them
+    cost a CPU-bound suite ~2 minutes of CPU. A test that stops its broker (an outage) starts one
+    of its own (``private_kafka``)."""
+    if worker_id == "master":
+        broker = LocalKafka(tmp_path_factory.mktemp("kafka")).start()
+        yield broker
+        broker.stop()
+        return
+    folder = tmp_path_factory.getbasetemp().parent / SHARED_BROKER_DIR
+    folder.mkdir(exist_ok=True)
+    with (folder.parent / f"{SHARED_BROKER_DIR}.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # one worker starts it; the others wait, then find it
+        broker = LocalKafka(folder).start()
+    yield broker
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """The controller (or a run without xdist) stops the workers' shared broker, if one started."""
+    if hasattr(session.config, "workerinput"):
+        return
+    folder = session.config._tmp_path_factory.getbasetemp() / SHARED_BROKER_DIR  # type: ignore[attr-defined]
+    if folder.is_dir():
+        LocalKafka(folder).stop()
+
+
+@pytest.fixture
+def private_kafka(tmp_path: Path) -> Iterator[LocalKafka]:
+    """A broker of the test's own, for a test that stops it: the shared one serves the others."""
+    broker = LocalKafka(tmp_path / "kafka").start()
     yield broker
     broker.stop()
 

@@ -66,8 +66,11 @@ RETRY_EVENTS = 4_000  # 8 micro-batches: the broker stops after the 2nd is plann
 
 
 def test_broker_stopped_during_ingest_then_started_task_succeeds_on_retry_exactly_once(
-    airflow_env, kafka: LocalKafka, catalog_file, lake, tmp_path
+    airflow_env, private_kafka: LocalKafka, catalog_file, lake, tmp_path
 ):
+    """On a broker of the test's own (the run's shared broker serves the other tests meanwhile),
+    which the DAG's Kafka connection names."""
+    kafka = private_kafka
     topic = load_catalog(catalog_file, lake).topic(RETRY_TOPIC)
     producer.create_topic(kafka.bootstrap_servers, RETRY_TOPIC, partitions=2)
     producer.produce(kafka.bootstrap_servers, RETRY_TOPIC, records(RETRY_EVENTS, 2))
@@ -76,7 +79,7 @@ def test_broker_stopped_during_ingest_then_started_task_succeeds_on_retry_exactl
     output = tmp_path / "dags-test.log"
 
     cmd = local_airflow.airflow_command(*local_airflow.dags_test_args(topic.dag_id, NOT_REGISTERED))
-    env = local_airflow.dags_test_environment(airflow_env)
+    env = local_airflow.dags_test_environment(local_airflow.with_kafka(airflow_env, kafka.bootstrap_servers))
     with output.open("wb") as out:
         run = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     try:
@@ -100,7 +103,7 @@ def test_broker_stopped_during_ingest_then_started_task_succeeds_on_retry_exactl
             )
             failed_after = time.monotonic() - stopped
         finally:
-            kafka.start()  # same object, same ports: the other tests' broker is back
+            kafka.start()  # same object, same ports: the DAG's connection finds it again
         assert local_airflow.task_tries(home, topic.dag_id, "ingest") == ("up_for_retry", 1)
         assert run.wait(timeout=300) == 0, output.read_text()[-5000:]
     finally:

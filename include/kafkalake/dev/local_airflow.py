@@ -64,9 +64,7 @@ def environment(
             "PYSPARK_PYTHON": sys.executable,
         }
     )
-    env["AIRFLOW_CONN_KAFKA_DEFAULT"] = json.dumps(
-        {"conn_type": "kafka", "extra": {"bootstrap.servers": kafka_bootstrap}}
-    )
+    env = with_kafka(env, kafka_bootstrap)
     if (home := java_home()) and "JAVA_HOME" not in env:
         env["JAVA_HOME"] = home
     if catalog is not None:
@@ -74,6 +72,12 @@ def environment(
     if lake_root is not None:
         env[ENV_LAKE_ROOT] = str(lake_root)
     return env
+
+
+def with_kafka(env: Mapping[str, str], bootstrap: str) -> dict[str, str]:
+    """``env`` with the DAGs' Kafka connection (``kafka_default``) on the broker at ``bootstrap``."""
+    connection = {"conn_type": "kafka", "extra": {"bootstrap.servers": bootstrap}}
+    return {**env, "AIRFLOW_CONN_KAFKA_DEFAULT": json.dumps(connection)}
 
 
 def standalone_environment(
