@@ -72,7 +72,9 @@ class StandaloneSpark:
             try:
                 if self.state().get("aliveworkers", 0) >= 1:
                     return self
-            except OSError:
+            # ValueError: while the master's UI attaches its handlers, its root page answers
+            # /json/ with HTML (seen once with four test workers on two cores).
+            except (OSError, ValueError):
                 pass
             time.sleep(1)
         self.stop()

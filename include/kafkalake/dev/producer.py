@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import json
 import random
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,19 +27,33 @@ def client_settings(kafka: str | Mapping[str, str]) -> dict[str, str]:
 def create_topic(
     bootstrap: str | Mapping[str, str], name: str, partitions: int, config: dict[str, str] | None = None
 ) -> bool:
-    """Create the topic unless it exists; true when it was created."""
+    """Create the topic unless it exists; true when it was created.
+
+    Returns once the broker's metadata lists the topic with its partitions: the controller
+    acknowledges a creation before the broker's metadata cache has it, and a client asking at once
+    (a pre-flight's end offsets) was told the topic does not exist (seen on a broker shared by four
+    test workers).
+    """
     from confluent_kafka import KafkaError, KafkaException
     from confluent_kafka.admin import AdminClient, NewTopic
 
     admin = AdminClient(client_settings(bootstrap))
     future = admin.create_topics([NewTopic(name, partitions, 1, config=config or {})])[name]
+    created = True
     try:
         future.result(timeout=30)
     except KafkaException as err:
-        if err.args[0].code() == KafkaError.TOPIC_ALREADY_EXISTS:
-            return False
-        raise
-    return True
+        if err.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+            raise
+        created = False
+    deadline = time.monotonic() + 30
+    while True:
+        info = admin.list_topics(topic=name, timeout=10).topics.get(name)
+        if info is not None and info.error is None and info.partitions:
+            return created
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"topic {name!r}: created, but not in the broker's metadata after 30 s")
+        time.sleep(0.1)
 
 
 def produce(
