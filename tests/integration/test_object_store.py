@@ -73,16 +73,8 @@ def since() -> datetime:
 @pytest.fixture(scope="module")
 def topic(catalog_file: Path, lake: Path, kafka: LocalKafka, s3_server: LocalS3) -> Iterator[TopicConfig]:
     producer.create_topic(kafka.bootstrap_servers, TOPIC, partitions=PARTITIONS)
-    connection = s3_server.connection()
     # This process reads the tables back with the same settings the tasks use.
-    storage.use(
-        storage.from_connection(
-            CONN_ID,
-            str(connection["login"]),
-            str(connection["password"]),
-            connection["extra"],  # type: ignore[arg-type]
-        )
-    )
+    storage.use(s3_server.storage_settings())
     yield load_catalog(catalog_file, lake).topic(TOPIC)
     storage.use(storage.StorageSettings())
 

@@ -34,6 +34,7 @@ from kafkalake.core.jars import jar_files
 from kafkalake.core.paths import REPO_ROOT
 from kafkalake.dev import processes
 from kafkalake.dev.broker import _port_open, free_port
+from kafkalake.lake import storage
 
 log = logging.getLogger(__name__)
 
@@ -107,6 +108,15 @@ class LocalS3:
             "password": secret_key,
             "extra": {"endpoint_url": self.endpoint, "region_name": REGION},
         }
+
+    def storage_settings(self) -> storage.StorageSettings:
+        """How a process reaches this server: its connection, read as a task reads it."""
+        connection = self.connection()
+        extra = connection["extra"]
+        assert isinstance(extra, dict)
+        return storage.from_connection(
+            "local_s3", str(connection["login"]), str(connection["password"]), extra
+        )
 
     def connection_uri(self) -> str:
         """The connection as ``AIRFLOW_CONN_<ID>`` takes it (JSON)."""

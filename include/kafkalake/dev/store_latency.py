@@ -64,13 +64,7 @@ def measure(workdir: Path, commits: int, rows: int) -> dict[str, dict[str, dict[
     server = LocalS3(workdir / "s3").start()
     spark = None
     try:
-        connection = server.connection()
-        settings = storage.from_connection(
-            "store_latency",
-            str(connection["login"]),
-            str(connection["password"]),
-            connection["extra"],  # type: ignore[arg-type]
-        )
+        settings = server.storage_settings()
         storage.use(settings)
         conf = {
             **base_conf(workdir / "lake"),
