@@ -55,13 +55,14 @@ airflow: setup  ## the real Airflow UI on the DAGs (airflow standalone), http://
 stack: setup  ## Airflow as deployed: PostgreSQL, LocalExecutor, its components as separate processes (AIRFLOW_PORT=)
 	$(PY) -m kafkalake.dev.stack --port $(AIRFLOW_PORT)
 
-# Three workers on 2 cores: much of a test's time is waiting (Airflow's latency, retries' backoff,
-# servers starting), so a third worker fills it (full suite 3,704 s at -n 3, 1.28 cores busy on
-# average; ~4,350 s at -n 2). --dist loadfile keeps each test module on one worker (its tests share
-# module-scoped topics and run in order; xdist's loadgroup does not group under pytest 9), and
-# tests/conftest.py's scheduler hands out the longest modules first and the modules that share an
-# Airflow server to one worker. PYTEST_WORKERS=0: serially.
-PYTEST_WORKERS ?= 3
+# Four workers on 2 cores: much of a test's time is waiting (Airflow's latency, retries' backoff,
+# servers starting), and with three the cores were busy 1.7 of 2 on average; four keep them ~1.9
+# busy (full suite, one shared broker: 1,536 s at -n 4; 1,673 s at -n 3 with a broker per worker).
+# --dist loadfile keeps each test module on one worker (its tests share module-scoped topics and
+# run in order; xdist's loadgroup does not group under pytest 9), and tests/conftest.py's scheduler
+# hands out the longest modules first and the modules that share an Airflow server to one worker.
+# PYTEST_WORKERS=0: serially.
+PYTEST_WORKERS ?= 4
 
 test: setup $(CHROMIUM) $(DOCKER_COMPOSE)  ## run the whole test suite (real broker, Spark and Delta, Chromium for the UI test)
 	$(PY) -m pytest $(if $(filter-out 0,$(PYTEST_WORKERS)),-n $(PYTEST_WORKERS) --dist loadfile)
