@@ -57,7 +57,8 @@ stack: setup  ## Airflow as deployed: PostgreSQL, LocalExecutor, its components 
 
 # Four workers on 2 cores: much of a test's time is waiting (Airflow's latency, retries' backoff,
 # servers starting), and with three the cores were busy 1.7 of 2 on average; four keep them ~1.9
-# busy (full suite, one shared broker: 1,536 s at -n 4; 1,673 s at -n 3 with a broker per worker).
+# busy (full suite on a fresh clone, one shared broker: 1,478 s at -n 4; 1,673 s at -n 3 with a
+# broker per worker).
 # --dist loadfile keeps each test module on one worker (its tests share module-scoped topics and
 # run in order; xdist's loadgroup does not group under pytest 9), and tests/conftest.py's scheduler
 # hands out the longest modules first and the modules that share an Airflow server to one worker.
