@@ -67,17 +67,24 @@ class StandaloneSpark:
             str(free_port()),
             self.master_url,
         )
+        try:
+            self._wait_for_a_worker(timeout)
+        except BaseException:
+            self.stop()  # a start that fails leaves no master or worker running
+            raise
+        return self
+
+    def _wait_for_a_worker(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             try:
                 if self.state().get("aliveworkers", 0) >= 1:
-                    return self
+                    return
             # ValueError: while the master's UI attaches its handlers, its root page answers
             # /json/ with HTML (seen once with four test workers on two cores).
             except (OSError, ValueError):
                 pass
             time.sleep(1)
-        self.stop()
         raise RuntimeError(f"no live Spark worker after {timeout:.0f}s; see {self.directory}")
 
     def state(self) -> dict[str, Any]:
