@@ -114,12 +114,10 @@ def kafka(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> Iterator[
     records. Each broker idles at ~1.2 CPU-s a minute and takes ~6 CPU-s to start: three of them
     cost a CPU-bound suite ~2 minutes of CPU. A test that stops its broker (an outage) starts one
     of its own (``private_kafka``)."""
-    if worker_id == "master":
-        broker = LocalKafka(tmp_path_factory.mktemp("kafka")).start()
-        yield broker
-        broker.stop()
-        return
-    folder = tmp_path_factory.getbasetemp().parent / SHARED_BROKER_DIR
+    run_folder = tmp_path_factory.getbasetemp()
+    if worker_id != "master":  # a worker's base temp folder is inside the controller's
+        run_folder = run_folder.parent
+    folder = run_folder / SHARED_BROKER_DIR
     folder.mkdir(exist_ok=True)
     with (folder.parent / f"{SHARED_BROKER_DIR}.lock").open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # one worker starts it; the others wait, then find it
