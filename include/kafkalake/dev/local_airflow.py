@@ -20,6 +20,7 @@ from typing import Any
 from kafkalake.airflow.pools import DEFAULT_SPARK_SLOTS, SPARK_POOL, pools_set_args
 from kafkalake.airflow.sla_alerts import ENV_DEADLINE_ALERTS
 from kafkalake.core.paths import ENV_CATALOG, ENV_LAKE_ROOT, REPO_ROOT
+from kafkalake.dev import airflow_forkserver
 
 
 class DagRunError(RuntimeError):
@@ -124,8 +125,13 @@ def admin_password(airflow_home: Path) -> str | None:
 
 
 def _airflow(env: Mapping[str, str], *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    cmd = airflow_command(*args)
-    done = subprocess.run(cmd, env=dict(env), capture_output=True, text=True, check=False)
+    done = None
+    if server := env.get(airflow_forkserver.ENV_FORKSERVER):
+        done = airflow_forkserver.run(server, args, env)
+    if done is None:
+        done = subprocess.run(
+            airflow_command(*args), env=dict(env), capture_output=True, text=True, check=False
+        )
     if check and done.returncode != 0:
         raise DagRunError(
             f"`airflow {' '.join(args)}` exited {done.returncode}:\n{done.stdout[-3000:]}"

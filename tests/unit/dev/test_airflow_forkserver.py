@@ -1,0 +1,93 @@
+"""The Airflow fork server: it runs Airflow's real CLI in the caller's environment, refuses an
+environment that configures Airflow otherwise, reports a killed command, and ends with its starter."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from kafkalake.dev import airflow_forkserver
+from kafkalake.dev.airflow_forkserver import AirflowForkServer, airflow_settings
+from kafkalake.dev.local_airflow import environment, run_airflow
+
+
+def test_only_settings_airflow_reads_at_import_must_match():
+    env = {
+        "AIRFLOW_HOME": "/h",
+        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+        "AIRFLOW_CONN_KAFKA_DEFAULT": "{}",
+        "AIRFLOW_VAR_X": "1",
+        "KAFKALAKE_STRICT": "1",
+        "PATH": "/bin",
+    }
+    assert airflow_settings(env) == {"AIRFLOW_HOME": "/h", "AIRFLOW__CORE__LOAD_EXAMPLES": "False"}
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AirflowForkServer]:
+    env = environment(tmp_path_factory.mktemp("airflow-home"), kafka_bootstrap="127.0.0.1:9")
+    started = AirflowForkServer(env).start()
+    yield started
+    started.stop()
+
+
+def test_a_command_runs_in_the_callers_environment(server: AirflowForkServer):
+    env = {**server.env, airflow_forkserver.ENV_FORKSERVER: server.socket, "AIRFLOW_VAR_GREETING": "hé there"}
+    done = airflow_forkserver.run(server.socket, ["variables", "get", "GREETING"], env)
+    assert done is not None, "not served"
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip().splitlines()[-1] == "hé there"  # read from this call's env, not the server's
+    failed = run_airflow(env, "variables", "get", "MISSING", check=False)
+    assert failed.returncode != 0
+
+
+def test_another_airflow_configuration_is_not_served(server: AirflowForkServer):
+    other = {**server.env, "AIRFLOW__CORE__PARALLELISM": "3"}
+    assert airflow_forkserver.run(server.socket, ["version"], other) is None
+    # local_airflow then runs it as a process of its own, and it works.
+    done = run_airflow(
+        {**other, airflow_forkserver.ENV_FORKSERVER: server.socket},
+        "config",
+        "get-value",
+        "core",
+        "parallelism",
+    )
+    assert done.stdout.strip().splitlines()[-1] == "3"
+
+
+def test_a_killed_command_is_reported_as_killed(server: AirflowForkServer, tmp_path: Path):
+    # The command's stdout is a FIFO nobody reads: the child blocks opening it, so it is surely
+    # still running when it is killed.
+    fifo = tmp_path / "stdout"
+    os.mkfifo(fifo)
+    request = {"args": ["version"], "env": server.env, "stdout": str(fifo), "stderr": str(tmp_path / "err")}
+    assert server.process is not None
+    children = Path(f"/proc/{server.process.pid}/task/{server.process.pid}/children")
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+        conn.connect(server.socket)
+        airflow_forkserver._send(conn, json.dumps(request).encode())
+        deadline = time.monotonic() + 30
+        while not (pids := children.read_text().split()):
+            assert time.monotonic() < deadline, "the server forked no child"
+            time.sleep(0.01)
+        for pid in pids:
+            os.kill(int(pid), signal.SIGKILL)
+        with pytest.raises(ConnectionError):
+            airflow_forkserver._receive(conn)  # closed without a code: run() reports -9
+
+
+def test_the_server_ends_with_its_starter(tmp_path_factory: pytest.TempPathFactory):
+    env = environment(tmp_path_factory.mktemp("airflow-home"), kafka_bootstrap="127.0.0.1:9")
+    started = AirflowForkServer(env).start()
+    assert started.process is not None and started.process.stdin is not None
+    started.process.stdin.close()  # as when the test session dies
+    assert started.process.wait(timeout=30) == 0
+    started.stop()
+    assert not started.folder.exists()
