@@ -30,6 +30,7 @@ from kafkalake.config.catalog import load_catalog
 from kafkalake.config.tables import topic_tables
 from kafkalake.config.topic import TopicConfig
 from kafkalake.core.errors import EXIT_CODES, CheckpointLockedError, Kind
+from kafkalake.core.paths import ENV_CATALOG
 from kafkalake.dev import local_airflow, producer
 from kafkalake.dev.broker import LocalKafka
 from kafkalake.dev.producer import Record
@@ -70,19 +71,40 @@ def since() -> datetime:
     return datetime.now(UTC) - timedelta(seconds=5)
 
 
+#: The end of the topic's catalog entry: care on every run (`optimize_every: 1s`), so the first
+#: run does it; then the default (daily).
+ENTRY_END = "    storage_conn_id: it_objectstore\n    parsed: {latest_by_key: true}\n"
+CARE_EVERY_RUN = ENTRY_END + "    maintenance: {optimize_every: 1s}\n"
+DAILY_CARE = ENTRY_END
+
+
 @pytest.fixture(scope="module")
-def topic(catalog_file: Path, lake: Path, kafka: LocalKafka, s3_server: LocalS3) -> Iterator[TopicConfig]:
+def store_catalog(catalog_file: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The module's own copy of the catalog, which the first test changes as a user would."""
+    text = catalog_file.read_text()
+    assert text.count(CARE_EVERY_RUN) == 1
+    path = tmp_path_factory.mktemp("store-catalog") / "topics.yaml"
+    path.write_text(text)
+    return path
+
+
+@pytest.fixture(scope="module")
+def topic(store_catalog: Path, lake: Path, kafka: LocalKafka, s3_server: LocalS3) -> Iterator[TopicConfig]:
     producer.create_topic(kafka.bootstrap_servers, TOPIC, partitions=PARTITIONS)
     # This process reads the tables back with the same settings the tasks use.
     storage.use(s3_server.storage_settings())
-    yield load_catalog(catalog_file, lake).topic(TOPIC)
+    yield load_catalog(store_catalog, lake).topic(TOPIC)
     storage.use(storage.StorageSettings())
 
 
 @pytest.fixture(scope="module")
-def env(airflow_env: dict[str, str], s3_server: LocalS3) -> dict[str, str]:
+def env(airflow_env: dict[str, str], s3_server: LocalS3, store_catalog: Path) -> dict[str, str]:
     """The DAG runs' environment, with the topic's storage connection (Airflow's env-var backend)."""
-    return {**airflow_env, f"AIRFLOW_CONN_{CONN_ID.upper()}": s3_server.connection_uri()}
+    return {
+        **airflow_env,
+        ENV_CATALOG: str(store_catalog),
+        f"AIRFLOW_CONN_{CONN_ID.upper()}": s3_server.connection_uri(),
+    }
 
 
 def run_dag(
@@ -142,7 +164,7 @@ def delete_rows(location: str, predicate: str) -> int:
 
 
 def test_first_run_lands_every_table_once_on_the_store_with_care_and_registration(
-    env, s3_server, kafka, topic, lake, since
+    env, s3_server, kafka, topic, lake, since, store_catalog
 ):
     producer.produce(kafka.bootstrap_servers, TOPIC, events(0, 300))
 
@@ -171,6 +193,14 @@ def test_first_run_lands_every_table_once_on_the_store_with_care_and_registratio
         history = storage.open_delta(table.location).history()  # type: ignore[union-attr]
         operations = {commit["operation"] for commit in history}
         assert {"OPTIMIZE", "VACUUM END"} <= operations or table.kind == "latest", (table.name, operations)
+
+    # From here on the catalog asks for the default care (daily), as a user's would: the module's
+    # later runs land, re-ingest and replay without a care pass each (~15 s a run on the store).
+    store_catalog.write_text(store_catalog.read_text().replace(CARE_EVERY_RUN, DAILY_CARE))
+    assert (
+        load_catalog(store_catalog, lake).topic(TOPIC).maintenance.optimize_every
+        != topic.maintenance.optimize_every
+    )
 
 
 def test_an_idle_run_reads_the_store_and_skips_the_spark_job(env, s3_server, topic):
@@ -239,7 +269,7 @@ def test_the_lock_object_on_the_real_server(s3_server, topic):
     third.release()
 
 
-def test_a_second_ingest_on_the_store_meanwhile_is_turned_away(kafka, catalog_file, lake, topic, tmp_path):
+def test_a_second_ingest_on_the_store_meanwhile_is_turned_away(kafka, store_catalog, lake, topic, tmp_path):
     """Two drivers on one s3a topic (a job started by hand beside the DAG's): the first is frozen
     (SIGSTOP) while it holds the lock object; the second is refused with checkpoint_locked, naming
     the first's driver; the first then lands everything once."""
@@ -253,7 +283,7 @@ def test_a_second_ingest_on_the_store_meanwhile_is_turned_away(kafka, catalog_fi
         handed.write_text(storage.current().to_json())
         handed.chmod(0o600)
         return {
-            **jobs.environment(catalog_file, lake),
+            **jobs.environment(store_catalog, lake),
             ENV_CLIENT_CONFIG_FILE: str(kafka_settings),
             ENV_KEEP_CLIENT_CONFIG_FILE: "1",
             storage.ENV_STORAGE_CONFIG_FILE: str(handed),
@@ -261,7 +291,7 @@ def test_a_second_ingest_on_the_store_meanwhile_is_turned_away(kafka, catalog_fi
             lease_lock.ENV_LEASE_SECONDS: "900",
         }
 
-    cmd = jobs.command("ingest_topic", TOPIC, catalog=catalog_file, lake=lake)
+    cmd = jobs.command("ingest_topic", TOPIC, catalog=store_catalog, lake=lake)
     lock = lease_lock.LeaseLock(topic.checkpoint_path + ".lock", lease=900)
     before = lock.client.get_object(Bucket=lock.bucket, Key=lock.key)["ETag"]
     first = subprocess.Popen(
