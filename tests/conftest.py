@@ -54,7 +54,7 @@ topics:
     max_offsets_per_trigger: 500
   - name: it-concurrent
     freshness_sla: 1h
-    max_offsets_per_trigger: 200
+    max_offsets_per_trigger: 500
     parsed: {latest_by_key: true}
   - name: it-kill-points
     freshness_sla: 1h
@@ -84,7 +84,7 @@ topics:
     freshness_sla: 6h
   - name: it-reingest
     freshness_sla: 6h
-    max_offsets_per_trigger: 200
+    max_offsets_per_trigger: 500
     parsed: {latest_by_key: true}
   - name: it-awkward
     freshness_sla: 6h

@@ -224,7 +224,7 @@ def test_sigkill_at_each_commit_point_then_rerun_every_table_holds_each_offset_o
     assert {r["_kafka"]["key"]: (r["_kafka"]["partition"], r["_kafka"]["offset"]) for r in latest} == expected
 
 
-CONCURRENT_TOPIC = "it-concurrent"  # parsed, latest_by_key, max_offsets_per_trigger: 200
+CONCURRENT_TOPIC = "it-concurrent"  # parsed, latest_by_key, max_offsets_per_trigger: 500
 
 
 def test_a_second_ingest_of_the_same_topic_meanwhile_is_turned_away_and_nothing_lands_twice(

@@ -67,7 +67,7 @@ def assert_every_table_holds_each_offset_once(topic: TopicConfig, bootstrap: str
 
 
 def test_losing_the_checkpoint_or_restoring_the_table_loses_and_duplicates_nothing(spark, kafka, tmp_path):
-    topic = make_topic(tmp_path, NAME, ParsedConfig(latest_by_key=True), max_offsets=120)
+    topic = make_topic(tmp_path, NAME, ParsedConfig(latest_by_key=True), max_offsets=300)
     producer.create_topic(kafka.bootstrap_servers, NAME, partitions=2)
     bootstrap = kafka.bootstrap_servers
     produce(bootstrap, 0, 300)

@@ -62,7 +62,7 @@ def records(count: int, partitions: int, start: int = 0) -> list[Record]:
 # a. transient: the broker goes away during the ingest task and comes back
 
 RETRY_TOPIC = "it-retry"  # max_offsets_per_trigger: 500, so the ingest runs for many micro-batches
-RETRY_EVENTS = 4_000  # 8 micro-batches: the broker stops after the 2nd is planned
+RETRY_EVENTS = 2_500  # 5 micro-batches: the broker stops after the 2nd is planned
 
 
 def test_broker_stopped_during_ingest_then_started_task_succeeds_on_retry_exactly_once(
