@@ -84,12 +84,21 @@ def _receive(conn: socket.socket) -> bytes:
     return exactly(size)
 
 
+def take_environment(env: Mapping[str, str]) -> None:
+    """Become a process started with ``env``: its variables, and what the standard library derived
+    from the server's (the temp folder: a run's own TMPDIR is where its leftovers are looked for;
+    the time zone)."""
+    os.environ.clear()
+    os.environ.update(env)
+    tempfile.tempdir = None
+    time.tzset()
+
+
 def _run_child(request: dict[str, object]) -> int:
     """In the forked child: become the command's process and run Airflow's CLI."""
     env = request["env"]
     assert isinstance(env, dict)
-    os.environ.clear()
-    os.environ.update(env)
+    take_environment(env)
     for fd, path in ((1, request["stdout"]), (2, request["stderr"])):
         out = os.open(str(path), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         os.dup2(out, fd)

@@ -7,6 +7,7 @@ import json
 import os
 import signal
 import socket
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,6 +29,20 @@ def test_only_settings_airflow_reads_at_import_must_match():
         "PATH": "/bin",
     }
     assert airflow_settings(env) == {"AIRFLOW_HOME": "/h", "AIRFLOW__CORE__LOAD_EXAMPLES": "False"}
+
+
+def test_a_child_takes_the_callers_temp_folder_not_the_servers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    saved = dict(os.environ)
+    monkeypatch.setattr(tempfile, "tempdir", "/the/servers/tmp")  # as cached before the fork
+    try:
+        airflow_forkserver.take_environment({**saved, "TMPDIR": str(tmp_path)})
+        assert tempfile.gettempdir() == str(tmp_path)
+        assert os.environ["TMPDIR"] == str(tmp_path)
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
 
 
 @pytest.fixture(scope="module")
