@@ -31,7 +31,6 @@ os.environ.setdefault(
 )
 
 from kafkalake.dev import local_airflow
-from kafkalake.dev.airflow_forkserver import ENV_FORKSERVER, AirflowForkServer
 from kafkalake.dev.broker import LocalKafka
 from kafkalake.dev.s3_server import LocalS3
 
@@ -180,14 +179,8 @@ def airflow_env(
         lake_root=lake,
     )
     env["KAFKALAKE_STRICT"] = "1"
-    server = AirflowForkServer(env).start()
-    env[ENV_FORKSERVER] = server.socket
-    try:
-        local_airflow.init_db(env)
-        local_airflow.sync_dags(env)
-        yield env
-    finally:
-        server.stop()
+    with local_airflow.served_home(env) as served:
+        yield served
 
 
 @pytest.fixture(scope="session")

@@ -33,7 +33,6 @@ from kafkalake.core.errors import (
 )
 from kafkalake.core.job_failures import parse_failure_line
 from kafkalake.dev import local_airflow, producer
-from kafkalake.dev.airflow_forkserver import ENV_FORKSERVER, AirflowForkServer
 from kafkalake.dev.producer import Record
 from kafkalake.dev.secured_broker import PIPELINE_USER, SecuredKafka, client_connection
 from kafkalake.kafka import client_config
@@ -114,15 +113,8 @@ def secured_env(secured: SecuredKafka, work: dict[str, Path]) -> Iterator[dict[s
     # A temp folder of the runs' own, so what they leave behind can be searched exactly.
     env["TMPDIR"] = str(work["tmp"])
     env["KAFKALAKE_STRICT"] = "1"
-    # Airflow imported once for the module's commands (dev/airflow_forkserver).
-    server = AirflowForkServer(env).start()
-    env[ENV_FORKSERVER] = server.socket
-    try:
-        local_airflow.init_db(env)
-        local_airflow.sync_dags(env)
-        yield env
-    finally:
-        server.stop()
+    with local_airflow.served_home(env) as served:
+        yield served
 
 
 class PsWatcher:

@@ -6,13 +6,14 @@ Airflow keeps its SQLite metadata DB under ``AIRFLOW_HOME``; each DAG run goes t
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
 import sqlite3
 import subprocess
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -170,6 +171,21 @@ def pool_slots(airflow_home: Path, pool: str) -> int | None:
     with sqlite3.connect(airflow_home / "airflow.db") as db:
         row = db.execute("SELECT slots FROM slot_pool WHERE pool = ?", (pool,)).fetchone()
     return int(row[0]) if row else None
+
+
+@contextlib.contextmanager
+def served_home(env: Mapping[str, str]) -> Iterator[dict[str, str]]:
+    """``env`` with its metadata DB migrated and the DAGs serialized, its Airflow commands run
+    through a fork server that imported Airflow once (:mod:`kafkalake.dev.airflow_forkserver`)
+    until the block ends."""
+    server = airflow_forkserver.AirflowForkServer(env).start()
+    try:
+        served = {**env, airflow_forkserver.ENV_FORKSERVER: server.socket}
+        init_db(served)
+        sync_dags(served)
+        yield served
+    finally:
+        server.stop()
 
 
 def sync_dags(env: Mapping[str, str]) -> None:
