@@ -42,6 +42,8 @@ class TableState:
     last_optimize: datetime | None
     last_vacuum: datetime | None
     properties: Mapping[str, str]
+    #: The table's top-level column names.
+    columns: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -101,6 +103,7 @@ def read_state(path: str) -> TableState | None:
         last_optimize=last(_OPTIMIZE),
         last_vacuum=last(_VACUUM_END),
         properties=dict(table.metadata().configuration),
+        columns=tuple(field.name for field in table.schema().fields),
     )
 
 

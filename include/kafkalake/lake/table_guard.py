@@ -46,6 +46,8 @@ log = logging.getLogger(__name__)
 class TableFacts:
     files: int
     rows: int
+    #: Bytes of the data files the current version references.
+    bytes: int = 0
 
 
 def refusal(topic: TopicConfig, table: TableFacts | None, landed: int | None) -> str | None:
@@ -76,7 +78,7 @@ def refusal(topic: TopicConfig, table: TableFacts | None, landed: int | None) ->
 
 
 def read_table(path: str) -> TableFacts | None:
-    """Data files and rows (from the log's statistics) of a Delta table; None when there is none."""
+    """Data files, rows (from the log's statistics) and bytes of a Delta table; None when there is none."""
     table = storage.open_delta(path)
     if table is None:
         return None
@@ -84,7 +86,10 @@ def read_table(path: str) -> TableFacts | None:
     rows = 0
     if "num_records" in actions.schema.names:
         rows = sum(n for n in actions.column("num_records").to_pylist() if n is not None)
-    return TableFacts(files=actions.num_rows, rows=rows)
+    size = (
+        sum(n for n in actions.column("size_bytes").to_pylist() if n is not None) if actions.num_rows else 0
+    )
+    return TableFacts(files=actions.num_rows, rows=rows, bytes=size)
 
 
 def landed_records(checkpoint: Location, topic: str) -> int | None:

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import pyarrow as pa
+from deltalake import write_deltalake
+
+from kafkalake.lake.care_due import read_state
 from kafkalake.lake.checkpoint import CheckpointState
-from kafkalake.lake.table_guard import CheckpointFacts, StartPlan, decide_start
+from kafkalake.lake.table_guard import CheckpointFacts, StartPlan, decide_start, read_table
 from kafkalake.lake.table_position import TablePosition
 
 Q = "query-1"
@@ -64,3 +68,15 @@ def test_bronze_gone_with_its_checkpoint_never_gives_the_parsed_tables_a_record_
 
 def test_a_first_run_is_a_plain_start():
     assert decide_start(None, CheckpointFacts(None, None), {}) == StartPlan()
+
+
+def test_read_table_counts_files_rows_and_bytes_of_the_current_version(tmp_path):
+    path = str(tmp_path / "t")
+    assert read_table(path) is None and read_state(path) is None
+    write_deltalake(path, pa.table({"id": [1, 2], "first name": ["a", "b"]}))
+    write_deltalake(path, pa.table({"id": [3], "first name": ["c"]}), mode="append")
+    facts = read_table(path)
+    on_disk = sum(p.stat().st_size for p in (tmp_path / "t").glob("*.parquet"))
+    assert facts is not None and (facts.files, facts.rows, facts.bytes) == (2, 3, on_disk)
+    state = read_state(path)
+    assert state is not None and state.columns == ("id", "first name")
