@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from kafkalake.spark import parse_columns
-from kafkalake.spark.table_settings import quote_identifier
+from kafkalake.spark.table_settings import as_nullable, quote_identifier
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -60,7 +60,10 @@ def merge_latest(
     columns = [c for c in source.columns if c != _TOMBSTONE_FLAG]
     wanted = latest_schema(frame)
     exists = DeltaTable.isDeltaTable(spark, path)
-    if not exists or DeltaTable.forPath(spark, path).toDF().schema != wanted:
+    # Nullability aside: the table is created all-nullable (table_settings.as_nullable), while a
+    # batch's struct columns are NOT NULL; compared as they were, every batch made the empty
+    # append below (a job with a Python worker, ~1-2.5 s a batch) that changed nothing.
+    if not exists or as_nullable(DeltaTable.forPath(spark, path).toDF().schema) != as_nullable(wanted):
         # Create the table, or give it the columns the parsed schema gained, with an empty append.
         empty = spark.createDataFrame([], wanted)
         empty.write.format("delta").mode("append").option("mergeSchema", "true").save(path)
