@@ -17,7 +17,9 @@ a test session.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
 import os
 import select
 import socket
@@ -166,8 +168,12 @@ def serve(path: str) -> None:
             try:
                 code = _run_child(request)
             finally:
-                sys.stdout.flush()
-                sys.stderr.flush()
+                # As at a process's own exit: every log handler flushed and closed (os._exit below
+                # skips the interpreter's exit, which would run the server's loop's callers).
+                with contextlib.suppress(Exception):
+                    logging.shutdown()
+                    sys.stdout.flush()
+                    sys.stderr.flush()
                 try:
                     _send(conn, _CODE.pack(code))
                 finally:
