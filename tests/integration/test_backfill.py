@@ -62,21 +62,35 @@ def task_log(server: AirflowServer, run_id: str, task_id: str) -> str:
     return "\n".join(p.read_text(errors="replace") for p in logs)
 
 
-@pytest.mark.timeout(START_TIMEOUT + 1200)  # may be the test that starts the server
 def create_backfill(server: AirflowServer, body: dict[str, object]) -> dict[str, object]:
-    """POST /backfills; again on a server error: the API server shares the SQLite DB with the
-    scheduler too, and a create that failed on a locked DB was rolled back whole."""
-    for attempt in range(3):
+    """POST /backfills, as the UI's Backfill dialog does; again while the API server answers 503.
+
+    On SQLite the API server maps a "database is locked" (the scheduler holding the write lock) to
+    503, and the create was rolled back whole, so sending it again is safe. Should an earlier try
+    have committed after all, the next one gets 409 (a backfill of this DAG is running): that
+    backfill is the one asked for.
+    """
+    deadline = time.monotonic() + 240
+    wait, locked = 2.0, False
+    while True:
         try:
             created: dict[str, object] = server.api("POST", "/backfills", json=body)
             return created
         except httpx.HTTPStatusError as err:
-            if err.response.status_code < 500 or attempt == 2:
+            status = err.response.status_code
+            if status == 409 and locked:
+                running = server.api("GET", "/backfills", params={"dag_id": body["dag_id"]})["backfills"]
+                active = [b for b in running if b.get("completed_at") is None]
+                assert len(active) == 1, running
+                return dict(active[0])
+            if status != 503 or time.monotonic() > deadline:
                 raise
-            time.sleep(5)
-    raise AssertionError("unreachable")
+            locked = True
+        time.sleep(wait)
+        wait = min(wait * 2, 30.0)
 
 
+@pytest.mark.timeout(START_TIMEOUT + 1200)  # may be the test that starts the server
 def test_backfill_runs_do_table_care_and_never_ingest(airflow_server: AirflowServer, kafka, spark):
     server, bootstrap = airflow_server, kafka.bootstrap_servers
     topic = load_catalog(server.catalog, server.lake).topic(BACKFILL_TOPIC)

@@ -62,7 +62,8 @@ def write_secrets(secrets_dir: Path, database: Database) -> None:
 
 def deployed_environment(env: Mapping[str, str], secrets_dir: Path) -> dict[str, str]:
     """``env`` (from :func:`local_airflow.standalone_environment`) on PostgreSQL with the LocalExecutor."""
-    deployed = dict(env)
+    # SQLite's busy timeout is no PostgreSQL connection argument: psycopg2 would refuse it.
+    deployed = {k: v for k, v in env.items() if k != local_airflow.SQLITE_CONNECT_ARGS_KEY}
     deployed.update({key: f"cat {secrets_dir / name}" for key, name in _SECRET_SETTINGS.items()})
     deployed.update(
         {

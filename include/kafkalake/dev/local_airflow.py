@@ -23,6 +23,9 @@ from kafkalake.airflow.sla_alerts import ENV_DEADLINE_ALERTS
 from kafkalake.core.paths import ENV_CATALOG, ENV_LAKE_ROOT, REPO_ROOT
 from kafkalake.dev import airflow_forkserver
 
+#: Where Airflow finds its SQLAlchemy connect arguments (an import path), in the environment.
+SQLITE_CONNECT_ARGS_KEY = "AIRFLOW__DATABASE__SQL_ALCHEMY_CONNECT_ARGS"
+
 
 class DagRunError(RuntimeError):
     def __init__(self, message: str, result: DagRunResult | None = None) -> None:
@@ -111,6 +114,8 @@ def standalone_environment(
             "AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT": str(trigger_logs),
             # A laptop, not a cluster: a few task slots rather than 32 idle worker processes.
             "AIRFLOW__CORE__PARALLELISM": env.get("AIRFLOW__CORE__PARALLELISM", "4"),
+            # Four processes share the SQLite file: wait out a write lock rather than fail at 5 s.
+            SQLITE_CONNECT_ARGS_KEY: "kafkalake.dev.airflow_sqlite.CONNECT_ARGS",
         }
     )
     return standalone

@@ -154,3 +154,16 @@ def test_docker_compose_validates_the_file(tmp_path: Path):
         check=False,
     )
     assert done.returncode == 0, done.stderr
+
+
+def test_standalone_sqlite_waits_out_a_write_lock_and_the_deployed_setup_does_not_pass_that_on(tmp_path):
+    import importlib
+
+    from kafkalake.dev.local_airflow import SQLITE_CONNECT_ARGS_KEY
+
+    env = environment(tmp_path / "home", kafka_bootstrap="127.0.0.1:9092")
+    standalone = standalone_environment(env, port=8080)
+    module, _, name = standalone[SQLITE_CONNECT_ARGS_KEY].rpartition(".")
+    # sqlite3's own default is 5 s, shorter than the scheduler holds the lock on a busy machine.
+    assert getattr(importlib.import_module(module), name)["timeout"] >= 30
+    assert SQLITE_CONNECT_ARGS_KEY not in deployed_environment(standalone, tmp_path / "secrets")
