@@ -31,7 +31,7 @@ os.environ.setdefault(
 )
 
 from kafkalake.dev import local_airflow
-from kafkalake.dev.broker import LocalKafka
+from kafkalake.dev.broker import SMALL_LOAD_JAVA_OPTIONS, LocalKafka
 from kafkalake.dev.s3_server import LocalS3
 
 # py4j logs every connection it closes at INFO, the last ones from __del__ at interpreter exit,
@@ -121,7 +121,7 @@ def kafka(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> Iterator[
     folder.mkdir(exist_ok=True)
     with (folder.parent / f"{SHARED_BROKER_DIR}.lock").open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # one worker starts it; the others wait, then find it
-        broker = LocalKafka(folder).start()
+        broker = LocalKafka(folder, java_options=SMALL_LOAD_JAVA_OPTIONS).start()
     yield broker
 
 
@@ -137,7 +137,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 @pytest.fixture
 def private_kafka(tmp_path: Path) -> Iterator[LocalKafka]:
     """A broker of the test's own, for a test that stops it: the shared one serves the others."""
-    broker = LocalKafka(tmp_path / "kafka").start()
+    broker = LocalKafka(tmp_path / "kafka", java_options=SMALL_LOAD_JAVA_OPTIONS).start()
     yield broker
     broker.stop()
 

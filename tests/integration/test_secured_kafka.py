@@ -33,6 +33,7 @@ from kafkalake.core.errors import (
 )
 from kafkalake.core.job_failures import parse_failure_line
 from kafkalake.dev import local_airflow, producer
+from kafkalake.dev.broker import SMALL_LOAD_JAVA_OPTIONS
 from kafkalake.dev.producer import Record
 from kafkalake.dev.secured_broker import PIPELINE_USER, SecuredKafka, client_connection
 from kafkalake.kafka import client_config
@@ -76,7 +77,9 @@ def records(start: int, count: int) -> list[Record]:
 
 @pytest.fixture(scope="module")
 def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecuredKafka]:
-    broker = SecuredKafka(tmp_path_factory.mktemp("secured-kafka")).start()
+    broker = SecuredKafka(
+        tmp_path_factory.mktemp("secured-kafka"), java_options=SMALL_LOAD_JAVA_OPTIONS
+    ).start()
     try:
         broker.add_scram_user(PIPELINE_USER, CANARY)
         for topic in (SCRAM_TOPIC, MTLS_TOPIC, DENIED_TOPIC):
