@@ -208,40 +208,23 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     session.stop()
 
 
-#: Test modules longest first, in the order of the fastest full run so far (-n 4, 2026-11-25:
-#: 1,308 s): modules are handed out in this order (see pytest_xdist_make_scheduler), so the long
-#: ones start at once and the short ones (and the unit tests) fill the workers' gaps at the end
-#: instead of a long module starting last. The in-process Spark modules (reingest, table care, lost
-#: state) start early, among the JVM-bound ones: ordered strictly by a later run's module times,
-#: they started after the four longest JVM-bound modules, three sessions ran side by side, and the
-#: suite took 1,373 s. A module not listed keeps its place after these.
-LONGEST_FIRST = (
-    "tests/integration/test_object_store.py",
-    "tests/integration/test_reingest.py",
-    "tests/integration/test_retries.py",
-    "tests/integration/test_kill_and_rerun.py",
-    "tests/integration/test_disk_full.py",
-    "tests/integration/test_table_care.py",
-    "tests/integration/test_lost_state.py",
-    "tests/integration/test_ingest_dag.py",
-    "tests/integration/test_replay.py",
-    "tests/integration/test_secured_kafka.py",
-    # One worker runs these three: they share one `airflow standalone` (SHARED_SERVER).
-    "tests/integration/test_airflow_ui.py",
-    "tests/integration/test_backfill.py",
-    "tests/integration/test_deadline_alert.py",
-    "tests/integration/test_awkward_records.py",
-    "tests/integration/test_parsed_tables.py",
-    "tests/integration/test_kill_points.py",
-    "tests/integration/test_deployed_airflow.py",
-    "tests/integration/test_spark_cluster.py",
-    "tests/integration/test_parsing_properties.py",
-    "tests/integration/test_shared_metastore.py",
-    "tests/integration/test_assets.py",
-    "tests/integration/test_table_settings.py",
-    "tests/integration/test_parsing.py",
-    "tests/integration/test_full_refresh.py",
-)
+#: Modules that use the in-process SparkSession (the ``spark`` fixture), in two work units: each
+#: worker that runs one of them starts a session of its own (a JVM, ~1 GiB, its own JIT and code
+#: generation warm-up), and with modules handed out one by one all four workers did (five sessions in
+#: a full run, ~520 CPU-s between them). Two units of about equal length (module times of a full
+#: run, 2026-11-25) keep it to two, besides the backfill test's on the shared server's worker.
+SHARED_SESSION = {
+    "tests/integration/test_reingest.py": "spark session 1",
+    "tests/integration/test_parsed_tables.py": "spark session 1",
+    "tests/integration/test_table_settings.py": "spark session 1",
+    "tests/integration/test_parsing_properties.py": "spark session 1",
+    "tests/integration/test_parsing.py": "spark session 1",
+    "tests/integration/test_transactions.py": "spark session 1",
+    "tests/integration/test_full_refresh.py": "spark session 1",
+    "tests/integration/test_table_care.py": "spark session 2",
+    "tests/integration/test_lost_state.py": "spark session 2",
+    "tests/integration/test_replay.py": "spark session 2",
+}
 
 #: Modules that use one server started on first use (tests/integration/airflow_server.py): one
 #: work unit for xdist, so one worker runs them one after the other and the server starts once.
@@ -251,15 +234,51 @@ SHARED_SERVER = {
     "tests/integration/test_deadline_alert.py": "airflow standalone",
 }
 
+#: Test modules longest first (module times of a full run, -n 4, 2026-11-25: 1,207 s), the two
+#: in-process Spark units first of all (~630 and ~690 s of module time each): modules are handed
+#: out in this order (see pytest_xdist_make_scheduler), so the long ones start at once and the
+#: short ones (and the unit tests) fill the workers' gaps at the end instead of a long module
+#: starting last. A module not listed keeps its place after these.
+LONGEST_FIRST = (
+    # SHARED_SESSION's units, each one after the other.
+    "tests/integration/test_reingest.py",
+    "tests/integration/test_parsed_tables.py",
+    "tests/integration/test_table_settings.py",
+    "tests/integration/test_parsing_properties.py",
+    "tests/integration/test_parsing.py",
+    "tests/integration/test_transactions.py",
+    "tests/integration/test_full_refresh.py",
+    "tests/integration/test_table_care.py",
+    "tests/integration/test_lost_state.py",
+    "tests/integration/test_replay.py",
+    "tests/integration/test_object_store.py",
+    "tests/integration/test_retries.py",
+    "tests/integration/test_kill_and_rerun.py",
+    "tests/integration/test_disk_full.py",
+    "tests/integration/test_ingest_dag.py",
+    # One worker runs these three: they share one `airflow standalone` (SHARED_SERVER).
+    "tests/integration/test_airflow_ui.py",
+    "tests/integration/test_backfill.py",
+    "tests/integration/test_deadline_alert.py",
+    "tests/integration/test_kill_points.py",
+    "tests/integration/test_deployed_airflow.py",
+    "tests/integration/test_secured_kafka.py",
+    "tests/integration/test_awkward_records.py",
+    "tests/integration/test_spark_cluster.py",
+    "tests/integration/test_shared_metastore.py",
+    "tests/integration/test_assets.py",
+)
+
 
 def module_of(nodeid: str) -> str:
     return nodeid.split("::", 1)[0]
 
 
 def work_unit(nodeid: str) -> str:
-    """What xdist hands to one worker as a whole: a module, or the modules of a shared server."""
+    """What xdist hands to one worker as a whole: a module, or the modules of a shared server or
+    of a shared Spark session."""
     module = module_of(nodeid)
-    return SHARED_SERVER.get(module, module)
+    return SHARED_SERVER.get(module) or SHARED_SESSION.get(module, module)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
