@@ -32,15 +32,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import random
-import resource
 import shutil
-import statistics
 import subprocess
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -50,203 +47,12 @@ from kafkalake.config.tables import topic_tables
 from kafkalake.config.topic import TopicConfig
 from kafkalake.core.errors import EXIT_CODES, Kind
 from kafkalake.core.paths import REPO_ROOT
-from kafkalake.dev import bench_kdi, local_airflow, producer
-from kafkalake.dev.bench_kdi import KdiRun
+from kafkalake.dev import bench_kdi, local_airflow, process_tree
+from kafkalake.dev.bench_backlog import ensure_backlog, raw_read
+from kafkalake.dev.bench_results import MIB, Compaction, Drain, IdleRun, Parked, report
 from kafkalake.dev.broker import LocalKafka
 from kafkalake.dev.standalone_airflow import StandaloneAirflow, free_port, wait_for
 from kafkalake.kafka.client_config import ENV_CLIENT_CONFIG_FILE, ENV_KEEP_CLIENT_CONFIG_FILE
-
-MIB = 1024 * 1024
-
-
-@dataclass(frozen=True)
-class RawRead:
-    records: int
-    bytes: int
-    seconds: float
-    #: CPU-seconds of the reading process (librdkafka's threads included).
-    cpu_s: float = 0.0
-
-    @property
-    def records_per_s(self) -> float:
-        return self.records / self.seconds
-
-    @property
-    def mib_per_s(self) -> float:
-        return self.bytes / MIB / self.seconds
-
-
-@dataclass(frozen=True)
-class Drain:
-    records: int
-    bytes: int
-    wall_s: float
-    startup_s: float
-    batches: int
-    driver_jvm_peak_rss_mib: float
-    python_driver_peak_rss_mib: float
-    files: int
-    avg_file_mib: float
-    #: CPU-seconds of the job: spark-submit, the driver JVM (Spark's tasks run in it) and the
-    #: Python driver.
-    cpu_s: float = 0.0
-
-    @property
-    def processing_s(self) -> float:
-        return self.wall_s - self.startup_s
-
-    @property
-    def records_per_s(self) -> float:
-        return self.records / self.wall_s
-
-    @property
-    def mib_per_s(self) -> float:
-        return self.bytes / MIB / self.wall_s
-
-
-@dataclass(frozen=True)
-class Compaction:
-    wall_s: float
-    files: int
-    avg_file_mib: float
-
-
-@dataclass(frozen=True)
-class IdleRun:
-    #: Each timed run, queued → end of its last task.
-    runs_s: list[float]
-    #: Each timed run, its first task's start → its last task's end.
-    tasks_s: list[float]
-    jvm_launched: bool
-    task_states: dict[str, str]
-    #: The last run's tasks, start → end of each.
-    task_seconds: dict[str, float]
-
-    @property
-    def wall_s(self) -> float:
-        return statistics.median(self.runs_s)
-
-    @property
-    def run_s(self) -> float:
-        return statistics.median(self.tasks_s)
-
-
-def event_value(i: int, rng: random.Random) -> bytes:
-    """A JSON event of about 300 bytes."""
-    event = {
-        "event_id": f"{i:012d}",
-        "user_id": f"user-{rng.randrange(100_000):06d}",
-        "session": f"{rng.getrandbits(64):016x}",
-        "type": rng.choice(["page_view", "click", "add_to_cart", "checkout", "search"]),
-        "page": rng.choice(["/", "/search", "/product/1234", "/cart", "/checkout/payment"]),
-        "amount": round(rng.uniform(0, 500), 2),
-        "currency": "EUR",
-        "ua": "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/131.0",
-        "ts": 1_790_000_000_000 + i,
-    }
-    return json.dumps(event, separators=(",", ":")).encode()
-
-
-def ensure_backlog(bootstrap: str, topic: str, events: int, partitions: int) -> None:
-    """Produce the backlog unless the topic already holds exactly it."""
-    from kafkalake.kafka.offsets import end_offsets
-
-    producer.create_topic(bootstrap, topic, partitions)
-    held = sum(end_offsets({"bootstrap.servers": bootstrap}, topic).values())
-    if held not in (0, events):
-        raise RuntimeError(f"topic {topic} holds {held} records, not 0 or {events}: remove .bench/ and rerun")
-    rng = random.Random(42)
-    if held == 0:
-        started = time.monotonic()
-        chunk = 200_000
-        for start in range(0, events, chunk):
-            records = [
-                producer.Record(f"user-{i % 100_000}".encode(), event_value(i, rng))
-                for i in range(start, min(events, start + chunk))
-            ]
-            producer.produce(bootstrap, topic, records)
-        print(f"produced {events:,} events in {time.monotonic() - started:.1f}s", flush=True)
-
-
-def raw_read(bootstrap: str, topic: str) -> RawRead:
-    """Read the whole topic with a plain consumer in batch mode and discard it."""
-    from confluent_kafka import Consumer, TopicPartition
-
-    from kafkalake.kafka.offsets import end_offsets
-
-    ends = end_offsets({"bootstrap.servers": bootstrap}, topic)
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": "kafkalake-bench-raw",
-            "enable.auto.commit": False,
-            "fetch.max.bytes": 64 * MIB,
-            "max.partition.fetch.bytes": 16 * MIB,
-        }
-    )
-    consumer.assign([TopicPartition(topic, p, 0) for p in ends])
-    remaining = sum(ends.values())
-    records = size = 0
-    cpu_before = _own_cpu_s()
-    started = time.monotonic()
-    while remaining > 0:
-        for message in consumer.consume(num_messages=10_000, timeout=1.0):
-            if message.error() is not None:
-                continue
-            records += 1
-            remaining -= 1
-            size += len(message.value() or b"") + len(message.key() or b"")
-    seconds = time.monotonic() - started
-    cpu = _own_cpu_s() - cpu_before
-    consumer.close()
-    return RawRead(records, size, seconds, cpu)
-
-
-def _own_cpu_s() -> float:
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
-
-
-def _children_cpu_s() -> float:
-    """CPU-seconds of the children that ended and were waited for, with their own such children."""
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
-
-
-def _children(pid: int) -> list[int]:
-    # Any thread may have started a child (the JVM starts the Python driver from one of its own).
-    # The process may end at any moment, between the listing and each read: it then has none.
-    children: list[int] = []
-    try:
-        listings = list(Path(f"/proc/{pid}/task").glob("*/children"))
-    except OSError:
-        return children
-    for listing in listings:
-        try:
-            children += [int(c) for c in listing.read_text().split()]
-        except OSError:
-            continue
-    return children
-
-
-def _tree(pid: int) -> list[int]:
-    pids, stack = [], [pid]
-    while stack:
-        current = stack.pop()
-        pids.append(current)
-        stack.extend(_children(current))
-    return pids
-
-
-def _peak_rss_mib(pid: int) -> tuple[str, float] | None:
-    try:
-        with open(f"/proc/{pid}/status") as src:
-            status = dict(line.split(":", 1) for line in src if ":" in line)
-        with open(f"/proc/{pid}/comm") as src:
-            name = src.read().strip()
-    except OSError:
-        return None
-    return name, int(status.get("VmHWM", "0 kB").split()[0]) / 1024
 
 
 def drain(
@@ -284,19 +90,19 @@ def drain(
     peaks = {"java": 0.0, "python": 0.0}
     started = time.monotonic()
     startup = None
-    cpu_before = _children_cpu_s()
+    cpu_before = process_tree.children_cpu_s()
     with log.open("wb") as out:
         process = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT)
         while process.poll() is None:
-            for pid in _tree(process.pid):
-                seen = _peak_rss_mib(pid)
+            for pid in process_tree.tree(process.pid):
+                seen = process_tree.peak_rss_mib(pid)
                 if seen is not None and seen[0] in peaks:
                     peaks[seen[0]] = max(peaks[seen[0]], seen[1])
             if startup is None and first_batch.exists():
                 startup = time.monotonic() - started
             time.sleep(0.1)
     wall = time.monotonic() - started
-    cpu = _children_cpu_s() - cpu_before
+    cpu = process_tree.children_cpu_s() - cpu_before
     if process.returncode != exit_code:
         raise RuntimeError(f"ingest job exited {process.returncode}, not {exit_code}:\n{_tail(log)}")
     rows, files_bytes, adds = _files(topic.path)
@@ -313,16 +119,6 @@ def drain(
         avg_file_mib=files_bytes / MIB / max(1, adds),
         cpu_s=cpu,
     )
-
-
-@dataclass(frozen=True)
-class Parked:
-    #: The run whose parsed side failed on every batch: bronze only, then a failed catch-up.
-    parked_wall_s: float
-    #: The next run, cause fixed, nothing new in Kafka: the catch-up from bronze.
-    catch_up_wall_s: float
-    #: Parsed + dead-letter rows after the catch-up (must equal the backlog).
-    parsed_side_rows: int
 
 
 PARK_RULE = {"name": "bench_parks_every_batch", "rule": "1 = 0", "action": "fail"}
@@ -412,84 +208,6 @@ def _scheduled_run_done(server: StandaloneAirflow, dag_id: str) -> bool:
 def _ran_spark_submit(home: Path, dag_id: str, run_id: str) -> bool:
     logs = home / "logs" / f"dag_id={dag_id}" / f"run_id={run_id}"
     return any("Spark-Submit cmd" in log.read_text(errors="replace") for log in logs.rglob("*.log"))
-
-
-def report(
-    raw: RawRead,
-    bronze: Drain,
-    compaction: Compaction | None,
-    idle: IdleRun | None,
-    park: Parked | None = None,
-    kdi: KdiRun | None = None,
-) -> str:
-    ratio = bronze.records_per_s / raw.records_per_s
-    processing_ratio = bronze.records / bronze.processing_s / raw.records_per_s
-    lines = [
-        f"{'measure':<34}{'raw read':>14}{'bronze drain':>16}",
-        f"{'records':<34}{raw.records:>14,}{bronze.records:>16,}",
-        f"{'records/s':<34}{raw.records_per_s:>14,.0f}{bronze.records_per_s:>16,.0f}",
-        f"{'MiB/s (payload)':<34}{raw.mib_per_s:>14,.1f}{bronze.mib_per_s:>16,.1f}",
-        f"{'wall s':<34}{raw.seconds:>14.1f}{bronze.wall_s:>16.1f}",
-        f"{'  start-up s':<34}{'':>14}{bronze.startup_s:>16.1f}",
-        f"{'  processing s':<34}{'':>14}{bronze.processing_s:>16.1f}",
-        f"{'micro-batches':<34}{'':>14}{bronze.batches:>16}",
-        f"{'driver JVM peak RSS MiB':<34}{'':>14}{bronze.driver_jvm_peak_rss_mib:>16,.0f}",
-        f"{'Python driver peak RSS MiB':<34}{'':>14}{bronze.python_driver_peak_rss_mib:>16,.0f}",
-        f"{'files written / avg MiB':<34}{'':>14}{f'{bronze.files} / {bronze.avg_file_mib:.1f}':>16}",
-        f"{'ratio bronze / raw (records/s)':<34}{'':>14}{ratio:>16.0%}",
-        f"{'  processing only':<34}{'':>14}{processing_ratio:>16.0%}",
-        f"{'CPU-seconds':<34}{raw.cpu_s:>14.1f}{bronze.cpu_s:>16.1f}",
-        f"{'records per CPU-second':<34}{_per_cpu(raw.records, raw.cpu_s):>14,.0f}"
-        f"{_per_cpu(bronze.records, bronze.cpu_s):>16,.0f}",
-    ]
-    if kdi is not None:
-        lines += _kdi_lines(raw, bronze, kdi)
-    if compaction is not None:
-        lines += [
-            f"{'table care (OPTIMIZE, VACUUM) s':<34}{'':>14}{compaction.wall_s:>16.1f}",
-            f"{'  files after / avg MiB':<34}{'':>14}"
-            f"{f'{compaction.files} / {compaction.avg_file_mib:.1f}':>16}",
-        ]
-    if park is not None:
-        both = park.parked_wall_s + park.catch_up_wall_s
-        lines += [
-            f"{'parked: bronze-only run s':<34}{'':>14}{park.parked_wall_s:>16.1f}",
-            f"{'  then the catch-up run s':<34}{'':>14}{park.catch_up_wall_s:>16.1f}",
-            f"{'  both / the healthy drain':<34}{'':>14}{both / bronze.wall_s:>16.2f}",
-            f"{'  parsed + dead letters rows':<34}{'':>14}{park.parsed_side_rows:>16,}",
-        ]
-    if idle is not None:
-        lines += [
-            f"{'idle run (scheduler), median s':<34}{'':>14}{idle.wall_s:>16.1f}",
-            f"{'  runs: queued → end s':<34}{'':>14}{' / '.join(f'{s:.1f}' for s in idle.runs_s):>16}",
-            f"{'  first task start → end s':<34}{'':>14}{idle.run_s:>16.1f}",
-            *(f"{f'    {task} s':<34}{'':>14}{took:>16.1f}" for task, took in idle.task_seconds.items()),
-            f"{'  JVM launched':<34}{'':>14}{'yes' if idle.jvm_launched else 'no':>16}",
-        ]
-    return "\n".join(lines)
-
-
-def _per_cpu(records: int, cpu_s: float) -> float:
-    return records / cpu_s if cpu_s > 0 else 0.0
-
-
-def _kdi_lines(raw: RawRead, ours: Drain, kdi: KdiRun) -> list[str]:
-    """kafka-delta-ingest beside our drain of the same backlog."""
-    return [
-        "",
-        f"{'kafka-delta-ingest':<34}{'':>14}{'':>16}",
-        f"{'  records / distinct offsets':<34}{'':>14}{f'{kdi.records:,} / {kdi.distinct_offsets:,}':>16}",
-        f"{'  wall s (first commit s)':<34}{'':>14}{f'{kdi.wall_s:.1f} ({kdi.first_commit_s:.1f})':>16}",
-        f"{'  records/s':<34}{'':>14}{kdi.records_per_s:>16,.0f}",
-        f"{'  ratio to the raw read':<34}{'':>14}{kdi.records_per_s / raw.records_per_s:>16.0%}",
-        f"{'  CPU-seconds':<34}{'':>14}{kdi.cpu_s:>16.1f}",
-        f"{'  records per CPU-second':<34}{'':>14}{kdi.records_per_cpu_s:>16,.0f}",
-        f"{'  files / avg MiB':<34}{'':>14}{f'{kdi.files} / {kdi.avg_file_mib:.1f}':>16}",
-        f"{'  allowed_latency s (flush clock)':<34}{'':>14}{kdi.allowed_latency_s:>16}",
-        f"{'ours / kafka-delta-ingest, rec/s':<34}{'':>14}{ours.records_per_s / kdi.records_per_s:>16.2f}",
-        f"{'  per CPU-second':<34}{'':>14}"
-        f"{_per_cpu(ours.records, ours.cpu_s) / kdi.records_per_cpu_s:>16.2f}",
-    ]
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -30,7 +30,7 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-#: The bench event's fields (:func:`kafkalake.dev.bench.event_value`) as typed columns, then what
+#: The bench event's fields (:func:`kafkalake.dev.bench_backlog.event_value`) as typed columns, then what
 #: kafka-delta-ingest's transforms add (``kafka.timestamp`` comes as microseconds).
 EVENT_COLUMNS = (
     ("event_id", "string"),

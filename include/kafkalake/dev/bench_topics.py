@@ -38,7 +38,7 @@ from kafkalake.airflow.pools import DEFAULT_SPARK_SLOTS, pools_set_args
 from kafkalake.config.catalog import load_catalog
 from kafkalake.core.paths import REPO_ROOT
 from kafkalake.dev import local_airflow, producer
-from kafkalake.dev.bench import event_value
+from kafkalake.dev.bench_backlog import event_value
 from kafkalake.dev.broker import LocalKafka
 from kafkalake.dev.standalone_airflow import FinishedRun, StandaloneAirflow, free_port, wait_for
 

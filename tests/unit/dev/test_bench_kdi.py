@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from kafkalake.dev import bench, bench_kdi
+from kafkalake.dev import bench_backlog, bench_kdi, bench_results
 
 
 def test_the_table_holds_every_field_of_the_bench_event_typed_and_the_kafka_position(tmp_path: Path) -> None:
@@ -17,7 +17,7 @@ def test_the_table_holds_every_field_of_the_bench_event_typed_and_the_kafka_posi
 
     bench_kdi.create_table(tmp_path / "t")
     fields = {f.name: f.type.type for f in DeltaTable(str(tmp_path / "t")).schema().fields}
-    event = json.loads(bench.event_value(7, random.Random(1)))
+    event = json.loads(bench_backlog.event_value(7, random.Random(1)))
     assert list(fields)[: len(event)] == list(event)
     assert (fields["amount"], fields["ts"], fields["event_id"]) == ("double", "long", "string")
     assert (fields["kafka_partition"], fields["kafka_offset"]) == ("integer", "long")
@@ -66,10 +66,10 @@ def test_a_binary_that_exits_early_fails_the_stage_with_what_it_wrote_and_its_lo
 
 
 def test_the_report_sets_kafka_delta_ingest_beside_ours_per_second_and_per_cpu_second() -> None:
-    raw = bench.RawRead(records=1000, bytes=300_000, seconds=1.0, cpu_s=1.0)
-    ours = bench.Drain(1000, 300_000, 10.0, 4.0, 1, 1.0, 1.0, 1, 1.0, cpu_s=20.0)
+    raw = bench_results.RawRead(records=1000, bytes=300_000, seconds=1.0, cpu_s=1.0)
+    ours = bench_results.Drain(1000, 300_000, 10.0, 4.0, 1, 1.0, 1.0, 1, 1.0, cpu_s=20.0)
     kdi = bench_kdi.KdiRun(1000, 1000, 20.0, 6.0, 10.0, 2, 1.0, 5)
-    text = bench.report(raw, ours, None, None, None, kdi)
+    text = bench_results.report(raw, ours, None, None, None, kdi)
     lines = {line[:34].rstrip(): line[34:].split() for line in text.splitlines() if line.strip()}
     assert lines["ours / kafka-delta-ingest, rec/s"] == ["2.00"]
     assert lines["  per CPU-second"] == ["0.50"]

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from kafkalake.dev.bench import _children, _tree
+from kafkalake.dev.process_tree import children, tree
 
 
-def test_a_process_that_ends_while_its_threads_are_listed_has_no_children(monkeypatch):
+def test_a_process_that_ends_while_its_threads_are_listed_has_nochildren(monkeypatch):
     """/proc/<pid>/task existed when the glob looked, and was gone when it listed it."""
 
     def vanished(self: Path, pattern: str):
@@ -21,15 +21,15 @@ def test_a_process_that_ends_while_its_threads_are_listed_has_no_children(monkey
 
     monkeypatch.setattr(Path, "glob", vanished)
 
-    assert _children(12345) == []
-    assert _tree(12345) == [12345]
+    assert children(12345) == []
+    assert tree(12345) == [12345]
 
 
-def test_a_process_that_has_ended_has_no_children():
+def test_a_process_that_has_ended_has_nochildren():
     gone = subprocess.Popen([sys.executable, "-c", "pass"])
     gone.wait()
 
-    assert _tree(gone.pid) == [gone.pid]
+    assert tree(gone.pid) == [gone.pid]
 
 
 @pytest.mark.parametrize("depth", [1, 2])
@@ -41,14 +41,14 @@ def test_the_tree_holds_running_children_and_grandchildren(depth):
     try:
         wanted = [child.pid]
         for _ in range(200):
-            grandchildren = _children(child.pid)
+            grandchildren = children(child.pid)
             if len(grandchildren) == depth - 1:
                 wanted += grandchildren
                 break
             time.sleep(0.05)
         assert len(wanted) == depth, "the grandchild never started"
-        assert child.pid in _children(os.getpid())
-        assert set(wanted) <= set(_tree(os.getpid()))
+        assert child.pid in children(os.getpid())
+        assert set(wanted) <= set(tree(os.getpid()))
     finally:
         os.killpg(child.pid, 9)
         child.wait()
