@@ -92,8 +92,7 @@ class LocalKafka:
     controller_port: int = 0
     heap: str = "1G"
     extra_config: dict[str, str] = field(default_factory=dict)
-    #: More options for the broker's JVM (the test suite's: C1 only, for a broker that serves a few
-    #: thousand records, where C2's compiles never pay back).
+    #: More options for the broker's JVM (the test suite's: :data:`SMALL_LOAD_JAVA_OPTIONS`).
     java_options: tuple[str, ...] = ()
 
     @property
