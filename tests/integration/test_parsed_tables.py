@@ -261,3 +261,51 @@ def test_a_pinned_schema_is_used_as_given(spark, kafka, tmp_path):
     assert [r["_rescued_data"] for r in rows] == [None, '{"note":"extra"}']
     history = SchemaHistory(topic.schema_dir)
     assert history.versions() == [1] and history.read(1).source == "pinned in the catalog"
+
+
+def appends(path: str) -> int:
+    """Commits that added rows to a Delta table (not its creation), read with delta-rs."""
+    from deltalake import DeltaTable
+
+    return sum(1 for commit in DeltaTable(path).history() if commit["operation"] == "WRITE")
+
+
+def test_the_direct_write_stops_before_its_commit_at_a_record_it_cannot_take(spark, kafka, tmp_path):
+    name = "it-direct-write"
+    topic = make_topic(tmp_path, name, ParsedConfig(), max_offsets=100)
+    producer.create_topic(kafka.bootstrap_servers, name, partitions=1)
+    produce_events(kafka.bootstrap_servers, name, 0, 200, {})
+
+    # Clean batches: each written straight from its parse, one commit each, counted on the way.
+    writer = run(spark, topic, kafka.bootstrap_servers)
+    assert writer.direct_parse
+    assert appends(topic.parsed_path) == 2
+    assert (writer.stats.parsed_rows, writer.stats.bronze_rows) == (200, 200)
+    bronze = read_rows(Path(topic.path))
+    assert writer.stats.bronze_bytes == sum(len(r["key"]) + len(r["value"]) for r in bronze)
+
+    # A malformed record in the middle of the next run's first batch: that write stops before Delta
+    # commits, and the batch and the rest of the run take the checked path. Nothing twice, nothing lost.
+    produce_events(kafka.bootstrap_servers, name, 200, 50, {})
+    producer.produce(kafka.bootstrap_servers, name, [Record(b"bad", b'{"id": 250, "kind": ')])
+    produce_events(kafka.bootstrap_servers, name, 251, 149, {})
+    writer = run(spark, topic, kafka.bootstrap_servers)
+    assert not writer.direct_parse
+    assert appends(topic.parsed_path) == 4
+    rows = read_rows(Path(topic.parsed_path))
+    assert sorted(r["id"] for r in rows) == [i for i in range(400) if i != 250]
+    dead = read_rows(Path(topic.dead_letter_path))
+    assert [(r["offset"], r["reason"]) for r in dead] == [(250, "malformed_json")]
+    assert writer.stats.parsed_rows == 199 and writer.stats.dead_letters == {"malformed_json": 1}
+
+    # A batch written again after its commits (a retry): Delta skips the direct write, which then
+    # measured nothing; the checked path counts the batch, and its writes are skipped too.
+    from pyspark.sql import functions as F
+
+    again = BatchWriter(spark, topic)
+    again.started(writer.app_id)
+    landed = spark.read.format("delta").load(topic.path).drop("ingestion_date")
+    again(landed.where(F.col("offset") < 100), 0)
+    assert appends(topic.parsed_path) == 4
+    assert len(read_rows(Path(topic.parsed_path))) == 399
+    assert again.stats.parsed_rows == 100 and again.direct_parse

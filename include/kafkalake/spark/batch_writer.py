@@ -8,6 +8,11 @@ after a crash or a retry therefore fills in only the tables it had not reached. 
 the one stored in the checkpoint, as Delta's own streaming sink uses: a new checkpoint is a new id,
 so its batch 0 is never mistaken for an old one.
 
+The parsed table is written straight from the parse when nothing in the batch needs deciding first
+(:meth:`BatchWriter._write_direct`); a batch with dead letters, records to rescue while the schema
+may evolve, or a broken ``fail`` expectation takes the checked path: parse into a cache, count,
+then write each table from the cache.
+
 Bronze is written first and never waits for the parsed side. When parsing or writing a batch's
 parsed tables fails (a rejected schema, a failing expectation, anything), the batch still succeeds:
 its bronze rows are committed, the checkpoint moves on, and the parsed side is *parked*: where it
@@ -109,6 +114,8 @@ class BatchWriter:
         self.recovered = ""
         #: Kafka's ID of the topic, recorded with the offsets (None when the task did not say).
         self.topic_id: str | None = None
+        #: Whether a batch's parsed rows are first written straight from the parse (_write_direct).
+        self.direct_parse = True
         #: The Java Kafka settings, when the topic accepts data loss: each batch then looks for
         #: offsets Kafka deleted before it read them, and records them (never silent).
         self.loss_client_config: Mapping[str, str] | None = None
@@ -326,6 +333,12 @@ class BatchWriter:
         return rows
 
     def _write_parsed(self, bronze: DataFrame, batch_id: int, app_id: str) -> None:
+        if (
+            self.direct_parse
+            and not self.config.latest_by_key
+            and self._write_direct(bronze, batch_id, app_id)
+        ):
+            return
         with self._step("parse"):
             parsed = self.parser.parse(bronze, f"batch {batch_id}")
         frame = parsed.frame
@@ -356,6 +369,45 @@ class BatchWriter:
             self.parser.add_stats(parsed.counts)
         finally:
             frame.unpersist()
+
+    def _write_direct(self, bronze: DataFrame, batch_id: int, app_id: str) -> bool:
+        """The parsed table written straight from the parse (:meth:`TopicParser.direct`); False when
+        the batch needs the checked path instead, which then writes it.
+
+        The checked path parses into a cache, counts it, and writes the tables from the cache: one
+        more pass over the batch, there to decide before anything is written whether the schema
+        evolves, an expectation stops the batch, and what goes to the dead letters. A batch that
+        needs none of that (most) is written in one pass. The first batch that needs it stops the
+        direct write before its commit (its files are left for VACUUM) and turns it off for the
+        rest of the run, so a topic whose every batch has a dead letter pays for one stopped
+        write a run.
+        """
+        with self._step("parse"):
+            self.parser.ensure_schema(bronze, f"batch {batch_id}")
+            direct = self.parser.direct(bronze)
+            self._create_once("parsed", direct.table_schema)
+            self._create_once("dead_letter", direct.dead_letter_schema)
+        try:
+            with self._step("parsed"):
+                write_idempotent(direct.rows, self.topic.parsed_path, app_id, batch_id, True, self._metadata)
+        except Exception as err:
+            if not parse_columns.needed_checked_path(err):
+                raise
+            self.direct_parse = False
+            log.info(
+                "topic %s: batch %d has records the parsed side must check before writing (dead letters, "
+                "records to rescue, a fail expectation); it and the rest of this run take the checked path",
+                self.topic.name,
+                batch_id,
+            )
+            return False
+        counts = direct.counts()
+        if counts is None:
+            # Delta skipped the write, committed by an earlier attempt: the checked path counts the
+            # batch, and its writes are skipped the same way.
+            return False
+        self.parser.add_stats(counts)
+        return True
 
     def _create_once(self, kind: str, schema: StructType) -> None:
         """Create a parsed table with the catalog's partitioning and properties before its first write.

@@ -38,6 +38,8 @@ class CatchUpWriter(BatchWriter):
         self.started(app_id)
         self.records_position = False
         self.can_park = False
+        # Each table gets only the rows it lacks (only_missing), which the direct write does not ask.
+        self.direct_parse = False
 
     def rows_for(self, tables: str, bronze: DataFrame) -> DataFrame | None:
         return None if tables == "bronze" else bronze

@@ -30,7 +30,8 @@ from kafkalake.lake.schema_history import (
 from kafkalake.spark import parse_columns
 
 if TYPE_CHECKING:
-    from pyspark.sql import Column, DataFrame, SparkSession
+    from pyspark.sql import Column, DataFrame, Observation, SparkSession
+    from pyspark.sql.types import StructType
 
 log = logging.getLogger(__name__)
 
@@ -164,6 +165,25 @@ class ParsedFrame:
         return rows - self.parsed_rows - (self.counts.get(parse_columns.TOMBSTONE) or 0)
 
 
+@dataclass(frozen=True)
+class DirectParse:
+    """:meth:`TopicParser.direct`: the parsed rows to write, guarded, and their counts once written."""
+
+    rows: DataFrame
+    #: The schemas of the parsed and dead-letter tables' rows, as the checked path has them.
+    table_schema: StructType
+    dead_letter_schema: StructType
+    observation: Observation
+
+    def counts(self) -> dict[str, Any] | None:
+        """The counts of the rows the write wrote; None when it ran no job (Delta skipped a write
+        it had committed before: a replayed batch)."""
+        java = self.observation._jo
+        if java is None or not java.future().isCompleted():
+            return None
+        return dict(self.observation.get)
+
+
 class TopicParser:
     """Parses bronze rows of one topic with its current schema; keeps the run's stats."""
 
@@ -187,10 +207,7 @@ class TopicParser:
             SchemaRejectedError: new fields under ``failOnNewColumns``.
             ExpectationFailedError: a record broke a ``fail`` expectation.
         """
-        if self.schema is None:
-            self.schema = self._first_schema(bronze, source)
-        elif problems := schema_problems(self.schema):
-            self.schema = self._repair(self.schema, problems)
+        self.ensure_schema(bronze, source)
         frame = self._parse(bronze)
         try:
             # The counts are the one pass that parses the rows (and fills the cache the writes
@@ -209,6 +226,48 @@ class TopicParser:
             frame.unpersist()
             raise
         return ParsedFrame(frame, counts)
+
+    def ensure_schema(self, bronze: DataFrame, source: str) -> None:
+        """The schema to parse ``bronze`` with: the current one (repaired if no table could take
+        it), or the topic's first (pinned, or inferred from these rows)."""
+        if self.schema is None:
+            self.schema = self._first_schema(bronze, source)
+        elif problems := schema_problems(self.schema):
+            self.schema = self._repair(self.schema, problems)
+
+    def direct(self, bronze: DataFrame) -> DirectParse:
+        """The parsed rows of ``bronze`` to write straight from the parse: no cache, no counts pass.
+
+        For a batch where every record is a parsed row that needs nothing decided before it is
+        written, which is most batches. The counts ride along the write as an ``Observation``. A
+        record that needs the checked path of :meth:`parse` (a dead letter, a record to rescue
+        while the evolution mode may add or refuse its fields, a broken ``fail`` expectation, a
+        tombstone) makes the write's job fail before Delta commits anything
+        (:data:`parse_columns.CHECKED_PATH_NEEDED`); the caller then takes that path.
+        Call :meth:`ensure_schema` first.
+        """
+        from pyspark.sql import Observation
+        from pyspark.sql import functions as F
+
+        assert self.schema is not None
+        frame = parse_columns.parse_batch(bronze, self.schema, self.config)
+        frame = parse_columns.with_expectations(frame, self.config.expectations)
+        needs_check = F.col(parse_columns.REASON).isNotNull()
+        if self.config.evolution in ("addNewColumns", "failOnNewColumns") and RESCUED_COLUMN in frame.columns:
+            needs_check = needs_check | F.col(RESCUED_COLUMN).isNotNull()
+        for expectation in self.config.expectations:
+            if expectation.action == "fail":
+                needs_check = needs_check | F.col(parse_columns.broken_column(expectation))
+        observation = Observation("kafkalake_parsed")
+        key = F.col(parse_columns.KAFKA_COLUMN)["key"]
+        size = parse_columns.record_bytes(key, F.col(parse_columns.VALUE))
+        observed = frame.observe(observation, *self._count_columns(frame, size))
+        return DirectParse(
+            rows=parse_columns.guarded_rows(observed, needs_check),
+            table_schema=parse_columns.parsed_rows(frame).schema,
+            dead_letter_schema=parse_columns.dead_letter_rows(frame).schema,
+            observation=observation,
+        )
 
     def _parse(self, bronze: DataFrame) -> DataFrame:
         from pyspark import StorageLevel
@@ -246,10 +305,17 @@ class TopicParser:
         """Every count a parsed frame reports, in one pass over the cached frame."""
         from pyspark.sql import functions as F
 
+        row = frame.agg(*self._count_columns(frame, F.col(parse_columns.RECORD_BYTES))).first()
+        return row.asDict() if row else {}
+
+    def _count_columns(self, frame: DataFrame, size: Column) -> list[Column]:
+        """The aggregates behind :meth:`add_stats`; ``size``: a record's key + value bytes."""
+        from pyspark.sql import functions as F
+
         reason = F.col(parse_columns.REASON)
         kafka = F.col(parse_columns.KAFKA_COLUMN)
         aggregates = [
-            *landed_aggregates(F.col(parse_columns.RECORD_BYTES), kafka["timestamp"]),
+            *landed_aggregates(size, kafka["timestamp"]),
             F.count_if(reason.isNull()).alias("parsed"),
         ]
         if RESCUED_COLUMN in frame.columns:
@@ -262,8 +328,7 @@ class TopicParser:
             column = parse_columns.broken_column(expectation)
             if column in frame.columns:
                 aggregates.append(F.count_if(F.col(column)).alias(column))
-        row = frame.agg(*aggregates).first()
-        return row.asDict() if row else {}
+        return aggregates
 
     def _first_schema(self, bronze: DataFrame, source: str) -> Schema:
         """The topic's first schema: pinned in the catalog, or inferred from these rows."""
