@@ -223,6 +223,10 @@ SHORTCUT_VALUES = [
     b'{"o": {"q": "one"}, "s": "a"}',
     b'{"o": {"q": 1, "r": 2}}',
     b'{"l": [1, 2], "s": "a"}',
+    b"{'zz': 1, \"s\": \"a\"}",
+    b'{"s" \n\t : "a", "zz"  :1}',
+    b'{"s": "a\\":b"}',
+    b'{"s": "12:30"}',
     b'{"l": [1, "2"]}',
     b"{}",
     b"[]",
@@ -262,8 +266,9 @@ def test_the_clean_record_shortcut_changes_no_record(spark, monkeypatch, evoluti
         assert repr(with_shortcut[offset]) == repr(row), f"{SHORTCUT_VALUES[offset]!r}"
     # The shortcut skips the checks where the full checks find nothing to rescue either (offsets in
     # SHORTCUT_VALUES): plain records, a trailing text the parsers both ignore, a value Spark's
-    # string column keeps as its JSON text, Infinity for 1e400, an escaped key, single quotes.
-    assert taken == {0, 1, 5, 14, 15, 16, 17, 20, 21, 23}, taken
+    # string column keeps as its JSON text, Infinity for 1e400, an escaped key, single quotes, a
+    # quote and a colon inside a value, a time.
+    assert taken == {0, 1, 5, 14, 15, 16, 17, 20, 21, 23, 32, 33}, taken
     # The corpus does exercise both sides: clean records parse, the others are rescued or dead.
     reasons = {offset: row[parse_columns.REASON] for offset, row in without.items()}
     assert reasons[0] is None and reasons[1] is None
