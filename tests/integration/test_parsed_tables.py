@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from kafkalake.config.parsed import Expectation, ParsedConfig
-from kafkalake.core.errors import SchemaRejectedError
+from kafkalake.core.errors import ExpectationFailedError, SchemaRejectedError
 from kafkalake.dev import producer
 from kafkalake.dev.producer import Record
 from kafkalake.lake import parsed_backlog
@@ -309,3 +309,26 @@ def test_the_direct_write_stops_before_its_commit_at_a_record_it_cannot_take(spa
     assert appends(topic.parsed_path) == 4
     assert len(read_rows(Path(topic.parsed_path))) == 399
     assert again.stats.parsed_rows == 100 and again.direct_parse
+
+
+def test_a_broken_fail_expectation_stops_the_direct_write_and_parks_the_parsed_side(spark, kafka, tmp_path):
+    name = "it-direct-fail"
+    rule = Expectation("non_negative", "id >= 0", "fail")
+    topic = make_topic(tmp_path, name, ParsedConfig(expectations=(rule,)), max_offsets=100)
+    producer.create_topic(kafka.bootstrap_servers, name, partitions=1)
+    produce_events(kafka.bootstrap_servers, name, 0, 100, {})
+    run(spark, topic, kafka.bootstrap_servers)
+    assert appends(topic.parsed_path) == 1
+
+    # One record breaks the rule: the direct write stops before its commit, the checked path names
+    # the record, and the parsed side parks while bronze lands everything.
+    produce_events(kafka.bootstrap_servers, name, 100, 30, {})
+    producer.produce(kafka.bootstrap_servers, name, [Record(b"neg", json.dumps({"id": -1}).encode())])
+    produce_events(kafka.bootstrap_servers, name, 131, 20, {})
+    with pytest.raises(ExpectationFailedError, match="partition 0 offset 130"):
+        run(spark, topic, kafka.bootstrap_servers)
+    assert appends(topic.parsed_path) == 1
+    assert sorted(r["id"] for r in read_rows(Path(topic.parsed_path))) == list(range(100))
+    assert len(read_rows(Path(topic.path))) == 151
+    backlog = parsed_backlog.read(topic)
+    assert backlog is not None and backlog.start == {0: 100}
