@@ -114,8 +114,9 @@ class BatchWriter:
         self.recovered = ""
         #: Kafka's ID of the topic, recorded with the offsets (None when the task did not say).
         self.topic_id: str | None = None
-        #: Whether a batch's parsed rows are first written straight from the parse (_write_direct).
-        self.direct_parse = True
+        #: Whether a batch's parsed rows are first written straight from the parse (_write_direct);
+        #: not for a latest-row table, whose MERGE reads the cached parse.
+        self.direct_parse = not self.config.latest_by_key
         #: The Java Kafka settings, when the topic accepts data loss: each batch then looks for
         #: offsets Kafka deleted before it read them, and records them (never silent).
         self.loss_client_config: Mapping[str, str] | None = None
@@ -333,11 +334,7 @@ class BatchWriter:
         return rows
 
     def _write_parsed(self, bronze: DataFrame, batch_id: int, app_id: str) -> None:
-        if (
-            self.direct_parse
-            and not self.config.latest_by_key
-            and self._write_direct(bronze, batch_id, app_id)
-        ):
+        if self.direct_parse and self._write_direct(bronze, batch_id, app_id):
             return
         with self._step("parse"):
             parsed = self.parser.parse(bronze, f"batch {batch_id}")

@@ -387,8 +387,13 @@ def parsed_rows(frame: DataFrame) -> DataFrame:
     """The rows of the parsed table: no dead letters, no tombstones, no working columns."""
     from pyspark.sql import functions as F
 
-    keep = [F.col(quote_identifier(c)) for c in frame.columns if not c.startswith("_kafka_")]
+    keep = [F.col(quote_identifier(c)) for c in _table_columns(frame)]
     return frame.where(F.col(REASON).isNull()).select(*keep)
+
+
+def _table_columns(frame: DataFrame) -> list[str]:
+    """The parsed table's columns of a parsed frame: all but the working ones."""
+    return [c for c in frame.columns if not c.startswith("_kafka_")]
 
 
 #: The message of the error that stops a direct write (:func:`guarded_rows`) before its commit.
@@ -410,8 +415,7 @@ def guarded_rows(frame: DataFrame, needs_check: Column) -> DataFrame:
         F.when(needs_check, F.raise_error(F.lit(CHECKED_PATH_NEEDED))).otherwise(F.col(c)).alias(c)
         if c == KAFKA_COLUMN
         else F.col(quote_identifier(c))
-        for c in frame.columns
-        if not c.startswith("_kafka_")
+        for c in _table_columns(frame)
     ]
     return frame.select(*keep)
 

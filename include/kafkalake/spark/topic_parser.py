@@ -141,10 +141,17 @@ def write_measured(bronze: DataFrame, write: Callable[[DataFrame], None]) -> dic
 
     observation = Observation("kafkalake_landed")
     write(bronze.observe(observation, *_bronze_aggregates()))
+    measured = observed(observation)
+    return measured if measured is not None else landed_counts(bronze)
+
+
+def observed(observation: Observation) -> dict[str, Any] | None:
+    """What ``observation`` measured; None when the write it rode on ran no job (Delta skipped a
+    write it had committed before: a replayed batch)."""
     java = observation._jo
-    if java is not None and java.future().isCompleted():
-        return dict(observation.get)
-    return landed_counts(bronze)
+    if java is None or not java.future().isCompleted():
+        return None
+    return dict(observation.get)
 
 
 @dataclass(frozen=True)
@@ -176,12 +183,8 @@ class DirectParse:
     observation: Observation
 
     def counts(self) -> dict[str, Any] | None:
-        """The counts of the rows the write wrote; None when it ran no job (Delta skipped a write
-        it had committed before: a replayed batch)."""
-        java = self.observation._jo
-        if java is None or not java.future().isCompleted():
-            return None
-        return dict(self.observation.get)
+        """The counts of the rows the write wrote (:func:`observed`)."""
+        return observed(self.observation)
 
 
 class TopicParser:
@@ -213,11 +216,7 @@ class TopicParser:
             # The counts are the one pass that parses the rows (and fills the cache the writes
             # read); they also tell whether any record has fields the schema lacks.
             counts = self._counts(frame)
-            if (
-                self.config.evolution in ("addNewColumns", "failOnNewColumns")
-                and counts.get("rescued", 0) > 0
-                and self._evolve(frame, source)
-            ):
+            if self._rescued_decide() and counts.get("rescued", 0) > 0 and self._evolve(frame, source):
                 frame.unpersist()
                 frame = self._parse(bronze)
                 counts = self._counts(frame)
@@ -249,11 +248,9 @@ class TopicParser:
         from pyspark.sql import Observation
         from pyspark.sql import functions as F
 
-        assert self.schema is not None
-        frame = parse_columns.parse_batch(bronze, self.schema, self.config)
-        frame = parse_columns.with_expectations(frame, self.config.expectations)
+        frame = self._parsed_frame(bronze)
         needs_check = F.col(parse_columns.REASON).isNotNull()
-        if self.config.evolution in ("addNewColumns", "failOnNewColumns") and RESCUED_COLUMN in frame.columns:
+        if self._rescued_decide() and RESCUED_COLUMN in frame.columns:
             needs_check = needs_check | F.col(RESCUED_COLUMN).isNotNull()
         for expectation in self.config.expectations:
             if expectation.action == "fail":
@@ -269,13 +266,21 @@ class TopicParser:
             observation=observation,
         )
 
+    def _rescued_decide(self) -> bool:
+        """Whether a rescued record decides something before its batch is written: its new fields
+        are added (``addNewColumns``) or refused (``failOnNewColumns``)."""
+        return self.config.evolution in ("addNewColumns", "failOnNewColumns")
+
+    def _parsed_frame(self, bronze: DataFrame) -> DataFrame:
+        """:func:`parse_columns.parse_batch` with the expectations marked: what both paths write."""
+        assert self.schema is not None
+        frame = parse_columns.parse_batch(bronze, self.schema, self.config)
+        return parse_columns.with_expectations(frame, self.config.expectations)
+
     def _parse(self, bronze: DataFrame) -> DataFrame:
         from pyspark import StorageLevel
 
-        assert self.schema is not None
-        frame = parse_columns.parse_batch(bronze, self.schema, self.config)
-        frame = parse_columns.with_expectations(frame, self.config.expectations)
-        return parse_columns.for_cache(frame).persist(StorageLevel.MEMORY_AND_DISK)
+        return parse_columns.for_cache(self._parsed_frame(bronze)).persist(StorageLevel.MEMORY_AND_DISK)
 
     def add_stats(self, counts: dict[str, int]) -> None:
         """Count a parsed frame into the run's stats, once its tables are written."""
