@@ -224,6 +224,7 @@ SHARED_SESSION = {
     "tests/integration/test_table_care.py": "spark session 2",
     "tests/integration/test_lost_state.py": "spark session 2",
     "tests/integration/test_replay.py": "spark session 2",
+    "tests/integration/test_json_functions.py": "spark session 2",
 }
 
 #: Modules that use one server started on first use (tests/integration/airflow_server.py): one
@@ -251,6 +252,7 @@ LONGEST_FIRST = (
     "tests/integration/test_table_care.py",
     "tests/integration/test_lost_state.py",
     "tests/integration/test_replay.py",
+    "tests/integration/test_json_functions.py",
     "tests/integration/test_object_store.py",
     "tests/integration/test_retries.py",
     "tests/integration/test_kill_and_rerun.py",

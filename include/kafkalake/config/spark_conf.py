@@ -13,10 +13,12 @@ from pathlib import Path
 from kafkalake.config.topic import TopicConfig
 from kafkalake.core.class_archive import driver_java_options
 from kafkalake.core.jars import HIVE_METASTORE_VERSION
+from kafkalake.core.jvm_extension import EXTENSION_CLASS
 from kafkalake.core.paths import jars_dir
 
 DELTA_SETTINGS = {
-    "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
+    # Delta's, then kafkalake's own functions (core/jvm_extension: the JSON parse over bytes).
+    "spark.sql.extensions": f"io.delta.sql.DeltaSparkSessionExtension,{EXTENSION_CLASS}",
     "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
 }
 

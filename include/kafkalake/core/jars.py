@@ -27,6 +27,7 @@ from importlib.metadata import version
 from pathlib import Path
 from xml.sax.saxutils import quoteattr
 
+from kafkalake.core import jvm_extension
 from kafkalake.core.errors import JarsMissingError
 from kafkalake.core.paths import jars_dir
 
@@ -325,6 +326,11 @@ def jar_files(conf: str, target: Path | None = None) -> list[Path]:
             f"the JVM jars are not resolved in {target}: run `make setup` "
             "(or `python -m kafkalake.core.jars`) once, with access to Maven Central"
         )
+    if conf == "spark" and not jvm_extension.is_built(target):
+        raise JarsMissingError(
+            f"kafkalake's Spark functions ({jvm_extension.SOURCE_DIR}) are not built for this source "
+            f"and pyspark in {target / conf}: run `make setup` (or `python -m kafkalake.core.jars`)"
+        )
     return sorted((target / conf).glob("*.jar"))
 
 
@@ -336,6 +342,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     for group, sets in GROUPS.items():
         target = resolve(force=args.force, group=group)
         for conf in sets:
+            if conf == "spark":
+                jvm_extension.build(target, pyspark_jars=pyspark_jars_dir())
             print(f"{conf}: {len(jar_files(conf, target))} jars in {target / conf}")
     return 0
 

@@ -38,6 +38,8 @@ from kafkalake.lake.schema_history import (
     with_type_hints,
     without_reserved,
 )
+from kafkalake.spark.json_functions import from_json as json_from_json
+from kafkalake.spark.json_functions import json_key_count
 from kafkalake.spark.table_settings import quote_identifier
 
 if TYPE_CHECKING:
@@ -164,7 +166,7 @@ def _clean(parsed: Column, names: Sequence[str], types: Sequence[Any]) -> Column
             possible = possible & parsed[name].isNull()
     # Keys last: AND stops at its first false, so a record that cannot be clean (a struct present)
     # is not read a third time for its keys.
-    return F.coalesce(possible & (F.size(F.json_object_keys(TEXT)) == present), F.lit(False))
+    return F.coalesce(possible & (json_key_count(F.col(TEXT)) == present), F.lit(False))
 
 
 def parse_batch(bronze: DataFrame, schema: Schema, config: ParsedConfig) -> DataFrame:
@@ -174,7 +176,7 @@ def parse_batch(bronze: DataFrame, schema: Schema, config: ParsedConfig) -> Data
     ``none``), and working columns :data:`REASON`, :data:`DETAIL`, :data:`VALUE` (raw bytes).
     """
     from pyspark.sql import functions as F
-    from pyspark.sql.types import StructType
+    from pyspark.sql.types import MapType, StringType, StructType
 
     schema = without_reserved(schema)
     spark_schema = StructType.fromJson(schema)
@@ -195,7 +197,7 @@ def parse_batch(bronze: DataFrame, schema: Schema, config: ParsedConfig) -> Data
         F.col("value").alias(VALUE),
         F.when(parseable, text).alias(TEXT),
     )
-    frame = frame.withColumn("_kafka_parsed", F.from_json(TEXT, spark_schema))
+    frame = frame.withColumn("_kafka_parsed", json_from_json(F.col(TEXT), spark_schema))
     parsed = F.col("_kafka_parsed")
     names = [f["name"] for f in schema["fields"]]
     rescue_mode = config.evolution != "none"
@@ -203,7 +205,9 @@ def parse_batch(bronze: DataFrame, schema: Schema, config: ParsedConfig) -> Data
     frame = frame.withColumn(CLEAN, _clean(parsed, names, types))
     clean = F.col(CLEAN)
     # The map of raw texts (a second JSON parse) only for the records the checks below must read.
-    frame = frame.withColumn("_kafka_fields", F.when(~clean, F.from_json(TEXT, "map<string,string>")))
+    frame = frame.withColumn(
+        "_kafka_fields", F.when(~clean, json_from_json(F.col(TEXT), MapType(StringType(), StringType())))
+    )
     raw_fields = F.col("_kafka_fields")
     # Each check is a column of its own, computed once per record: written inline, a flag sits in
     # the branches of several CASEs (the reason, its detail, the rescued column), where Spark's

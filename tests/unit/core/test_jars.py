@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from kafkalake.core import jvm_extension
 from kafkalake.core.errors import JarsMissingError
 from kafkalake.core.jars import (
     EXCLUDES,
@@ -208,8 +209,12 @@ def test_resolved_folder_lists_its_jars_sorted(tmp_path):
     (tmp_path / "spark" / "readme.txt").write_text("x")
     (tmp_path / "resolved.txt").write_text(marker_text())
     assert is_resolved(tmp_path) is True
+    with pytest.raises(JarsMissingError, match=r"Spark functions .* not built .* run `make setup`"):
+        jar_files("spark", tmp_path)
+    jvm_extension.jar_path(tmp_path).write_bytes(b"PK")
     assert jar_files("spark", tmp_path) == [
         tmp_path / "spark" / "delta-spark_4.2_2.13-4.4.0.jar",
+        jvm_extension.jar_path(tmp_path),
         tmp_path / "spark" / "spark-sql-kafka-0-10_2.13-4.2.0.jar",
     ]
     assert jar_files("kafka", tmp_path) == [tmp_path / "kafka" / "kafka_2.13-4.2.0.jar"]
@@ -218,6 +223,7 @@ def test_resolved_folder_lists_its_jars_sorted(tmp_path):
 def test_the_object_store_jars_have_their_own_marker(tmp_path):
     """Resolving the object-store group never unsettles the core group's marker, and vice versa."""
     make_jars(tmp_path / "spark", "delta-spark_4.2_2.13-4.4.0.jar")
+    jvm_extension.jar_path(tmp_path).write_bytes(b"PK")
     (tmp_path / "resolved.txt").write_text(marker_text())
     assert jar_files("spark", tmp_path)
     with pytest.raises(JarsMissingError, match="make setup"):

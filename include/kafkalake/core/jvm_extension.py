@@ -1,0 +1,99 @@
+"""kafkalake's own Spark functions (``kafkalake/spark/jvm``): built once at set-up into a jar.
+
+The Scala source is compiled with the Scala compiler pyspark ships (``scala-compiler`` is among its
+jars), against pyspark's own jars, so a fresh machine needs only Java and the venv, and nothing is
+fetched. The jar lands with the ``spark`` jar set (``.jars/spark``), so everything that hands that
+set to Spark (``spark-submit --jars``, the tests' session, the class archive's training run) has it.
+Its name carries a digest of the source and of pyspark's version: a changed source or another
+Spark makes ``make setup`` build again, and the class archive (keyed by the jar names) follow.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import shutil
+import subprocess
+import tempfile
+import zipfile
+from importlib.metadata import version
+from pathlib import Path
+
+from kafkalake.core.errors import JarsMissingError
+from kafkalake.core.paths import jars_dir
+
+log = logging.getLogger(__name__)
+
+#: The session extension that registers the functions (``spark.sql.extensions``).
+EXTENSION_CLASS = "org.apache.spark.sql.kafkalake.KafkalakeExtensions"
+#: Where the source is: Spark-side code, kept beside the Python that calls it.
+SOURCE_DIR = Path(__file__).resolve().parents[1] / "spark" / "jvm"
+_PREFIX = "kafkalake-spark-"
+
+
+def _sources() -> list[Path]:
+    return sorted(SOURCE_DIR.glob("*.scala"))
+
+
+def digest() -> str:
+    """Of the sources and the Spark they are compiled against."""
+    h = hashlib.sha256(version("pyspark").encode())
+    for source in _sources():
+        h.update(source.name.encode() + b"\0" + source.read_bytes())
+    return h.hexdigest()[:12]
+
+
+def jar_path(target: Path | None = None) -> Path:
+    return (target or jars_dir()) / "spark" / f"{_PREFIX}{digest()}.jar"
+
+
+def is_built(target: Path | None = None) -> bool:
+    return jar_path(target).is_file()
+
+
+def build(target: Path | None = None, *, pyspark_jars: Path) -> Path:
+    """Compile the sources into :func:`jar_path` unless it is there; older builds are removed."""
+    jar = jar_path(target)
+    if jar.is_file():
+        log.info("kafkalake's Spark functions already built: %s", jar.name)
+        return jar
+    java = shutil.which("java")
+    if java is None:
+        raise JarsMissingError("java is not on PATH: install a JDK 17 and set JAVA_HOME")
+    jar.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        classes = Path(tmp, "classes")
+        classes.mkdir()
+        cmd = [
+            java,
+            "-cp",
+            str(pyspark_jars / "*"),
+            "scala.tools.nsc.Main",
+            "-usejavacp",
+            "-deprecation",
+            "-d",
+            str(classes),
+            *(str(s) for s in _sources()),
+        ]
+        log.info("compiling kafkalake's Spark functions (%s)", ", ".join(s.name for s in _sources()))
+        done = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        if done.returncode != 0:
+            raise JarsMissingError(
+                f"the Scala compiler could not build {SOURCE_DIR} (exit {done.returncode}):\n"
+                f"{done.stdout[-4000:]}\n{done.stderr[-4000:]}"
+            )
+        partial = Path(tmp, jar.name)
+        with zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as out:
+            out.writestr("META-INF/MANIFEST.MF", "Manifest-Version: 1.0\r\nCreated-By: kafkalake\r\n\r\n")
+            for path in sorted(classes.rglob("*.class")):
+                out.write(path, path.relative_to(classes).as_posix())
+        # Into place in one step: a job never sees a half-written jar.
+        tmp_jar = jar.with_name(f".{jar.name}.{os.getpid()}")
+        shutil.copyfile(partial, tmp_jar)
+        tmp_jar.replace(jar)
+    for old in jar.parent.glob(f"{_PREFIX}*.jar"):
+        if old != jar:
+            old.unlink()
+    log.info("built %s", jar)
+    return jar

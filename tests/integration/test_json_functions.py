@@ -1,0 +1,159 @@
+"""kafkalake's JSON functions (built from ``kafkalake/spark/jvm`` at set-up) give Spark's results.
+
+``kafkalake_from_json`` must equal ``from_json`` and ``kafkalake_json_key_count`` must equal
+``size(json_object_keys(...))`` for every record, whatever its bytes: the parse path relies on it
+for what lands where. Each case compares the two in one Spark job on a corpus of odd bytes (the
+ones where a byte-based and a reader-based JSON parser could differ: byte-order marks, zero bytes,
+UTF-16, invalid or overlong UTF-8, surrogates, control characters) and on random bytes.
+"""
+
+from __future__ import annotations
+
+import codecs
+import random
+from typing import Any
+
+import pytest
+from pyspark.sql.types import ArrayType, DataType, MapType, StringType, StructType
+
+from kafkalake.spark.json_functions import from_json, json_key_count
+
+from .test_parsing import SHORTCUT_SCHEMA, SHORTCUT_VALUES
+
+pytestmark = pytest.mark.integration
+
+_OBJECT = b'{"s": "a", "n": 1}'
+ODD_VALUES: list[bytes | None] = [
+    *SHORTCUT_VALUES,
+    codecs.BOM_UTF8 + _OBJECT,
+    codecs.BOM_UTF16_LE + _OBJECT.decode().encode("utf-16-le"),
+    codecs.BOM_UTF16_BE + _OBJECT.decode().encode("utf-16-be"),
+    _OBJECT.decode().encode("utf-16-le"),
+    _OBJECT.decode().encode("utf-16-be"),
+    _OBJECT.decode().encode("utf-32-le"),
+    b"{\x00}\x00",
+    b'{"s"\x00: 1}',
+    b'\x00{"s": "a"}',
+    b'{"s": "a"}\x00',
+    b'{"s": "caf\xc3\xa9"}',
+    b'{"s": "caf\xe9"}',
+    b'{"s": "\xc0\xaf"}',
+    b'{"s": "\xed\xa0\x80"}',
+    b'{"s": "\xf0\x9f\x98\x80"}',
+    b'{"s": "\\ud800"}',
+    b'{"s": "\\ud83d\\ude00", "n": 2}',
+    b'{"s": "\x01\x1f"}',
+    b'{"s": "\xe2\x80\xa8"}',
+    b'{"\xc3\xa9": 1, "s": "a"}',
+    b'  \n{"s": "a"}',
+    b'{"s": "' + b"x" * 70_000 + b'"}',
+    b'{"n": 1' + b', "n": 1' * 50 + b"}",
+    b'{"o": {"q": {"deep": [[[[1]]]]}}, "s": "a"}',
+    b'{"_corrupt_record": "c", "s": "a"}',
+    b'{"m": {"k": "v", "k2": [1]}}',
+    b"[1, 2, 3]",
+    b'["a", {"b": 1}]',
+    b"null",
+    b"true",
+    b"1",
+    b"{",
+    b'{"s": "a"',
+    b"\xef\xbb",
+    b"\xfe",
+    b"\xff",
+    b"\x00",
+    b"\x00\x00",
+]
+SCHEMAS: dict[str, DataType] = {
+    "struct": StructType.fromJson(SHORTCUT_SCHEMA),
+    "struct with Spark's corrupt-record column": StructType.fromJson(
+        {
+            "type": "struct",
+            "fields": [
+                {"name": "s", "type": "string", "nullable": True, "metadata": {}},
+                {"name": "_corrupt_record", "type": "string", "nullable": True, "metadata": {}},
+            ],
+        }
+    ),
+    "map of texts": MapType(StringType(), StringType()),
+    "array of texts": ArrayType(StringType()),
+}
+
+
+def _random_values(seed: int, count: int) -> list[bytes]:
+    """JSON objects with random bytes spliced in, and plain random bytes."""
+    rnd = random.Random(seed)
+    base = [v for v in ODD_VALUES if v]
+    out = []
+    for _ in range(count):
+        value = bytearray(rnd.choice(base))
+        for _ in range(rnd.randint(1, 3)):
+            at = rnd.randint(0, len(value))
+            value[at:at] = bytes(rnd.getrandbits(8) for _ in range(rnd.randint(1, 4)))
+        out.append(bytes(value))
+    out += [bytes(rnd.getrandbits(8) for _ in range(rnd.randint(0, 12))) for _ in range(count // 4)]
+    return out
+
+
+def _compare(spark: Any, values: list[bytes | None], schema: DataType) -> None:
+    from pyspark.sql import functions as F
+
+    frame = spark.createDataFrame(list(enumerate(values)), "i int, v binary")
+    text = F.col("v").cast("string")
+    rows = frame.select(
+        "i",
+        F.from_json(text, schema).alias("spark"),
+        from_json(text, schema).alias("ours"),
+        F.size(F.json_object_keys(text)).alias("spark_keys"),
+        json_key_count(text).alias("our_keys"),
+    ).collect()
+    assert len(rows) == len(values)
+    for row in rows:
+        value = values[row["i"]]
+        # repr: a NaN parsed from the same text is the same value, though nan != nan.
+        assert repr(row["ours"]) == repr(row["spark"]), f"{value!r}"
+        # size(null) is -1 where ours gives null (both: not an object, not JSON).
+        assert row["our_keys"] == (None if row["spark_keys"] == -1 else row["spark_keys"]), f"{value!r}"
+
+
+@pytest.mark.parametrize("kind", sorted(SCHEMAS))
+def test_the_byte_parse_gives_spark_s_result_for_odd_bytes(spark, kind):
+    _compare(spark, ODD_VALUES, SCHEMAS[kind])
+
+
+def test_the_byte_parse_gives_spark_s_result_for_random_bytes(spark):
+    values = _random_values(seed=20261126, count=20000)
+    _compare(spark, values, SCHEMAS["struct"])
+    _compare(spark, values[:1000], SCHEMAS["map of texts"])
+
+
+def test_the_byte_parse_reads_what_spark_does(spark):
+    """Not only equal: the corpus holds records both parse, and ones both refuse."""
+    from pyspark.sql import functions as F
+
+    values = [b'{"s": "caf\xc3\xa9", "n": 7, "zz": [1]}', b'{"s": ', None, b"[]"]
+    frame = spark.createDataFrame(list(enumerate(values)), "i int, v binary")
+    text = F.col("v").cast("string")
+    rows = frame.select(
+        from_json(text, SCHEMAS["struct"]).alias("p"), json_key_count(text).alias("k")
+    ).collect()
+    assert rows[0]["p"]["s"] == "café" and rows[0]["p"]["n"] == 7 and rows[0]["k"] == 3
+    assert rows[1]["p"] is not None and rows[1]["p"]["s"] is None and rows[1]["k"] is None
+    assert rows[2]["p"] is None and rows[2]["k"] is None
+    assert rows[3]["k"] is None
+
+
+def test_a_bad_schema_argument_is_refused_with_its_reason(spark):
+    from pyspark.sql import functions as F
+
+    text = F.col("v").cast("string")
+    frame = spark.createDataFrame([(b"{}",)], "v binary")
+    with pytest.raises(Exception, match="struct, an array or a map, not string"):
+        frame.select(F.call_function("kafkalake_from_json", text, F.lit("string"))).collect()
+    with pytest.raises(Exception, match="two arguments"):
+        frame.select(F.call_function("kafkalake_from_json", text)).collect()
+    # The schema as DDL text works as its JSON form does.
+    ddl = frame.select(
+        F.call_function("kafkalake_from_json", F.lit('{"s": "x"}'), F.lit("s string")).alias("p")
+    )
+    assert ddl.collect()[0]["p"]["s"] == "x"

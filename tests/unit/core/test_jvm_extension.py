@@ -1,0 +1,54 @@
+"""The build of kafkalake's Spark functions: a real compile with pyspark's Scala compiler."""
+
+from __future__ import annotations
+
+import zipfile
+
+import pytest
+
+from kafkalake.core import jvm_extension
+from kafkalake.core.errors import JarsMissingError
+from kafkalake.core.jars import pyspark_jars_dir
+
+
+def test_the_build_compiles_the_source_once_and_removes_older_builds(tmp_path):
+    stale = tmp_path / "spark" / "kafkalake-spark-000000000000.jar"
+    stale.parent.mkdir()
+    stale.write_bytes(b"PK")
+    other = tmp_path / "spark" / "delta-spark_4.2_2.13-4.4.0.jar"
+    other.write_bytes(b"PK")
+
+    jar = jvm_extension.build(tmp_path, pyspark_jars=pyspark_jars_dir())
+
+    assert jar == jvm_extension.jar_path(tmp_path) and jvm_extension.is_built(tmp_path)
+    with zipfile.ZipFile(jar) as built:
+        names = set(built.namelist())
+    package = "org/apache/spark/sql/kafkalake/"
+    assert f"{package}KafkalakeExtensions.class" in names
+    assert {f"{package}KafkalakeFromJson.class", f"{package}KafkalakeJsonKeyCount.class"} <= names
+    assert jvm_extension.EXTENSION_CLASS.replace(".", "/") + ".class" in names
+    assert not stale.exists() and other.exists()
+    built_at = jar.stat().st_mtime_ns
+    assert jvm_extension.build(tmp_path, pyspark_jars=pyspark_jars_dir()) == jar
+    assert jar.stat().st_mtime_ns == built_at
+
+
+def test_a_changed_source_is_another_build(tmp_path, monkeypatch):
+    source = tmp_path / "src"
+    source.mkdir()
+    (source / "A.scala").write_text("object A\n")
+    monkeypatch.setattr(jvm_extension, "SOURCE_DIR", source)
+    first = jvm_extension.jar_path(tmp_path)
+    (source / "A.scala").write_text("object A { val x = 1 }\n")
+    assert jvm_extension.jar_path(tmp_path) != first
+
+
+def test_a_source_that_does_not_compile_says_so_with_the_compiler_s_words(tmp_path, monkeypatch):
+    source = tmp_path / "src"
+    source.mkdir()
+    (source / "Broken.scala").write_text('object Broken { val x: Int = "text" }\n')
+    monkeypatch.setattr(jvm_extension, "SOURCE_DIR", source)
+    with pytest.raises(JarsMissingError, match=r"(?s)could not build .*Broken\.scala.*type mismatch"):
+        jvm_extension.build(tmp_path, pyspark_jars=pyspark_jars_dir())
+    assert not jvm_extension.is_built(tmp_path)
+    assert list((tmp_path / "spark").glob("*")) == []
