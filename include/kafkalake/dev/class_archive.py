@@ -20,7 +20,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from kafkalake.config.jobs import job_environment
-from kafkalake.config.spark_conf import base_conf, metastore_dir
+from kafkalake.config.spark_conf import JVM_GC_OPTIONS, base_conf, metastore_dir
 from kafkalake.core.class_archive import (
     DUMP_OPTION,
     USE_OPTION,
@@ -79,7 +79,7 @@ def _training_command(archive: Path, scratch: Path, kafka: str | None = None) ->
     conf = base_conf(lake)
     # Replaces the use of an older archive: a JVM cannot dump while it maps a dynamic archive.
     conf["spark.driver.extraJavaOptions"] = (
-        f"-Dderby.system.home={metastore_dir(lake)} {DUMP_OPTION}{archive}"
+        f"-Dderby.system.home={metastore_dir(lake)} {JVM_GC_OPTIONS} {DUMP_OPTION}{archive}"
     )
     cmd = [str(Path(sys.executable).parent / "spark-submit"), "--master", "local[*]"]
     for key, value in conf.items():

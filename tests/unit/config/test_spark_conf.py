@@ -32,12 +32,16 @@ def test_base_conf_enables_delta_and_keeps_state_under_the_lake_root(tmp_path):
     )
     assert metastore_dir(tmp_path).parent == tmp_path
     assert all(isinstance(v, str) for v in conf.values())
+    # The throughput collector, in the driver (local mode: it runs the tasks) and in executors.
+    assert "-XX:+UseParallelGC" in conf["spark.driver.extraJavaOptions"].split()
+    assert conf["spark.executor.extraJavaOptions"] == "-XX:+UseParallelGC"
 
 
 def test_extra_driver_java_options_come_last_and_blank_adds_nothing(tmp_path, monkeypatch):
     monkeypatch.setenv(ENV_DRIVER_JAVA_OPTIONS, " -XX:TieredStopAtLevel=1 ")
     options = base_conf(tmp_path)["spark.driver.extraJavaOptions"].split()
     assert options[0].startswith("-Dderby.system.home=")
+    assert options[1] == "-XX:+UseParallelGC"
     assert options[-1] == "-XX:TieredStopAtLevel=1"
     monkeypatch.setenv(ENV_DRIVER_JAVA_OPTIONS, "  ")
     assert "TieredStopAtLevel" not in base_conf(tmp_path)["spark.driver.extraJavaOptions"]

@@ -95,7 +95,8 @@ def test_jobs_get_it_with_their_other_driver_options(
     options = base_conf(tmp_path / "lake")["spark.driver.extraJavaOptions"].split()
     assert options == [
         f"-Dderby.system.home={tmp_path / 'lake' / '_metastore'}",
+        "-XX:+UseParallelGC",
         f"-XX:SharedArchiveFile={archive_file(target)}",
     ]
     monkeypatch.setenv(ENV_CLASS_ARCHIVE, "off")
-    assert base_conf(tmp_path / "lake")["spark.driver.extraJavaOptions"].split() == options[:1]
+    assert base_conf(tmp_path / "lake")["spark.driver.extraJavaOptions"].split() == options[:2]
