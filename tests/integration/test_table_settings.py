@@ -80,6 +80,13 @@ def test_ingestion_date_partitioning_and_properties_kept_in_step_on_every_run(sp
     }
     assert all(props.get(OPTIMIZE_WRITE) == "true" for _, props in tables.values()), tables
     assert tables["bronze"][1]["delta.appendOnly"] == "true"
+    # Bronze's file statistics are of what it is read by, and Delta wrote just those.
+    stats_columns = ["partition", "offset", "kafka_timestamp", "ingested_at"]
+    assert tables["bronze"][1]["delta.dataSkippingStatsColumns"] == ",".join(stats_columns)
+    adds = DeltaTable(topic.path).get_add_actions(flatten=True)
+    names = adds.schema.names
+    assert sorted(k.removeprefix("min.") for k in names if k.startswith("min.")) == sorted(stats_columns)
+    assert all(n == 0 for n in adds.column("null_count.offset").to_pylist())
     # Delta derived the column from each row's ingestion time, and laid the files out by it.
     bronze = read_rows(Path(topic.path))
     assert_exactly_once(bronze, name, kafka.bootstrap_servers)

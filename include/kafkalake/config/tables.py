@@ -9,6 +9,19 @@ from dataclasses import dataclass
 
 from kafkalake.config.topic import TopicConfig
 
+#: Bronze columns, in order. Key and value stay binary: bronze keeps the bytes exactly.
+BRONZE_COLUMNS = (
+    "key",
+    "value",
+    "headers",
+    "topic",
+    "partition",
+    "offset",
+    "kafka_timestamp",
+    "kafka_timestamp_type",
+    "ingested_at",
+)
+
 
 @dataclass(frozen=True)
 class Table:

@@ -21,19 +21,6 @@ if TYPE_CHECKING:
 
     from kafkalake.spark.batch_writer import BatchWriter
 
-#: Bronze columns, in order. Key and value stay binary: bronze keeps the bytes exactly.
-BRONZE_COLUMNS = (
-    "key",
-    "value",
-    "headers",
-    "topic",
-    "partition",
-    "offset",
-    "kafka_timestamp",
-    "kafka_timestamp_type",
-    "ingested_at",
-)
-
 
 def bronze_schema() -> StructType:
     from pyspark.sql.types import (

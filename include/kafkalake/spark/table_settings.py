@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from kafkalake.config.maintenance import APPEND_ONLY, INGESTION_DATE
-from kafkalake.config.tables import Table, topic_tables
+from kafkalake.config.tables import BRONZE_COLUMNS, Table, topic_tables
 from kafkalake.config.topic import TopicConfig
 from kafkalake.core.errors import BadConfigError, Kind, failure
 from kafkalake.lake import storage
@@ -34,6 +34,24 @@ log = logging.getLogger(__name__)
 #: Where each kind of table keeps its ingestion time; the latest-row table is never partitioned:
 #: MERGE updates its rows in place, and a row would move between partitions with every update.
 _INGESTED_AT = {"bronze": "ingested_at", "dead_letter": "ingested_at", "parsed": "_kafka.ingested_at"}
+
+
+#: Delta's per-file statistics (min, max, null count), used to skip files when reading.
+STATS_COLUMNS = "delta.dataSkippingStatsColumns"
+STATS_PROPERTIES = frozenset({STATS_COLUMNS, "delta.dataSkippingNumIndexedCols"})
+#: What bronze is read by: offsets (the catch-up, replays, re-ingests), Kafka time and ingestion
+#: time (schema refresh samples). By default Delta keeps statistics of the first 32 columns, which on
+#: bronze means a copy of the topic's name per row for a min and a max that never differ, and null
+#: counts of the key, the value and the headers (bench: a 500,000-row bronze write 2.04-2.26 s ->
+#: 1.74-1.99 s). A topic's own ``maintenance.properties`` setting either property wins.
+BRONZE_STATS_COLUMNS = ("partition", "offset", "kafka_timestamp", "ingested_at")
+
+
+def bronze_stats_columns(layout_columns: Sequence[str]) -> list[str]:
+    """Bronze's statistics columns: :data:`BRONZE_STATS_COLUMNS`, and the Z-order or clustering
+    columns that are bronze's (Delta lays files out only by columns it keeps statistics of)."""
+    extra = [c for c in layout_columns if c in BRONZE_COLUMNS and c not in BRONZE_STATS_COLUMNS]
+    return [*BRONZE_STATS_COLUMNS, *extra]
 
 
 @dataclass(frozen=True)
@@ -60,6 +78,8 @@ def settings_for(topic: TopicConfig, table: Table) -> TableSettings:
     properties = dict(config.properties)
     if table.kind == "bronze":
         properties[APPEND_ONLY] = "true"
+        if not STATS_PROPERTIES & properties.keys():
+            properties[STATS_COLUMNS] = ",".join(bronze_stats_columns(config.layout_columns))
     partition_by: tuple[str, ...] = ()
     generated: tuple[GeneratedColumn, ...] = ()
     if config.partition_by == INGESTION_DATE and table.kind in _INGESTED_AT:

@@ -8,9 +8,11 @@ from pyspark.sql.types import ArrayType, LongType, MapType, StringType, StructFi
 
 from kafkalake.config.maintenance import MaintenanceConfig
 from kafkalake.config.parsed import ParsedConfig
-from kafkalake.config.tables import Table, topic_tables
+from kafkalake.config.tables import BRONZE_COLUMNS, Table, topic_tables
 from kafkalake.config.topic import TopicConfig
+from kafkalake.spark.stream import bronze_schema
 from kafkalake.spark.table_settings import (
+    BRONZE_STATS_COLUMNS,
     GeneratedColumn,
     as_nullable,
     partitioning_mismatch,
@@ -65,9 +67,42 @@ def test_no_partitioning_by_default_and_properties_everywhere_with_append_only_o
     config = topic()
     settings = {t.kind: settings_for(config, t) for t in topic_tables(config)}
     assert all(s.partition_by == () and s.generated == () for s in settings.values())
-    assert dict(settings["bronze"].properties) == {**dict(PROPS), "delta.appendOnly": "true"}
+    assert dict(settings["bronze"].properties) == {
+        **dict(PROPS),
+        "delta.appendOnly": "true",
+        "delta.dataSkippingStatsColumns": "partition,offset,kafka_timestamp,ingested_at",
+    }
     for kind in ("parsed", "dead_letter", "latest"):
         assert settings[kind].properties == PROPS
+
+
+def test_bronze_keeps_statistics_of_what_it_is_read_and_laid_out_by_unless_the_catalog_says():
+    def bronze_properties(**maintenance: object) -> dict[str, str]:
+        config = TopicConfig(
+            name="orders",
+            freshness_sla=timedelta(hours=6),
+            table="orders",
+            path="/lake/o",
+            maintenance=MaintenanceConfig(**maintenance),  # type: ignore[arg-type]
+        )
+        bronze = next(t for t in topic_tables(config) if t.kind == "bronze")
+        return dict(settings_for(config, bronze).properties)
+
+    stats = "delta.dataSkippingStatsColumns"
+    # Z-order by a bronze column and a parsed one: only bronze's joins bronze's statistics.
+    laid_out = bronze_properties(zorder_by=("kafka_timestamp_type", "key", "amount"))
+    assert laid_out[stats] == "partition,offset,kafka_timestamp,ingested_at,kafka_timestamp_type,key"
+    clustered = bronze_properties(cluster_by=("offset", "topic"))
+    assert clustered[stats] == "partition,offset,kafka_timestamp,ingested_at,topic"
+    own = bronze_properties(properties=((stats, "offset"),))
+    assert own[stats] == "offset"
+    counted = bronze_properties(properties=(("delta.dataSkippingNumIndexedCols", "5"),))
+    assert stats not in counted and counted["delta.dataSkippingNumIndexedCols"] == "5"
+
+
+def test_the_bronze_columns_known_for_statistics_are_bronze_s():
+    assert BRONZE_COLUMNS == tuple(bronze_schema().fieldNames())
+    assert set(BRONZE_STATS_COLUMNS) <= set(BRONZE_COLUMNS)
 
 
 def test_partitioning_mismatch_names_table_both_layouts_and_the_way_out():
