@@ -236,6 +236,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="with --parsed: also time a run whose parsed side parks on every batch, then its catch-up",
     )
     parser.add_argument(
+        "--drop-rule",
+        metavar="SQL",
+        help='with --parsed: a `drop` expectation with this rule, e.g. "amount < 499.99": the records '
+        "that break it are dead letters, so the batches that hold one take the checked path",
+    )
+    parser.add_argument(
         "--spark-conf",
         action="append",
         default=[],
@@ -273,7 +279,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     entry: dict[str, Any] = {"name": name, "freshness_sla": "1h", "spark_conf": spark_conf}
     if args.max_offsets_per_trigger is not None:
         entry["max_offsets_per_trigger"] = args.max_offsets_per_trigger
-    catalog.write_text(json.dumps({"topics": [{**entry, "parsed": bool(args.parsed)}]}))
+    if args.drop_rule and not args.parsed:
+        parser.error("--drop-rule needs --parsed")
+    parsed: bool | dict[str, Any] = bool(args.parsed)
+    if args.drop_rule:
+        parsed = {"expectations": [{"name": "bench_drop", "rule": args.drop_rule, "action": "drop"}]}
+    catalog.write_text(json.dumps({"topics": [{**entry, "parsed": parsed}]}))
     topic = load_catalog(catalog, lake).topic(name)
     ensure_backlog(broker.bootstrap_servers, name, args.events, args.partitions)
 

@@ -791,7 +791,7 @@ topics:
     )
     catalog = load_catalog(path, lake_root)
 
-    wanted = {"raw": 2_000_000, "typed": 500_000, "raw-set": 1000, "typed-set": 3_000_000, "raw-all": None}
+    wanted = {"raw": 2_000_000, "typed": 1_000_000, "raw-set": 1000, "typed-set": 3_000_000, "raw-all": None}
     assert {t.name: t.max_offsets_per_trigger for t in catalog.topics} == wanted
 
 

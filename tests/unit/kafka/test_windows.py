@@ -76,7 +76,7 @@ def test_an_empty_window_has_no_chunks():
 
 @pytest.mark.parametrize(
     ("max_offsets", "records"),
-    [(200, 200), (500_000, 500_000), (2_000_000, 500_000), (None, DEFAULT_CHUNK_RECORDS)],
+    [(200, 200), (1_000_000, 1_000_000), (2_000_000, 1_000_000), (None, DEFAULT_CHUNK_RECORDS)],
     ids=["small", "parsed default", "bronze-only default", "null"],
 )
 def test_a_chunk_is_the_topics_batch_but_never_more_than_a_cached_parsed_batch(max_offsets, records):

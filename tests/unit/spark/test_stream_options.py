@@ -23,7 +23,7 @@ def test_default_options():
         "startingOffsets": "earliest",
         "failOnDataLoss": "true",
         "includeHeaders": "true",
-        "maxOffsetsPerTrigger": "500000",
+        "maxOffsetsPerTrigger": "1000000",
         "kafka.isolation.level": "read_committed",
         "kafka.bootstrap.servers": "broker:9092",
         "kafka.security.protocol": "PLAINTEXT",
