@@ -9,10 +9,12 @@
 //
 // The results are Spark's, record for record: the same JacksonParser, options, failure handling
 // and corrupt-record rule as from_json (JsonToStructsEvaluator), the same key walk as
-// json_object_keys (JsonExpressionUtils.jsonObjectKeys). Only where the two parsers could read the
-// bytes differently does the record go to Spark's reader-based parser, as before: invalid UTF-8
-// (the reader replaces it with U+FFFD, the byte parser stops), a byte-order mark or a zero byte in
-// the first four (the byte parser would take the record for UTF-16 or UTF-32, or skip the mark).
+// json_object_keys (JsonExpressionUtils.jsonObjectKeys). Where the two parsers could read the bytes
+// differently, the record goes to Spark's reader-based parser: invalid UTF-8 (the reader replaces
+// it with U+FFFD, the byte parser stops), a byte-order mark or a zero byte in the first four (the
+// byte parser would take the record for UTF-16 or UTF-32, or skip the mark), and any record the
+// byte parser refuses (it is stricter at the edges: an unescaped control character in a
+// single-quoted string). tests/integration/test_json_functions.py compares the two on odd bytes.
 //
 // In package org.apache.spark.sql so that it may use Spark's JSON parser classes, which are
 // private[sql]. Built at set-up against the pyspark jars (kafkalake.core.jvm_extension).
