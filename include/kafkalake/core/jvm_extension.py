@@ -83,15 +83,16 @@ def build(target: Path | None = None, *, pyspark_jars: Path) -> Path:
                 f"the Scala compiler could not build {SOURCE_DIR} (exit {done.returncode}):\n"
                 f"{done.stdout[-4000:]}\n{done.stderr[-4000:]}"
             )
-        partial = Path(tmp, jar.name)
-        with zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as out:
-            out.writestr("META-INF/MANIFEST.MF", "Manifest-Version: 1.0\r\nCreated-By: kafkalake\r\n\r\n")
-            for path in sorted(classes.rglob("*.class")):
-                out.write(path, path.relative_to(classes).as_posix())
-        # Into place in one step: a job never sees a half-written jar.
-        tmp_jar = jar.with_name(f".{jar.name}.{os.getpid()}")
-        shutil.copyfile(partial, tmp_jar)
-        tmp_jar.replace(jar)
+        # Written beside it, then into place in one step: a job never sees a half-written jar.
+        partial = jar.with_name(f".{jar.name}.{os.getpid()}")
+        try:
+            with zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as out:
+                out.writestr("META-INF/MANIFEST.MF", "Manifest-Version: 1.0\r\nCreated-By: kafkalake\r\n\r\n")
+                for path in sorted(classes.rglob("*.class")):
+                    out.write(path, path.relative_to(classes).as_posix())
+            partial.replace(jar)
+        finally:
+            partial.unlink(missing_ok=True)
     for old in jar.parent.glob(f"{_PREFIX}*.jar"):
         if old != jar:
             old.unlink()

@@ -44,6 +44,14 @@ object Utf8Bytes {
     factory.createParser(bytes.array(), bytes.arrayOffset() + bytes.position(), bytes.remaining())
   }
 
+  /** `read` with parsers over the record's bytes; where that fails, `read` again with Spark's own
+   *  reader-based parsers. The two parsers differ at the edges (the byte parser refuses an
+   *  unescaped control character in a single-quoted string), and a record Spark's parser takes
+   *  must not become a null here. A record neither takes fails as Spark's does. */
+  def read[T](read: ((JsonFactory, UTF8String) => JsonParser) => T): T =
+    try read(parser)
+    catch { case NonFatal(_) => read(CreateJacksonParser.utf8String) }
+
   /** Whether Jackson's byte parser reads the record as UTF-8, char for char as the reader does. */
   def byteParserReadsAsReader(record: UTF8String): Boolean = {
     val n = record.numBytes
@@ -92,17 +100,8 @@ class FromJsonEvaluator(schema: DataType, corruptRecord: String, timeZoneId: Opt
     val raw = SQLConf.withExistingConf(conf) {
       new JacksonParser(actualSchema, options, allowArrayAsStructs = false)
     }
-    val overBytes: (JsonFactory, UTF8String) => JsonParser = Utf8Bytes.parser
-    val overReader: (JsonFactory, UTF8String) => JsonParser = CreateJacksonParser.utf8String
     new FailureSafeParser[UTF8String](
-      input =>
-        try raw.parse(input, overBytes, identity[UTF8String])
-        catch {
-          // What the byte parser refuses is read again as Spark reads it: the two parsers differ
-          // at the edges (an unescaped control character in a single-quoted string), and a
-          // record Spark's parser takes must not become a null here.
-          case NonFatal(_) => raw.parse(input, overReader, identity[UTF8String])
-        },
+      input => Utf8Bytes.read(create => raw.parse(input, create, identity[UTF8String])),
       mode,
       parserSchema,
       options.columnNameOfCorruptRecord)
@@ -156,13 +155,8 @@ object JsonKeyCount {
 
   /** size(json_object_keys(json)), or null where that is null: not a JSON object, or not JSON. */
   def count(json: UTF8String): java.lang.Integer =
-    try countWith(Utf8Bytes.parser(factory, json))
-    catch {
-      // As in from_json's evaluator: what the byte parser refuses is counted as Spark counts it.
-      case _: IOException =>
-        try countWith(CreateJacksonParser.utf8String(factory, json))
-        catch { case _: IOException => null }
-    }
+    try Utf8Bytes.read(create => countWith(create(factory, json)))
+    catch { case _: IOException => null }
 
   /** Null where the text is not a JSON object; an IOException where it is not JSON. */
   private def countWith(parser: JsonParser): java.lang.Integer =
