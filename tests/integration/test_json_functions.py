@@ -1,10 +1,12 @@
 """kafkalake's JSON functions (built from ``kafkalake/spark/jvm`` at set-up) give Spark's results.
 
-``kafkalake_from_json`` must equal ``from_json`` and ``kafkalake_json_key_count`` must equal
-``size(json_object_keys(...))`` for every record, whatever its bytes: the parse path relies on it
-for what lands where. Each case compares the two in one Spark job on a corpus of odd bytes (the
-ones where a byte-based and a reader-based JSON parser could differ: byte-order marks, zero bytes,
-UTF-16, invalid or overlong UTF-8, surrogates, control characters) and on random bytes.
+``kafkalake_from_json`` must equal ``from_json`` for every record, whatever its bytes, and so must
+``kafkalake_from_json_keyed``'s value; its key count must be ``size(json_object_keys(...))``
+wherever both count, and every record the parse path's clean-record test took with Spark's count
+must pass it with this one: the parse path relies on them for what lands where. Each case compares
+them in one Spark job on a corpus of odd bytes (the ones where a byte-based and a reader-based JSON
+parser could differ: byte-order marks, zero bytes, UTF-16, invalid or overlong UTF-8, surrogates,
+control characters) and on random bytes.
 """
 
 from __future__ import annotations
@@ -16,7 +18,8 @@ from typing import Any
 import pytest
 from pyspark.sql.types import ArrayType, DataType, MapType, StringType, StructType
 
-from kafkalake.spark.json_functions import from_json, json_key_count
+from kafkalake.spark import parse_columns
+from kafkalake.spark.json_functions import from_json, from_json_keyed
 
 from .test_parsing import SHORTCUT_SCHEMA, SHORTCUT_VALUES
 
@@ -100,20 +103,55 @@ def _compare(spark: Any, values: list[bytes | None], schema: DataType) -> None:
 
     frame = spark.createDataFrame(list(enumerate(values)), "i int, v binary")
     text = F.col("v").cast("string")
-    rows = frame.select(
+    columns = [
         "i",
         F.from_json(text, schema).alias("spark"),
         from_json(text, schema).alias("ours"),
         F.size(F.json_object_keys(text)).alias("spark_keys"),
-        json_key_count(text).alias("our_keys"),
-    ).collect()
+    ]
+    names = schema.fieldNames() if isinstance(schema, StructType) else []
+    if isinstance(schema, StructType):
+        both = from_json_keyed(text, schema)
+        fields = schema.jsonValue()["fields"]
+        types = [f["type"] for f in fields]
+        key_count = F.size(F.json_object_keys(text))
+        columns += [
+            both.alias("keyed"),
+            # The parse path's clean-record test with Spark's key count, and with the parse's own.
+            parse_columns._clean(F.from_json(text, schema), key_count, names, types).alias("clean_before"),
+            parse_columns._clean(both["value"], both["keys"], names, types).alias("clean"),
+        ]
+    rows = frame.select(*columns).collect()
     assert len(rows) == len(values)
+    read_only_by_from_json: list[bytes | None] = []
     for row in rows:
         value = values[row["i"]]
         # repr: a NaN parsed from the same text is the same value, though nan != nan.
         assert repr(row["ours"]) == repr(row["spark"]), f"{value!r}"
-        # size(null) is -1 where ours gives null (both: not an object, not JSON).
-        assert row["our_keys"] == (None if row["spark_keys"] == -1 else row["spark_keys"]), f"{value!r}"
+        if not isinstance(schema, StructType):
+            continue
+        keyed = row["keyed"]
+        # size(null): -1 or null by Spark's settings; null either way here (not an object, not JSON).
+        spark_keys = None if row["spark_keys"] in (None, -1) else row["spark_keys"]
+        assert (keyed is None) == (value is None), f"{value!r}"
+        if keyed is None:
+            continue
+        assert repr(keyed["value"]) == repr(row["spark"]), f"{value!r}"
+        if keyed["keys"] is not None:
+            # The count is of the keys from_json's parser read: json_object_keys' parser refuses
+            # some records it reads (NaN), never the other way round.
+            assert keyed["keys"] == spark_keys or spark_keys is None, f"{value!r}"
+            if spark_keys is None:
+                read_only_by_from_json.append(value)
+        # Every record clean by Spark's count is clean by the parse's own (the shortcut loses no
+        # record it took; what it takes is checked by test_parsing's shortcut test). Not with a
+        # field named as Spark's corrupt-record column: there a malformed record's text fills that
+        # field, and Spark's count made it "clean"; the parse's count of a record it could not read
+        # is null.
+        if "_corrupt_record" not in names:
+            assert row["clean"] or not row["clean_before"], f"{value!r}"
+    # What only from_json's parser reads is its non-numeric numbers (allowNonNumericNumbers).
+    assert all(v and any(word in v for word in (b"NaN", b"Inf", b"INF")) for v in read_only_by_from_json)
 
 
 @pytest.mark.parametrize("kind", sorted(SCHEMAS))
@@ -135,12 +173,13 @@ def test_the_byte_parse_reads_what_spark_does(spark):
     frame = spark.createDataFrame(list(enumerate(values)), "i int, v binary")
     text = F.col("v").cast("string")
     rows = frame.select(
-        from_json(text, SCHEMAS["struct"]).alias("p"), json_key_count(text).alias("k")
+        from_json(text, SCHEMAS["struct"]).alias("p"), from_json_keyed(text, SCHEMAS["struct"]).alias("k")
     ).collect()
-    assert rows[0]["p"]["s"] == "café" and rows[0]["p"]["n"] == 7 and rows[0]["k"] == 3
-    assert rows[1]["p"] is not None and rows[1]["p"]["s"] is None and rows[1]["k"] is None
+    assert rows[0]["p"]["s"] == "café" and rows[0]["p"]["n"] == 7 and rows[0]["k"]["keys"] == 3
+    assert rows[0]["k"]["value"] == rows[0]["p"]
+    assert rows[1]["p"] is not None and rows[1]["p"]["s"] is None and rows[1]["k"]["keys"] is None
     assert rows[2]["p"] is None and rows[2]["k"] is None
-    assert rows[3]["k"] is None
+    assert rows[3]["k"]["keys"] is None
 
 
 def test_a_bad_schema_argument_is_refused_with_its_reason(spark):
@@ -152,6 +191,8 @@ def test_a_bad_schema_argument_is_refused_with_its_reason(spark):
         frame.select(F.call_function("kafkalake_from_json", text, F.lit("string"))).collect()
     with pytest.raises(Exception, match="two arguments"):
         frame.select(F.call_function("kafkalake_from_json", text)).collect()
+    with pytest.raises(Exception, match="reads into a struct, not array<string>"):
+        frame.select(F.call_function("kafkalake_from_json_keyed", text, F.lit("array<string>"))).collect()
     # The schema as DDL text works as its JSON form does.
     ddl = frame.select(
         F.call_function("kafkalake_from_json", F.lit('{"s": "x"}'), F.lit("s string")).alias("p")

@@ -1,8 +1,9 @@
 """kafkalake's JSON functions (``spark/jvm``, built at set-up), as columns.
 
-Each gives Spark's own result record for record (``from_json``, ``size(json_object_keys(...))``),
-reading the record's UTF-8 bytes with Jackson's byte-based parser instead of a ``Reader`` built per
-record: half the time of Spark's pair on the bench's events (README, Benchmark). Their sessions get
+Each gives Spark's own result record for record (``from_json``; with its keys, also what
+``size(json_object_keys(...))`` gives), reading the record's UTF-8 bytes with Jackson's byte-based
+parser instead of a ``Reader`` built per record: half the time of Spark's pair on the bench's events
+(README, Benchmark); counting the keys in the same parse spares a second one. Their sessions get
 the functions through ``spark.sql.extensions`` (:mod:`kafkalake.config.spark_conf`).
 """
 
@@ -12,7 +13,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from pyspark.sql import Column
-    from pyspark.sql.types import DataType
+    from pyspark.sql.types import DataType, StructType
 
 
 def from_json(text: Column, schema: DataType) -> Column:
@@ -22,8 +23,10 @@ def from_json(text: Column, schema: DataType) -> Column:
     return F.call_function("kafkalake_from_json", text, F.lit(schema.json()))
 
 
-def json_key_count(text: Column) -> Column:
-    """``size(json_object_keys(text))``: null where the text is not a JSON object."""
+def from_json_keyed(text: Column, schema: StructType) -> Column:
+    """A struct of ``value``, ``from_json(text, schema)``, and ``keys``: the number of the record's
+    top-level keys that parse read, where it read a JSON object whole (every value converted); null
+    where it did not. Where ``keys`` is not null it is ``size(json_object_keys(text))``."""
     from pyspark.sql import functions as F
 
-    return F.call_function("kafkalake_json_key_count", text)
+    return F.call_function("kafkalake_from_json_keyed", text, F.lit(schema.json()))

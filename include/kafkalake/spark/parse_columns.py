@@ -39,7 +39,7 @@ from kafkalake.lake.schema_history import (
     without_reserved,
 )
 from kafkalake.spark.json_functions import from_json as json_from_json
-from kafkalake.spark.json_functions import json_key_count
+from kafkalake.spark.json_functions import from_json_keyed
 from kafkalake.spark.table_settings import quote_identifier
 
 if TYPE_CHECKING:
@@ -139,19 +139,20 @@ def _lossy_nested(raw: Column, parsed: Column, data_type: Any, unknown_lost: boo
 CLEAN = "_kafka_clean"
 
 
-def _clean(parsed: Column, names: Sequence[str], types: Sequence[Any]) -> Column:
+def _clean(parsed: Column, keys: Column, names: Sequence[str], types: Sequence[Any]) -> Column:
     """True where a record provably needs none of the per-field checks: no key the schema lacks, no
     key given twice, no value the typed parse lost.
 
-    The typed parse gives a non-null value only for a key the record has, so when the record has as
-    many top-level keys (``json_object_keys``, which reads the keys and skips the values) as the
-    typed parse has non-null fields, the keys are exactly those fields: each key known, none twice,
-    none whose value was null or did not convert. A struct, an array or a decimal can lose a value
-    while its parsed value is not null (a nested field, an element, a rounded digit), so a record
-    with one of those present is never clean; nor is ``{}`` (no typed value shows the parse read it).
-    This spares most records the map of raw texts, a second JSON parse, and the lookups of every
-    field in it: ``parse_batch`` of 500,000 flat events, noop write, 3.9 s -> see README Benchmark.
-    A record that is not clean goes through the checks as before, so the result is the same.
+    ``keys``: the record's top-level keys as the typed parse counted them (null where it did not
+    read a JSON object whole; :func:`json_functions.from_json_keyed`). The typed parse gives a
+    non-null value only for a key the record has, so when the record has as many top-level keys as
+    the typed parse has non-null fields, the keys are exactly those fields: each key known, none
+    twice, none whose value was null or did not convert. A struct, an array or a decimal can lose a
+    value while its parsed value is not null (a nested field, an element, a rounded digit), so a
+    record with one of those present is never clean; nor is ``{}`` (no typed value shows the parse
+    read it). This spares most records the map of raw texts, a second JSON parse, and the lookups of
+    every field in it: ``parse_batch`` of 500,000 flat events, noop write, 3.9 s -> see README
+    Benchmark. A record that is not clean goes through the checks as before, so the result is the same.
     """
     from pyspark.sql import functions as F
 
@@ -164,9 +165,7 @@ def _clean(parsed: Column, names: Sequence[str], types: Sequence[Any]) -> Column
     for name, data_type in zip(names, types, strict=True):
         if not isinstance(data_type, str) or _DECIMAL.fullmatch(data_type):
             possible = possible & parsed[name].isNull()
-    # Keys last: AND stops at its first false, so a record that cannot be clean (a struct present)
-    # is not read a third time for its keys.
-    return F.coalesce(possible & (json_key_count(F.col(TEXT)) == present), F.lit(False))
+    return F.coalesce(possible & (keys == present), F.lit(False))
 
 
 def parse_batch(bronze: DataFrame, schema: Schema, config: ParsedConfig) -> DataFrame:
@@ -180,9 +179,6 @@ def parse_batch(bronze: DataFrame, schema: Schema, config: ParsedConfig) -> Data
 
     schema = without_reserved(schema)
     spark_schema = StructType.fromJson(schema)
-    text = F.col("value").cast("string")
-    # Only values that can be parsed are parsed: no JSON parser ever runs on an oversize value.
-    parseable = _parseable(config)
     frame = bronze.select(
         F.struct(
             "topic",
@@ -195,14 +191,15 @@ def parse_batch(bronze: DataFrame, schema: Schema, config: ParsedConfig) -> Data
             "ingested_at",
         ).alias(KAFKA_COLUMN),
         F.col("value").alias(VALUE),
-        F.when(parseable, text).alias(TEXT),
+        _text(config).alias(TEXT),
     )
-    frame = frame.withColumn("_kafka_parsed", json_from_json(F.col(TEXT), spark_schema))
-    parsed = F.col("_kafka_parsed")
+    # One parse gives the typed fields and the count of the record's keys (for _clean).
+    frame = frame.withColumn("_kafka_parsed", from_json_keyed(F.col(TEXT), spark_schema))
+    parsed = F.col("_kafka_parsed")["value"]
     names = [f["name"] for f in schema["fields"]]
     rescue_mode = config.evolution != "none"
     types = [f["type"] for f in schema["fields"]]
-    frame = frame.withColumn(CLEAN, _clean(parsed, names, types))
+    frame = frame.withColumn(CLEAN, _clean(parsed, F.col("_kafka_parsed")["keys"], names, types))
     clean = F.col(CLEAN)
     # The map of raw texts (a second JSON parse) only for the records the checks below must read.
     frame = frame.withColumn(
@@ -248,7 +245,7 @@ def parse_batch(bronze: DataFrame, schema: Schema, config: ParsedConfig) -> Data
         F.when(F.col(VALUE).isNull(), empty_value)
         .when(F.octet_length(VALUE) == 0, F.lit("empty_value"))
         .when(F.octet_length(VALUE) > config.max_value_bytes, F.lit("oversize"))
-        # Present, not empty, not over the limit: no text now means not UTF-8 (_parseable), which
+        # Present, not empty, not over the limit: no text now means not UTF-8 (_text), which
         # spares a second scan of every value's bytes.
         .when(F.col(TEXT).isNull(), F.lit("invalid_utf8"))
         .when(
@@ -447,6 +444,22 @@ def dead_letter_rows(frame: DataFrame) -> DataFrame:
         F.col(DETAIL).alias("detail"),
         kafka["ingested_at"].alias("ingested_at"),
     )
+
+
+def _text(config: ParsedConfig) -> Column:
+    """A bronze row's value as text where it is worth a JSON parser (:func:`_parseable`); null where
+    it is not.
+
+    try_validate_utf8 hands on the very string it checked, which keeps the answer: the parse's own
+    check of the bytes (json_functions) is then free, where ``is_valid_utf8`` beside a cast made a
+    second string and a second scan of every value.
+    """
+    from pyspark.sql import functions as F
+
+    size = F.octet_length("value")
+    fits = F.col("value").isNotNull() & (size > 0) & (size <= config.max_value_bytes)
+    # Only values that can be parsed are parsed: no JSON parser ever runs on an oversize value.
+    return F.when(fits, F.expr("try_validate_utf8(value)"))
 
 
 def _parseable(config: ParsedConfig) -> Column:

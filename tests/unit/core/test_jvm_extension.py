@@ -25,7 +25,7 @@ def test_the_build_compiles_the_source_once_and_removes_older_builds(tmp_path):
         names = set(built.namelist())
     package = "org/apache/spark/sql/kafkalake/"
     assert f"{package}KafkalakeExtensions.class" in names
-    assert {f"{package}KafkalakeFromJson.class", f"{package}KafkalakeJsonKeyCount.class"} <= names
+    assert {f"{package}KafkalakeFromJson.class", f"{package}KafkalakeFromJsonKeyed.class"} <= names
     assert jvm_extension.EXTENSION_CLASS.replace(".", "/") + ".class" in names
     assert not stale.exists() and other.exists()
     built_at = jar.stat().st_mtime_ns

@@ -1,5 +1,6 @@
-// kafkalake's JSON functions for Spark: Spark's own from_json and json_object_keys, reading a
-// record's UTF-8 bytes with Jackson's byte-based parser.
+// kafkalake's JSON functions for Spark: Spark's own from_json, reading a record's UTF-8 bytes with
+// Jackson's byte-based parser, and the same parse counting the record's top-level keys as it reads
+// them (what size(json_object_keys(...)) gives, without a second parse).
 //
 // Why: both Spark functions build a Reader-based Jackson parser per record
 // (CreateJacksonParser.utf8String: an InputStreamReader with a fresh 8 KiB buffer and a charset
@@ -8,8 +9,7 @@
 // Jackson's byte-based parser takes the bytes as they are, with recycled buffers.
 //
 // The results are Spark's, record for record: the same JacksonParser, options, failure handling
-// and corrupt-record rule as from_json (JsonToStructsEvaluator), the same key walk as
-// json_object_keys (JsonExpressionUtils.jsonObjectKeys). Where the two parsers could read the bytes
+// and corrupt-record rule as from_json (JsonToStructsEvaluator). Where the two parsers could read the bytes
 // differently, the record goes to Spark's reader-based parser: invalid UTF-8 (the reader replaces
 // it with U+FFFD, the byte parser stops), a byte-order mark or a zero byte in the first four (the
 // byte parser would take the record for UTF-16 or UTF-32, or skip the mark), and any record the
@@ -20,14 +20,14 @@
 // private[sql]. Built at set-up against the pyspark jars (kafkalake.core.jvm_extension).
 package org.apache.spark.sql.kafkalake
 
-import java.io.IOException
-
 import scala.util.control.NonFatal
 
 import com.fasterxml.jackson.core.{JsonFactory, JsonParser, JsonToken}
+import com.fasterxml.jackson.core.util.JsonParserDelegate
 
 import org.apache.spark.sql.SparkSessionExtensions
 import org.apache.spark.sql.catalyst.{FunctionIdentifier, InternalRow}
+import org.apache.spark.sql.catalyst.expressions.GenericInternalRow
 import org.apache.spark.sql.catalyst.expressions.{ExpectsInputTypes, Expression, ExpressionInfo, ExprUtils, TimeZoneAwareExpression, UnaryExpression}
 import org.apache.spark.sql.catalyst.expressions.codegen.{CodeGenerator, CodegenContext, ExprCode}
 import org.apache.spark.sql.catalyst.json.{CreateJacksonParser, JacksonParser, JSONOptions}
@@ -70,9 +70,45 @@ object Utf8Bytes {
   }
 }
 
+/** The top-level keys of the record a parser reads, counted as the parse reads them. */
+final class KeyCount {
+  /** Whether the record's first token opened an object. */
+  var objectRoot = false
+  var keys = 0
+  /** Whether the parse read the record to its end without a failure. */
+  var whole = false
+  private var started = false
+
+  def reset(): Unit = { objectRoot = false; keys = 0; whole = false; started = false }
+
+  /** A parser that counts what `parser` reads. Spark's JacksonParser moves only by nextToken and
+   *  skips what it does not need with skipChildren, which reads no key of the top-level object: so
+   *  each top-level key passes here once, duplicates and keys outside the schema included, as
+   *  json_object_keys (JsonExpressionUtils.jsonObjectKeys) lists them. */
+  def counting(parser: JsonParser): JsonParser = new JsonParserDelegate(parser) {
+    override def nextToken(): JsonToken = {
+      val token = delegate.nextToken()
+      if (!started) {
+        started = true
+        objectRoot = token == JsonToken.START_OBJECT
+      } else if (token == JsonToken.FIELD_NAME) {
+        val parent = delegate.getParsingContext.getParent
+        if (parent != null && parent.inRoot()) keys += 1
+      }
+      token
+    }
+  }
+
+  /** The count, where the parse read a JSON object whole: null for anything else (not an object,
+   *  not JSON, a value the typed parse could not convert, a record it read only in part). */
+  def result: java.lang.Integer = if (whole && objectRoot) keys else null
+}
+
 /** from_json's evaluation (JsonToStructsEvaluator, Spark 4.2) of a struct, array or map, over bytes. */
 class FromJsonEvaluator(schema: DataType, corruptRecord: String, timeZoneId: Option[String])
     extends Serializable {
+
+  @transient private lazy val count = new KeyCount
 
   @transient private lazy val converter: Iterator[InternalRow] => Any = schema match {
     case _: StructType => rows => if (rows.hasNext) rows.next() else null
@@ -101,13 +137,30 @@ class FromJsonEvaluator(schema: DataType, corruptRecord: String, timeZoneId: Opt
       new JacksonParser(actualSchema, options, allowArrayAsStructs = false)
     }
     new FailureSafeParser[UTF8String](
-      input => Utf8Bytes.read(create => raw.parse(input, create, identity[UTF8String])),
+      input => {
+        val rows = Utf8Bytes.read { create =>
+          raw.parse(input, (f: JsonFactory, r: UTF8String) => { count.reset(); count.counting(create(f, r)) },
+            identity[UTF8String])
+        }
+        // JacksonParser's result is built before parse returns: here the record was read whole.
+        count.whole = true
+        rows
+      },
       mode,
       parserSchema,
       options.columnNameOfCorruptRecord)
   }
 
-  final def evaluate(json: UTF8String): Any = converter(parser.parse(json))
+  final def evaluate(json: UTF8String): Any = {
+    count.reset()
+    converter(parser.parse(json))
+  }
+
+  /** The parse of a struct schema and the record's top-level key count (KeyCount.result), as a row. */
+  final def evaluateKeyed(json: UTF8String): InternalRow = {
+    val parsed = evaluate(json)
+    new GenericInternalRow(Array[Any](parsed, count.result))
+  }
 }
 
 /** kafkalake_from_json(text, schema): from_json(text, schema); the schema as JSON or DDL text. */
@@ -145,49 +198,32 @@ case class KafkalakeFromJson(child: Expression, schema: DataType, timeZoneId: Op
     copy(child = newChild)
 }
 
-object JsonKeyCount {
-  // json_object_keys' own factory (its features decide what parses); private to Spark's package.
-  private lazy val factory = Class
-    .forName("org.apache.spark.sql.catalyst.expressions.json.SharedFactory")
-    .getMethod("jsonFactory")
-    .invoke(null)
-    .asInstanceOf[JsonFactory]
+/** kafkalake_from_json_keyed(text, schema): a struct of `value`, from_json(text, schema) of a
+ *  struct schema, and `keys`, the number of the record's top-level keys that parse read, where it
+ *  read a JSON object whole (null where it did not). One parse gives both: where `keys` is not null
+ *  it is size(json_object_keys(text)). */
+case class KafkalakeFromJsonKeyed(child: Expression, schema: StructType, timeZoneId: Option[String] = None)
+    extends UnaryExpression with TimeZoneAwareExpression with ExpectsInputTypes {
 
-  /** size(json_object_keys(json)), or null where that is null: not a JSON object, or not JSON. */
-  def count(json: UTF8String): java.lang.Integer =
-    try Utf8Bytes.read(create => countWith(create(factory, json)))
-    catch { case _: IOException => null }
+  private lazy val nullableSchema: StructType = schema.asNullable
 
-  /** Null where the text is not a JSON object; an IOException where it is not JSON. */
-  private def countWith(parser: JsonParser): java.lang.Integer =
-    try {
-      if (parser.nextToken() == null || parser.currentToken() != JsonToken.START_OBJECT) return null
-      var keys = 0
-      while (parser.nextValue() != null && parser.currentName() != null) {
-        keys += 1
-        parser.skipChildren()
-      }
-      keys
-    } finally parser.close()
-}
-
-/** kafkalake_json_key_count(text): the number of the top-level keys of a JSON object. */
-case class KafkalakeJsonKeyCount(child: Expression) extends UnaryExpression with ExpectsInputTypes {
-  override def dataType: DataType = IntegerType
+  override def dataType: DataType =
+    StructType(Seq(StructField("value", nullableSchema), StructField("keys", IntegerType)))
   override def nullable: Boolean = true
   override def inputTypes: Seq[AbstractDataType] = Seq(StringType)
+  override def withTimeZone(timeZoneId: String): KafkalakeFromJsonKeyed = copy(timeZoneId = Some(timeZoneId))
 
-  override protected def nullSafeEval(json: Any): Any = JsonKeyCount.count(json.asInstanceOf[UTF8String])
+  @transient private lazy val evaluator =
+    new FromJsonEvaluator(nullableSchema, SQLConf.get.columnNameOfCorruptRecord, timeZoneId)
+
+  override protected def nullSafeEval(json: Any): Any = evaluator.evaluateKeyed(json.asInstanceOf[UTF8String])
 
   override protected def doGenCode(ctx: CodegenContext, ev: ExprCode): ExprCode = {
-    nullSafeCodeGen(ctx, ev, json => {
-      val keys = ctx.freshName("keys")
-      s"""Integer $keys = ${JsonKeyCount.getClass.getName.stripSuffix("$")}.count($json);
-         |if ($keys == null) { ${ev.isNull} = true; } else { ${ev.value} = $keys; }""".stripMargin
-    })
+    val ref = ctx.addReferenceObj("evaluator", evaluator, classOf[FromJsonEvaluator].getName)
+    nullSafeCodeGen(ctx, ev, json => s"${ev.value} = $ref.evaluateKeyed($json);")
   }
 
-  override protected def withNewChildInternal(newChild: Expression): KafkalakeJsonKeyCount =
+  override protected def withNewChildInternal(newChild: Expression): KafkalakeFromJsonKeyed =
     copy(child = newChild)
 }
 
@@ -204,11 +240,17 @@ class KafkalakeExtensions extends (SparkSessionExtensions => Unit) {
           "kafkalake_from_json takes two arguments: the JSON text and its schema as a string literal")
       }))
     extensions.injectFunction((
-      FunctionIdentifier("kafkalake_json_key_count"),
-      new ExpressionInfo(classOf[KafkalakeJsonKeyCount].getName, "kafkalake_json_key_count"),
+      FunctionIdentifier("kafkalake_from_json_keyed"),
+      new ExpressionInfo(classOf[KafkalakeFromJsonKeyed].getName, "kafkalake_from_json_keyed"),
       (args: Seq[Expression]) => args match {
-        case Seq(text) => KafkalakeJsonKeyCount(text)
-        case _ => throw new IllegalArgumentException("kafkalake_json_key_count takes one argument: the JSON text")
+        case Seq(text, schema) if schema.foldable && schema.dataType.isInstanceOf[StringType] =>
+          KafkalakeExtensions.schemaOf(schema.eval().toString) match {
+            case struct: StructType => KafkalakeFromJsonKeyed(text, struct)
+            case other => throw new IllegalArgumentException(
+              s"kafkalake_from_json_keyed reads into a struct, not ${other.simpleString}")
+          }
+        case _ => throw new IllegalArgumentException(
+          "kafkalake_from_json_keyed takes two arguments: the JSON text and its struct schema as a string literal")
       }))
   }
 }
