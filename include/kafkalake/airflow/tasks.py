@@ -31,7 +31,7 @@ from kafkalake.airflow.connections import (
 )
 from kafkalake.airflow.pools import SPARK_POOL
 from kafkalake.config.jobs import job_environment
-from kafkalake.config.spark_conf import topic_conf
+from kafkalake.config.spark_conf import for_run, is_short_run, topic_conf
 from kafkalake.config.tables import topic_tables
 from kafkalake.config.topic import TopicConfig, parsed_backlog_file
 from kafkalake.core import errors as failures
@@ -154,6 +154,7 @@ class KafkalakeSparkSubmitOperator(SparkSubmitOperator):  # type: ignore[misc]  
         super().__init__(application=str(jobs_dir() / job), **kwargs)
         self.env_vars: dict[str, str] | None
         self.application_args: list[str]
+        self.conf: dict[str, Any] | None
         #: The topic the job serves, for its failure messages.
         self.topic_name = ""
         self.catalog_file = str(catalog_file)
@@ -249,6 +250,7 @@ class IngestOperator(TopicSparkSubmitOperator):
         self.log.info("Kafka client settings: %s", kafka_client.redacted(java_config))
         # Measured just before the job: its availableNow run reads up to the end offsets it sees at start.
         lag_before = airflow_metrics.lag_now(client_config, self.topic)
+        self.conf = for_run(self.conf or {}, self._is_short(mode, lag_before))
         topic_id = offsets.topic_id(client_config, self.topic.name)
         with kafka_client.config_file(java_config) as path, job_metrics_file() as metrics_path:
             self.env_vars = {
@@ -282,6 +284,29 @@ class IngestOperator(TopicSparkSubmitOperator):
             now=datetime.now(UTC),
         )
         airflow_metrics.publish(metrics, context.get("ti"))
+
+    def _is_short(self, mode: RunMode, lag: run_metrics.PartitionLag | None) -> bool:
+        """Whether this run reads few records (the stream's backlog, nothing for the parsed side to
+        catch up from bronze, no re-ingest) and has no table care due: its driver then starts with
+        the quick compiler (:func:`~kafkalake.config.spark_conf.for_run`)."""
+        if mode.mode is Mode.REINGEST or lag is None:
+            return False
+        records = sum(lag.values())
+        try:
+            if parsed_backlog.read(self.topic) is not None:
+                return False
+            due = care_due.due_now(self.topic)[0]
+        except Exception as err:  # only a choice of compiler: the job itself meets any real fault
+            self.log.warning("a long run assumed: the tables' state could not be read (%s)", err)
+            return False
+        short = is_short_run(records, due)
+        self.log.info(
+            "%s run: %d records to read%s",
+            "a short" if short else "a long",
+            records,
+            ": the driver starts with Java's quick compiler only" if short else "",
+        )
+        return short
 
 
 @contextmanager

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from kafkalake.config.catalog import load_catalog
-from kafkalake.config.spark_conf import topic_conf
+from kafkalake.config.spark_conf import for_run, topic_conf
 from kafkalake.core.jars import jar_files
 from kafkalake.core.paths import ENV_CATALOG, ENV_LAKE_ROOT, jobs_dir
 
@@ -27,10 +27,13 @@ def command(
     lake: Path,
     master: str = "local[*]",
     extra_args: Sequence[str] = (),
+    short_run: bool = False,
 ) -> list[str]:
+    """``spark-submit`` of a job for a topic; ``short_run``: a run that reads few records, whose
+    driver starts with the quick compiler (:func:`~kafkalake.config.spark_conf.for_run`)."""
     topic = load_catalog(catalog, lake).topic(topic_name)
     cmd = [str(Path(sys.executable).parent / "spark-submit"), "--master", master]
-    for key, value in topic_conf(topic, lake).items():
+    for key, value in for_run(topic_conf(topic, lake), short_run).items():
         cmd += ["--conf", f"{key}={value}"]
     jars = [*jar_files("spark"), *(jar_files("s3a") if topic.on_object_store else [])]
     cmd += ["--jars", ",".join(str(p) for p in jars)]

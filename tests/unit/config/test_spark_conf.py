@@ -10,8 +10,12 @@ import pytest
 from kafkalake.config.spark_conf import (
     DELTA_SETTINGS,
     ENV_DRIVER_JAVA_OPTIONS,
+    SHORT_RUN_JAVA_OPTIONS,
+    SHORT_RUN_RECORDS,
     base_conf,
     credential_settings,
+    for_run,
+    is_short_run,
     metastore_dir,
     topic_conf,
 )
@@ -140,3 +144,40 @@ def test_a_topic_on_an_object_store_gets_a_checkpoint_manager_that_needs_no_fold
 
     assert topic_conf(on_s3, tmp_path)[key].endswith(".FileSystemBasedCheckpointFileManager")
     assert key not in topic_conf(local, tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("records", "care_due", "short"),
+    [
+        (0, False, True),
+        (SHORT_RUN_RECORDS, False, True),
+        (SHORT_RUN_RECORDS + 1, False, False),
+        (10, True, False),  # table care reads whole tables
+        (None, False, False),  # the backlog is unknown
+    ],
+)
+def test_a_short_run_reads_few_known_records_with_no_table_care_due(records, care_due, short):
+    assert is_short_run(records, care_due) is short
+
+
+def test_a_short_run_adds_the_quick_compiler_after_the_drivers_own_options(tmp_path, monkeypatch):
+    monkeypatch.delenv(ENV_DRIVER_JAVA_OPTIONS, raising=False)
+    conf = base_conf(tmp_path)
+    options = conf["spark.driver.extraJavaOptions"]
+    short = for_run(conf, short=True)
+    assert short["spark.driver.extraJavaOptions"] == f"{options} {SHORT_RUN_JAVA_OPTIONS}"
+    assert {k: v for k, v in short.items() if k != "spark.driver.extraJavaOptions"} == {
+        k: v for k, v in conf.items() if k != "spark.driver.extraJavaOptions"
+    }
+    assert for_run(conf, short=False) == conf
+    assert conf["spark.driver.extraJavaOptions"] == options  # not changed in place
+    # A topic with no driver options of its own gets only the quick compiler's.
+    assert for_run({}, short=True) == {"spark.driver.extraJavaOptions": SHORT_RUN_JAVA_OPTIONS}
+
+
+@pytest.mark.parametrize(
+    "chosen", ["-XX:TieredStopAtLevel=4", "-XX:-TieredCompilation", "-Xmx2g -XX:+TieredCompilation"]
+)
+def test_a_compiler_choice_in_the_settings_stands_in_a_short_run(chosen):
+    conf = {"spark.driver.extraJavaOptions": chosen}
+    assert for_run(conf, short=True) == conf
