@@ -203,7 +203,26 @@ OBJECT_STORE_CONF = {
 }
 
 
+#: Settings that hold JVM options: a topic's own are added after the project's, not put in their
+#: place (which dropped the metastore's home, the class archive and the collector).
+JAVA_OPTION_SETTINGS = ("spark.driver.extraJavaOptions", "spark.executor.extraJavaOptions")
+_GC_CHOICE = re.compile(r"-XX:\+Use\w+GC\b")
+
+
+def merged_java_options(project: str, own: str) -> str:
+    """The project's JVM options, then a topic's own, which win where they set the same thing (the
+    JVM takes an option's last value). Where the topic picks a collector, the project's is left
+    out: a JVM given two refuses to start."""
+    if _GC_CHOICE.search(own):
+        project = " ".join(part for part in project.split(" ") if part != JVM_GC_OPTIONS)
+    return f"{project.strip()} {own.strip()}".strip()
+
+
 def topic_conf(topic: TopicConfig, lake_root: Path) -> dict[str, str]:
-    """Base settings (and the object store's, for such a topic), then the topic's own ``spark_conf``."""
+    """Base settings (and the object store's, for such a topic), then the topic's own ``spark_conf``;
+    its JVM options after the project's (:func:`merged_java_options`)."""
     store = OBJECT_STORE_CONF if topic.on_object_store else {}
-    return {**base_conf(lake_root), **store, **dict(topic.spark_conf)}
+    conf = {**base_conf(lake_root), **store}
+    for key, value in topic.spark_conf:
+        conf[key] = merged_java_options(conf.get(key, ""), value) if key in JAVA_OPTION_SETTINGS else value
+    return conf

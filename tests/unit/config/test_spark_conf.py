@@ -16,6 +16,7 @@ from kafkalake.config.spark_conf import (
     credential_settings,
     for_run,
     is_short_run,
+    merged_java_options,
     metastore_dir,
     topic_conf,
 )
@@ -181,3 +182,29 @@ def test_a_short_run_adds_the_quick_compiler_after_the_drivers_own_options(tmp_p
 def test_a_compiler_choice_in_the_settings_stands_in_a_short_run(chosen):
     conf = {"spark.driver.extraJavaOptions": chosen}
     assert for_run(conf, short=True) == conf
+
+
+def test_a_topics_jvm_options_come_after_the_projects_and_keep_them(tmp_path, monkeypatch):
+    """A topic that sets a JVM property (the README's OAuth example) keeps the metastore's home, the
+    class archive and the collector; its own options come last, so they win where both set one."""
+    monkeypatch.delenv(ENV_DRIVER_JAVA_OPTIONS, raising=False)
+    own = "-Dorg.apache.kafka.sasl.oauthbearer.allowed.urls=https://idp.example/token -Xss4m"
+    topic = TopicConfig(
+        name="orders",
+        freshness_sla=timedelta(hours=1),
+        spark_conf=(("spark.driver.extraJavaOptions", own), ("spark.executor.extraJavaOptions", "-Xss4m")),
+    )
+    base = base_conf(tmp_path)
+    conf = topic_conf(topic, tmp_path)
+    assert conf["spark.driver.extraJavaOptions"] == f"{base['spark.driver.extraJavaOptions']} {own}"
+    assert conf["spark.driver.extraJavaOptions"].startswith(f"-Dderby.system.home={metastore_dir(tmp_path)}")
+    assert conf["spark.executor.extraJavaOptions"] == "-XX:+UseParallelGC -Xss4m"
+
+
+@pytest.mark.parametrize("collector", ["-XX:+UseG1GC", "-XX:+UseSerialGC", "-XX:+UseZGC"])
+def test_a_topics_own_collector_replaces_the_projects(tmp_path, collector):
+    """Two collectors stop the JVM ("multiple garbage collectors selected"): the topic's stands alone."""
+    merged = merged_java_options("-Dderby.system.home=/lake/m -XX:+UseParallelGC -Xshare:auto", collector)
+    assert merged == f"-Dderby.system.home=/lake/m -Xshare:auto {collector}"
+    assert merged_java_options("-XX:+UseParallelGC", "") == "-XX:+UseParallelGC"
+    assert merged_java_options("", "-Xss4m") == "-Xss4m"
