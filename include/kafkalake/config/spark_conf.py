@@ -151,9 +151,9 @@ def base_conf(lake_root: Path, metastore: str | None = None) -> dict[str, str]:
         conf.get("spark.driver.extraJavaOptions", ""),
         JVM_GC_OPTIONS,
         *driver_java_options(),
-        os.environ.get(ENV_DRIVER_JAVA_OPTIONS, "").strip(),
     ]
-    if options := " ".join(o for o in java_options if o):
+    extra = os.environ.get(ENV_DRIVER_JAVA_OPTIONS, "")
+    if options := merged_java_options(" ".join(o for o in java_options if o), extra):
         conf["spark.driver.extraJavaOptions"] = options
     conf["spark.executor.extraJavaOptions"] = JVM_GC_OPTIONS
     return conf

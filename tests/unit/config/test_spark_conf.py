@@ -51,6 +51,10 @@ def test_extra_driver_java_options_come_last_and_blank_adds_nothing(tmp_path, mo
     monkeypatch.setenv(ENV_DRIVER_JAVA_OPTIONS, "  ")
     assert "TieredStopAtLevel" not in base_conf(tmp_path)["spark.driver.extraJavaOptions"]
     assert not base_conf(tmp_path)["spark.driver.extraJavaOptions"].endswith(" ")
+    # A collector chosen there replaces the project's (two would stop the JVM).
+    monkeypatch.setenv(ENV_DRIVER_JAVA_OPTIONS, "-XX:+UseSerialGC")
+    options = base_conf(tmp_path)["spark.driver.extraJavaOptions"].split()
+    assert options[-1] == "-XX:+UseSerialGC" and "-XX:+UseParallelGC" not in options
 
 
 def test_topic_spark_conf_goes_on_top_of_the_base(tmp_path):
