@@ -447,8 +447,8 @@ def dead_letter_rows(frame: DataFrame) -> DataFrame:
 
 
 def _text(config: ParsedConfig) -> Column:
-    """A bronze row's value as text where it is worth a JSON parser (:func:`_parseable`); null where
-    it is not.
+    """A bronze row's value as text where it is worth a JSON parser (present, not empty, within the
+    size limit, UTF-8); null where it is not.
 
     try_validate_utf8 hands on the very string it checked, which keeps the answer: the parse's own
     check of the bytes (json_functions) is then free, where ``is_valid_utf8`` beside a cast made a
@@ -462,19 +462,6 @@ def _text(config: ParsedConfig) -> Column:
     return F.when(fits, F.expr("try_validate_utf8(value)"))
 
 
-def _parseable(config: ParsedConfig) -> Column:
-    """A bronze row's value is worth a JSON parser: present, not empty, within the size limit, UTF-8."""
-    from pyspark.sql import functions as F
-
-    size = F.octet_length("value")
-    return (
-        F.col("value").isNotNull()
-        & (size > 0)
-        & (size <= config.max_value_bytes)
-        & F.expr("is_valid_utf8(value)")
-    )
-
-
 def sample_texts(bronze: DataFrame, config: ParsedConfig) -> DataFrame:
     """Values of bronze rows to infer a schema from: one string column, at most ``sample_rows``.
 
@@ -484,8 +471,8 @@ def sample_texts(bronze: DataFrame, config: ParsedConfig) -> DataFrame:
     """
     from pyspark.sql import functions as F
 
-    rows = bronze.where(_parseable(config))
-    return rows.select(F.col("value").cast("string").alias("json")).limit(config.sample_rows)
+    texts = bronze.select(_text(config).alias("json"))
+    return texts.where(F.col("json").isNotNull()).limit(config.sample_rows)
 
 
 def valid_json_texts(frame: DataFrame, limit: int, only_rescued: bool = False) -> DataFrame:

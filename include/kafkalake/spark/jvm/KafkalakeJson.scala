@@ -81,21 +81,24 @@ final class KeyCount {
 
   def reset(): Unit = { objectRoot = false; keys = 0; whole = false; started = false }
 
-  /** A parser that counts what `parser` reads. Spark's JacksonParser moves only by nextToken and
-   *  skips what it does not need with skipChildren, which reads no key of the top-level object: so
-   *  each top-level key passes here once, duplicates and keys outside the schema included, as
-   *  json_object_keys (JsonExpressionUtils.jsonObjectKeys) lists them. */
-  def counting(parser: JsonParser): JsonParser = new JsonParserDelegate(parser) {
-    override def nextToken(): JsonToken = {
-      val token = delegate.nextToken()
-      if (!started) {
-        started = true
-        objectRoot = token == JsonToken.START_OBJECT
-      } else if (token == JsonToken.FIELD_NAME) {
-        val parent = delegate.getParsingContext.getParent
-        if (parent != null && parent.inRoot()) keys += 1
+  /** A parser that counts what `parser` reads, from zero. Spark's JacksonParser moves only by
+   *  nextToken and skips what it does not need with skipChildren, which reads no key of the
+   *  top-level object: so each top-level key passes here once, duplicates and keys outside the
+   *  schema included, as json_object_keys (JsonExpressionUtils.jsonObjectKeys) lists them. */
+  def counting(parser: JsonParser): JsonParser = {
+    reset()
+    new JsonParserDelegate(parser) {
+      override def nextToken(): JsonToken = {
+        val token = delegate.nextToken()
+        if (!started) {
+          started = true
+          objectRoot = token == JsonToken.START_OBJECT
+        } else if (token == JsonToken.FIELD_NAME) {
+          val parent = delegate.getParsingContext.getParent
+          if (parent != null && parent.inRoot()) keys += 1
+        }
+        token
       }
-      token
     }
   }
 
@@ -104,8 +107,13 @@ final class KeyCount {
   def result: java.lang.Integer = if (whole && objectRoot) keys else null
 }
 
-/** from_json's evaluation (JsonToStructsEvaluator, Spark 4.2) of a struct, array or map, over bytes. */
-class FromJsonEvaluator(schema: DataType, corruptRecord: String, timeZoneId: Option[String])
+/** from_json's evaluation (JsonToStructsEvaluator, Spark 4.2) of a struct, array or map, over bytes;
+ *  with `countKeys`, the record's top-level keys counted as it reads them (evaluateKeyed). */
+class FromJsonEvaluator(
+    schema: DataType,
+    corruptRecord: String,
+    timeZoneId: Option[String],
+    countKeys: Boolean = false)
     extends Serializable {
 
   @transient private lazy val count = new KeyCount
@@ -139,11 +147,13 @@ class FromJsonEvaluator(schema: DataType, corruptRecord: String, timeZoneId: Opt
     new FailureSafeParser[UTF8String](
       input => {
         val rows = Utf8Bytes.read { create =>
-          raw.parse(input, (f: JsonFactory, r: UTF8String) => { count.reset(); count.counting(create(f, r)) },
-            identity[UTF8String])
+          // Only the keyed function pays for the counting parser's extra call per token.
+          val counted =
+            if (countKeys) (f: JsonFactory, r: UTF8String) => count.counting(create(f, r)) else create
+          raw.parse(input, counted, identity[UTF8String])
         }
         // JacksonParser's result is built before parse returns: here the record was read whole.
-        count.whole = true
+        if (countKeys) count.whole = true
         rows
       },
       mode,
@@ -151,12 +161,10 @@ class FromJsonEvaluator(schema: DataType, corruptRecord: String, timeZoneId: Opt
       options.columnNameOfCorruptRecord)
   }
 
-  final def evaluate(json: UTF8String): Any = {
-    count.reset()
-    converter(parser.parse(json))
-  }
+  final def evaluate(json: UTF8String): Any = converter(parser.parse(json))
 
-  /** The parse of a struct schema and the record's top-level key count (KeyCount.result), as a row. */
+  /** The parse of a struct schema and the record's top-level key count (KeyCount.result), as a row;
+   *  for an evaluator made with `countKeys`. */
   final def evaluateKeyed(json: UTF8String): InternalRow = {
     val parsed = evaluate(json)
     new GenericInternalRow(Array[Any](parsed, count.result))
@@ -214,7 +222,7 @@ case class KafkalakeFromJsonKeyed(child: Expression, schema: StructType, timeZon
   override def withTimeZone(timeZoneId: String): KafkalakeFromJsonKeyed = copy(timeZoneId = Some(timeZoneId))
 
   @transient private lazy val evaluator =
-    new FromJsonEvaluator(nullableSchema, SQLConf.get.columnNameOfCorruptRecord, timeZoneId)
+    new FromJsonEvaluator(nullableSchema, SQLConf.get.columnNameOfCorruptRecord, timeZoneId, countKeys = true)
 
   override protected def nullSafeEval(json: Any): Any = evaluator.evaluateKeyed(json.asInstanceOf[UTF8String])
 
