@@ -10,6 +10,7 @@ import pytest
 from kafkalake.config.spark_conf import (
     DELTA_SETTINGS,
     ENV_DRIVER_JAVA_OPTIONS,
+    JVM_OPTIONS,
     SHORT_RUN_JAVA_OPTIONS,
     SHORT_RUN_RECORDS,
     base_conf,
@@ -37,9 +38,18 @@ def test_base_conf_enables_delta_and_keeps_state_under_the_lake_root(tmp_path):
     )
     assert metastore_dir(tmp_path).parent == tmp_path
     assert all(isinstance(v, str) for v in conf.values())
-    # The throughput collector, in the driver (local mode: it runs the tasks) and in executors.
-    assert "-XX:+UseParallelGC" in conf["spark.driver.extraJavaOptions"].split()
-    assert conf["spark.executor.extraJavaOptions"] == "-XX:+UseParallelGC"
+    # The throughput collector and C2's raised thresholds, in the driver (local mode: it runs the
+    # tasks) and in executors.
+    driver = conf["spark.driver.extraJavaOptions"].split()
+    assert "-XX:+UseParallelGC" in driver and "-XX:Tier4InvocationThreshold=50000" in driver
+    assert conf["spark.executor.extraJavaOptions"] == JVM_OPTIONS
+    assert JVM_OPTIONS.split()[0] == "-XX:+UseParallelGC"
+    assert {o.split("=")[0] for o in JVM_OPTIONS.split()[1:]} == {
+        "-XX:Tier4InvocationThreshold",
+        "-XX:Tier4MinInvocationThreshold",
+        "-XX:Tier4CompileThreshold",
+        "-XX:Tier4BackEdgeThreshold",
+    }
 
 
 def test_extra_driver_java_options_come_last_and_blank_adds_nothing(tmp_path, monkeypatch):
@@ -202,7 +212,7 @@ def test_a_topics_jvm_options_come_after_the_projects_and_keep_them(tmp_path, mo
     conf = topic_conf(topic, tmp_path)
     assert conf["spark.driver.extraJavaOptions"] == f"{base['spark.driver.extraJavaOptions']} {own}"
     assert conf["spark.driver.extraJavaOptions"].startswith(f"-Dderby.system.home={metastore_dir(tmp_path)}")
-    assert conf["spark.executor.extraJavaOptions"] == "-XX:+UseParallelGC -Xss4m"
+    assert conf["spark.executor.extraJavaOptions"] == f"{JVM_OPTIONS} -Xss4m"
 
 
 @pytest.mark.parametrize("collector", ["-XX:+UseG1GC", "-XX:+UseSerialGC", "-XX:+UseZGC"])

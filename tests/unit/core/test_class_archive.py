@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from kafkalake.config.spark_conf import ENV_DRIVER_JAVA_OPTIONS, base_conf
+from kafkalake.config.spark_conf import ENV_DRIVER_JAVA_OPTIONS, JVM_OPTIONS, base_conf
 from kafkalake.core import class_archive
 from kafkalake.core.class_archive import (
     ENV_CLASS_ARCHIVE,
@@ -95,8 +95,8 @@ def test_jobs_get_it_with_their_other_driver_options(
     options = base_conf(tmp_path / "lake")["spark.driver.extraJavaOptions"].split()
     assert options == [
         f"-Dderby.system.home={tmp_path / 'lake' / '_metastore'}",
-        "-XX:+UseParallelGC",
+        *JVM_OPTIONS.split(),
         f"-XX:SharedArchiveFile={archive_file(target)}",
     ]
     monkeypatch.setenv(ENV_CLASS_ARCHIVE, "off")
-    assert base_conf(tmp_path / "lake")["spark.driver.extraJavaOptions"].split() == options[:2]
+    assert base_conf(tmp_path / "lake")["spark.driver.extraJavaOptions"].split() == options[:-1]
