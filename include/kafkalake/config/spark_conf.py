@@ -184,10 +184,11 @@ SHORT_RUN_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=256m
 _JIT_CHOSEN = re.compile(r"-XX:(?:TieredStopAtLevel|[+-]TieredCompilation)\b")
 
 
-def is_short_run(records: int | None, care_due: bool) -> bool:
-    """Whether a run is short enough for the quick compiler: it reads a known number of records,
-    at most :data:`SHORT_RUN_RECORDS`, and no table care (which reads whole tables) is due."""
-    return records is not None and records <= SHORT_RUN_RECORDS and not care_due
+def is_short_run(records: int, care_due: bool) -> bool:
+    """Whether a run is short enough for the quick compiler: it reads at most
+    :data:`SHORT_RUN_RECORDS` records, and no table care (which reads whole tables) is due. A run
+    whose backlog is unknown is not asked about: it is long."""
+    return records <= SHORT_RUN_RECORDS and not care_due
 
 
 def for_run(conf: Mapping[str, str], short: bool) -> dict[str, str]:

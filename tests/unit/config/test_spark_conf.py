@@ -168,10 +168,9 @@ def test_a_topic_on_an_object_store_gets_a_checkpoint_manager_that_needs_no_fold
         (SHORT_RUN_RECORDS, False, True),
         (SHORT_RUN_RECORDS + 1, False, False),
         (10, True, False),  # table care reads whole tables
-        (None, False, False),  # the backlog is unknown
     ],
 )
-def test_a_short_run_reads_few_known_records_with_no_table_care_due(records, care_due, short):
+def test_a_short_run_reads_few_records_with_no_table_care_due(records, care_due, short):
     assert is_short_run(records, care_due) is short
 
 
