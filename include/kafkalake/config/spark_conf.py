@@ -126,7 +126,31 @@ JVM_JIT_OPTIONS = (
     "-XX:Tier4InvocationThreshold=50000 -XX:Tier4MinInvocationThreshold=6000"
     " -XX:Tier4CompileThreshold=150000 -XX:Tier4BackEdgeThreshold=400000"
 )
-#: What every Spark JVM of a job gets, the driver and (on a cluster) its executors.
+#: Code that runs per batch or per task, never per record: Janino (it compiles the generated code),
+#: Java serialization (tasks and their results), ASM (closure cleaning, lambda forms), ANTLR (the SQL
+#: parser), Scala reflection. Under the raised thresholds it still took ~4 CPU-seconds of C2 in a
+#: long run (JFR's compilation events, bench --parsed, 2,000,000 events).
+MACHINERY_CLASSES = (
+    "org/codehaus/janino/",
+    "org/codehaus/commons/",
+    "java/io/Object",
+    "org/antlr/",
+    "org/apache/xbean/",
+    "jdk/internal/org/objectweb/",
+    "scala/reflect/",
+)
+#: The machinery's thresholds, both compilers', at ten times the rest's. Only for a JVM that runs
+#: C2: where C1 is the only compiler it merely keeps the machinery interpreted longer (a short run
+#: at 20,000 events, C1 only: 20.6-23.8 -> 23.5-25.1 CPU-seconds).
+MACHINERY_JIT_OPTIONS = " ".join(
+    [
+        # The JVM prints a line per CompileCommand on its standard output otherwise.
+        "-XX:CompileCommand=quiet",
+        *(f"-XX:CompileCommand=CompileThresholdScaling,{c}*.*,10.0" for c in MACHINERY_CLASSES),
+    ]
+)
+#: What every Spark JVM of a job gets, the driver and (on a cluster) its executors; a driver also
+#: gets :data:`MACHINERY_JIT_OPTIONS` in a long run (:func:`for_run`), an executor always (it runs C2).
 JVM_OPTIONS = f"{JVM_GC_OPTIONS} {JVM_JIT_OPTIONS}"
 
 
@@ -169,7 +193,7 @@ def base_conf(lake_root: Path, metastore: str | None = None) -> dict[str, str]:
     extra = os.environ.get(ENV_DRIVER_JAVA_OPTIONS, "")
     if options := merged_java_options(" ".join(o for o in java_options if o), extra):
         conf["spark.driver.extraJavaOptions"] = options
-    conf["spark.executor.extraJavaOptions"] = JVM_OPTIONS
+    conf["spark.executor.extraJavaOptions"] = f"{JVM_OPTIONS} {MACHINERY_JIT_OPTIONS}"
     return conf
 
 
@@ -192,17 +216,19 @@ def is_short_run(records: int, care_due: bool) -> bool:
 
 
 def for_run(conf: Mapping[str, str], short: bool) -> dict[str, str]:
-    """A job's settings for one run: with :data:`SHORT_RUN_JAVA_OPTIONS` added to the driver's
-    when the run is short, unless the settings already choose the compilers.
+    """A job's settings for one run: the driver's options with :data:`SHORT_RUN_JAVA_OPTIONS` added
+    when the run is short, :data:`MACHINERY_JIT_OPTIONS` when it is long; unless the settings
+    already choose the compilers (e.g. the test suite's C1 only), then as they are.
 
     Measured with ``python -m kafkalake.dev.bench --parsed --skip-idle --skip-optimize``, two
     interleaved pairs each (README, Benchmark): 20,000 events 31-32 -> 18 CPU-s; 200,000 events 40-42
-    -> 28 CPU-s; 2,000,000 events 69-74 -> 89 CPU-s, so long runs keep the default.
+    -> 28 CPU-s; 2,000,000 events 69-74 -> 89 CPU-s, so long runs keep both compilers.
     """
     options = conf.get("spark.driver.extraJavaOptions", "")
-    if not short or _JIT_CHOSEN.search(options):
+    if _JIT_CHOSEN.search(options):
         return dict(conf)
-    return {**conf, "spark.driver.extraJavaOptions": f"{options} {SHORT_RUN_JAVA_OPTIONS}".strip()}
+    added = SHORT_RUN_JAVA_OPTIONS if short else MACHINERY_JIT_OPTIONS
+    return {**conf, "spark.driver.extraJavaOptions": f"{options} {added}".strip()}
 
 
 #: What a topic whose tables are on an object store needs on top of the base settings.

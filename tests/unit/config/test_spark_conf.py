@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+import shutil
+import subprocess
 from datetime import timedelta
 
 import pytest
@@ -11,6 +13,8 @@ from kafkalake.config.spark_conf import (
     DELTA_SETTINGS,
     ENV_DRIVER_JAVA_OPTIONS,
     JVM_OPTIONS,
+    MACHINERY_CLASSES,
+    MACHINERY_JIT_OPTIONS,
     SHORT_RUN_JAVA_OPTIONS,
     SHORT_RUN_RECORDS,
     base_conf,
@@ -42,7 +46,9 @@ def test_base_conf_enables_delta_and_keeps_state_under_the_lake_root(tmp_path):
     # tasks) and in executors.
     driver = conf["spark.driver.extraJavaOptions"].split()
     assert "-XX:+UseParallelGC" in driver and "-XX:Tier4InvocationThreshold=50000" in driver
-    assert conf["spark.executor.extraJavaOptions"] == JVM_OPTIONS
+    # An executor runs C2 in every run: the per-batch machinery's thresholds are raised there too.
+    assert conf["spark.executor.extraJavaOptions"] == f"{JVM_OPTIONS} {MACHINERY_JIT_OPTIONS}"
+    assert MACHINERY_JIT_OPTIONS not in conf["spark.driver.extraJavaOptions"]  # for_run's choice
     assert JVM_OPTIONS.split()[0] == "-XX:+UseParallelGC"
     assert {o.split("=")[0] for o in JVM_OPTIONS.split()[1:]} == {
         "-XX:Tier4InvocationThreshold",
@@ -174,27 +180,56 @@ def test_a_short_run_reads_few_records_with_no_table_care_due(records, care_due,
     assert is_short_run(records, care_due) is short
 
 
-def test_a_short_run_adds_the_quick_compiler_after_the_drivers_own_options(tmp_path, monkeypatch):
+@pytest.mark.parametrize(
+    ("short", "added"),
+    [(True, SHORT_RUN_JAVA_OPTIONS), (False, MACHINERY_JIT_OPTIONS)],
+    ids=["short", "long"],
+)
+def test_a_run_adds_its_compiler_options_after_the_drivers_own(tmp_path, monkeypatch, short, added):
+    """A short run: the quick compiler only. A long run: both, the machinery's thresholds raised."""
     monkeypatch.delenv(ENV_DRIVER_JAVA_OPTIONS, raising=False)
     conf = base_conf(tmp_path)
     options = conf["spark.driver.extraJavaOptions"]
-    short = for_run(conf, short=True)
-    assert short["spark.driver.extraJavaOptions"] == f"{options} {SHORT_RUN_JAVA_OPTIONS}"
-    assert {k: v for k, v in short.items() if k != "spark.driver.extraJavaOptions"} == {
+    run = for_run(conf, short=short)
+    assert run["spark.driver.extraJavaOptions"] == f"{options} {added}"
+    assert {k: v for k, v in run.items() if k != "spark.driver.extraJavaOptions"} == {
         k: v for k, v in conf.items() if k != "spark.driver.extraJavaOptions"
     }
-    assert for_run(conf, short=False) == conf
     assert conf["spark.driver.extraJavaOptions"] == options  # not changed in place
-    # A topic with no driver options of its own gets only the quick compiler's.
-    assert for_run({}, short=True) == {"spark.driver.extraJavaOptions": SHORT_RUN_JAVA_OPTIONS}
+    # A topic with no driver options of its own gets only the run's.
+    assert for_run({}, short=short) == {"spark.driver.extraJavaOptions": added}
+
+
+def test_the_machinerys_commands_are_one_per_package_at_ten_times():
+    assert "TieredStopAtLevel" not in MACHINERY_JIT_OPTIONS
+    commands = MACHINERY_JIT_OPTIONS.split()
+    assert commands[0] == "-XX:CompileCommand=quiet"  # before them, or the JVM prints each one
+    assert commands[1:] == [
+        f"-XX:CompileCommand=CompileThresholdScaling,{c}*.*,10.0" for c in MACHINERY_CLASSES
+    ]
+
+
+def test_the_jvm_takes_the_machinerys_commands_silently():
+    """A JVM refuses a malformed CompileCommand only with a warning on its standard output, and
+    prints a line for each one it takes unless told to be quiet: neither may reach a job's log."""
+    java = shutil.which("java")
+    if java is None:
+        pytest.skip("no java on PATH")
+    done = subprocess.run(
+        [java, *MACHINERY_JIT_OPTIONS.split(), "-version"], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == ""
+    assert "CompileCommand" not in done.stderr
 
 
 @pytest.mark.parametrize(
     "chosen", ["-XX:TieredStopAtLevel=4", "-XX:-TieredCompilation", "-Xmx2g -XX:+TieredCompilation"]
 )
-def test_a_compiler_choice_in_the_settings_stands_in_a_short_run(chosen):
+def test_a_compiler_choice_in_the_settings_stands_in_any_run(chosen):
     conf = {"spark.driver.extraJavaOptions": chosen}
     assert for_run(conf, short=True) == conf
+    assert for_run(conf, short=False) == conf
 
 
 def test_a_topics_jvm_options_come_after_the_projects_and_keep_them(tmp_path, monkeypatch):
@@ -211,7 +246,7 @@ def test_a_topics_jvm_options_come_after_the_projects_and_keep_them(tmp_path, mo
     conf = topic_conf(topic, tmp_path)
     assert conf["spark.driver.extraJavaOptions"] == f"{base['spark.driver.extraJavaOptions']} {own}"
     assert conf["spark.driver.extraJavaOptions"].startswith(f"-Dderby.system.home={metastore_dir(tmp_path)}")
-    assert conf["spark.executor.extraJavaOptions"] == f"{JVM_OPTIONS} -Xss4m"
+    assert conf["spark.executor.extraJavaOptions"] == f"{JVM_OPTIONS} {MACHINERY_JIT_OPTIONS} -Xss4m"
 
 
 @pytest.mark.parametrize("collector", ["-XX:+UseG1GC", "-XX:+UseSerialGC", "-XX:+UseZGC"])
