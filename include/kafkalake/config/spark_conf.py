@@ -114,17 +114,22 @@ def derby_metastore_conf(lake_root: Path) -> dict[str, str]:
 #: (bench --parsed, 2,000,000 events, interleaved runs: 5-19% fewer CPU-seconds, 2-26% more
 #: records/s in each of four pairs; README, Benchmark).
 JVM_GC_OPTIONS = "-XX:+UseParallelGC"
-#: C2, the optimising compiler, takes a method only after ten times Java's default calls and loops.
-#: A job runs the record path millions of times, so that code still reaches C2 within its first
-#: tens of thousands of records; what stays with C1 is the per-batch and per-task machinery (code
+#: C2, the optimising compiler, takes a method only after ten times Java's default calls. A job runs
+#: the record path millions of times, so that code still reaches C2 within its first tens of
+#: thousands of records; what stays with C1 is the per-batch and per-task machinery (code
 #: generation, task serialization, closure cleaning, SQL parsing), which ran often enough to pass
 #: the default thresholds and never paid back its C2 compilation. Measured with a per-thread CPU
 #: sampler beside ``bench --parsed --skip-idle --skip-optimize`` (2,000,000 events): C2 compilation
 #: 20.3 -> 11-13 CPU-seconds; the run's 70.4-71.8 -> 65.3 CPU-seconds in two interleaved pairs at no
 #: loss of records/s. Forty times the defaults, and raising C1's thresholds too, measured worse.
+#: Loops keep Java's default threshold (Tier4BackEdgeThreshold): a stage's generated loop is called
+#: once per task and runs over all its rows, so only its loop count can bring it to C2 early; at ten
+#: times it ran C1's code over its first ~400,000 rows. Once the machinery had its own
+#: scaling (:data:`MACHINERY_JIT_OPTIONS`), the default measured better: four interleaved pairs, the
+#: last two in ABBA order, 107.4/90.2/101.5/104.2 -> 99.1/82.8/102.3/95.3 CPU-s, records/s higher
+#: in all four (README, Benchmark).
 JVM_JIT_OPTIONS = (
-    "-XX:Tier4InvocationThreshold=50000 -XX:Tier4MinInvocationThreshold=6000"
-    " -XX:Tier4CompileThreshold=150000 -XX:Tier4BackEdgeThreshold=400000"
+    "-XX:Tier4InvocationThreshold=50000 -XX:Tier4MinInvocationThreshold=6000 -XX:Tier4CompileThreshold=150000"
 )
 #: Code that runs per batch or per task, never per record: Janino (it compiles the generated code),
 #: Java serialization (tasks and their results), ASM (closure cleaning, lambda forms), ANTLR (the SQL

@@ -54,7 +54,6 @@ def test_base_conf_enables_delta_and_keeps_state_under_the_lake_root(tmp_path):
         "-XX:Tier4InvocationThreshold",
         "-XX:Tier4MinInvocationThreshold",
         "-XX:Tier4CompileThreshold",
-        "-XX:Tier4BackEdgeThreshold",
     }
 
 
