@@ -25,6 +25,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from pyspark import StorageLevel
 
 from kafkalake.config.parsed import ParsedConfig, column_name
 from kafkalake.lake.schema_history import SchemaHistory, count_fields, schema_problems
@@ -160,6 +161,8 @@ def test_any_json_lands_in_exactly_one_place_and_the_parsed_table_opens_in_delta
         parsed_frame = parser.parse(spark.createDataFrame(rows, bronze_schema()), f"batch {batch_id}")
         try:
             frame = parsed_frame.frame
+            # Cached as Spark's columnar buffers, not run through Java serialization (batch_cache).
+            assert frame.storageLevel == StorageLevel.MEMORY_AND_DISK_DESER
             if parsed_frame.parsed_rows:
                 write_idempotent(parse_columns.parsed_rows(frame), topic.parsed_path, name, batch_id, True)
             dead_at.update((r["offset"], r.asDict()) for r in parse_columns.dead_letter_rows(frame).collect())

@@ -38,6 +38,7 @@ from kafkalake.lake import parsed_backlog, table_position
 from kafkalake.lake.checkpoint import batch_end_offsets, starting_offsets
 from kafkalake.lake.checkpoint_lock import assert_held
 from kafkalake.spark import data_loss, parse_columns
+from kafkalake.spark.batch_cache import cached
 from kafkalake.spark.topic_parser import RunStats, TopicParser, write_measured
 
 if TYPE_CHECKING:
@@ -194,10 +195,8 @@ class BatchWriter:
         if not self.config.enabled:
             self._write_bronze(batch, batch_id, app_id)
             return
-        from pyspark import StorageLevel
-
         # One read of Kafka per batch: the bronze rows are cached, and every table is written from them.
-        bronze = batch.persist(StorageLevel.MEMORY_AND_DISK)
+        bronze = cached(batch)
         try:
             to_bronze = self.rows_for("bronze", bronze)
             if to_bronze is not None:

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING
 from kafkalake.config.topic import TopicConfig
 from kafkalake.kafka.windows import Window, chunk_records, chunks, resolve_window
 from kafkalake.lake.checkpoint_lock import checkpoint_lock
+from kafkalake.spark.batch_cache import cached
 from kafkalake.spark.batch_writer import BatchWriter
 
 if TYPE_CHECKING:
@@ -58,10 +59,7 @@ class GapWriter(BatchWriter):
         self._cached: list[DataFrame] = []
 
     def rows_for(self, tables: str, bronze: DataFrame) -> DataFrame | None:
-        from pyspark import StorageLevel
-
-        missing = bronze.join(self._present(tables), ["partition", "offset"], "left_anti")
-        missing = missing.persist(StorageLevel.MEMORY_AND_DISK)
+        missing = cached(bronze.join(self._present(tables), ["partition", "offset"], "left_anti"))
         self._cached.append(missing)
         count = missing.count()
         log.info(

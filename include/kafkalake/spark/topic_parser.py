@@ -28,6 +28,7 @@ from kafkalake.lake.schema_history import (
     schema_problems,
 )
 from kafkalake.spark import parse_columns
+from kafkalake.spark.batch_cache import cached
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, Observation, SparkSession
@@ -278,9 +279,7 @@ class TopicParser:
         return parse_columns.with_expectations(frame, self.config.expectations)
 
     def _parse(self, bronze: DataFrame) -> DataFrame:
-        from pyspark import StorageLevel
-
-        return parse_columns.for_cache(self._parsed_frame(bronze)).persist(StorageLevel.MEMORY_AND_DISK)
+        return cached(parse_columns.for_cache(self._parsed_frame(bronze)))
 
     def add_stats(self, counts: dict[str, int]) -> None:
         """Count a parsed frame into the run's stats, once its tables are written."""
