@@ -1,5 +1,7 @@
 """kafkalake's JSON functions (built from ``kafkalake/spark/jvm`` at set-up) give Spark's results.
 
+``kafkalake_utf8_text`` must give ``try_validate_utf8``'s answer for any bytes.
+
 ``kafkalake_from_json`` must equal ``from_json`` for every record, whatever its bytes, and so must
 ``kafkalake_from_json_keyed``'s value; its key count must be ``size(json_object_keys(...))``
 wherever both count, and every record the parse path's clean-record test took with Spark's count
@@ -19,7 +21,7 @@ import pytest
 from pyspark.sql.types import ArrayType, DataType, MapType, StringType, StructType
 
 from kafkalake.spark import parse_columns
-from kafkalake.spark.json_functions import from_json, from_json_keyed
+from kafkalake.spark.json_functions import from_json, from_json_keyed, utf8_text
 
 from .test_parsing import SHORTCUT_SCHEMA, SHORTCUT_VALUES
 
@@ -198,3 +200,46 @@ def test_a_bad_schema_argument_is_refused_with_its_reason(spark):
         F.call_function("kafkalake_from_json", F.lit('{"s": "x"}'), F.lit("s string")).alias("p")
     )
     assert ddl.collect()[0]["p"]["s"] == "x"
+
+
+def _utf8_cases() -> list[bytes | None]:
+    """The odd values, random bytes, and one non-ASCII sequence at each place of ASCII runs of 0-24
+    bytes: the edges of the eight-bytes-at-a-time scan and of its tail."""
+    cases: list[bytes | None] = [*ODD_VALUES, *_random_values(seed=7, count=4000)]
+    odd = (b"\x80", b"\xc3\xa9", b"\xc3", b"\xff", b"\xc0\xaf", b"\xed\xa0\x80", b"\xf0\x9f\x98\x80", b"\x7f")
+    for length in range(25):
+        cases.append(b"a" * length)
+        for at in range(length):
+            for sequence in odd:
+                cases.append(b"a" * at + sequence + b"a" * (length - at - 1))
+    return cases
+
+
+@pytest.mark.parametrize("mode", ["CODEGEN_ONLY", "NO_CODEGEN"])
+def test_the_utf8_check_gives_try_validate_utf8s_answer(spark, mode):
+    from pyspark.sql import functions as F
+
+    values = _utf8_cases()
+    frame = spark.createDataFrame(list(enumerate(values)), "i int, v binary")
+    spark.conf.set("spark.sql.codegen.factoryMode", mode)
+    try:
+        rows = frame.select(
+            "i",
+            F.expr("try_validate_utf8(cast(v AS STRING))").alias("spark"),
+            utf8_text(F.col("v")).alias("ours"),
+        ).collect()
+    finally:
+        spark.conf.unset("spark.sql.codegen.factoryMode")
+    assert len(rows) == len(values)
+    assert [values[r["i"]] for r in rows if r["ours"] != r["spark"]] == []
+    # Not only equal: the corpus holds many of both answers.
+    valid = sum(r["ours"] is not None for r in rows)
+    assert valid > 1000 and len(rows) - valid > 1000
+
+
+def test_the_utf8_check_takes_only_bytes(spark):
+    from pyspark.sql import functions as F
+
+    frame = spark.createDataFrame([("{}",)], "v string")
+    with pytest.raises(Exception, match=r"(?i)binary"):
+        frame.select(utf8_text(F.col("v"))).collect()

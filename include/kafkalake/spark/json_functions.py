@@ -1,4 +1,4 @@
-"""kafkalake's JSON functions (``spark/jvm``, built at set-up), as columns.
+"""kafkalake's JSON functions (``spark/jvm``, built at set-up), as columns, and the UTF-8 check before them.
 
 Each gives Spark's own result record for record (``from_json``; with its keys, also what
 ``size(json_object_keys(...))`` gives), reading the record's UTF-8 bytes with Jackson's byte-based
@@ -30,3 +30,11 @@ def from_json_keyed(text: Column, schema: StructType) -> Column:
     from pyspark.sql import functions as F
 
     return F.call_function("kafkalake_from_json_keyed", text, F.lit(schema.json()))
+
+
+def utf8_text(value: Column) -> Column:
+    """The binary ``value`` as a string where it is valid UTF-8, null where it is not: what
+    ``try_validate_utf8(cast(value AS STRING))`` gives, eight bytes at a time where they are ASCII."""
+    from pyspark.sql import functions as F
+
+    return F.call_function("kafkalake_utf8_text", value)

@@ -39,7 +39,7 @@ from kafkalake.lake.schema_history import (
     without_reserved,
 )
 from kafkalake.spark.json_functions import from_json as json_from_json
-from kafkalake.spark.json_functions import from_json_keyed
+from kafkalake.spark.json_functions import from_json_keyed, utf8_text
 from kafkalake.spark.table_settings import quote_identifier
 
 if TYPE_CHECKING:
@@ -450,16 +450,15 @@ def _text(config: ParsedConfig) -> Column:
     """A bronze row's value as text where it is worth a JSON parser (present, not empty, within the
     size limit, UTF-8); null where it is not.
 
-    try_validate_utf8 hands on the very string it checked, which keeps the answer: the parse's own
-    check of the bytes (json_functions) is then free, where ``is_valid_utf8`` beside a cast made a
-    second string and a second scan of every value.
+    ``try_validate_utf8``'s answer, from :func:`json_functions.utf8_text`: Spark's check reads one
+    byte at a time (6% of a parsed batch's samples), ours eight where they are ASCII.
     """
     from pyspark.sql import functions as F
 
     size = F.octet_length("value")
     fits = F.col("value").isNotNull() & (size > 0) & (size <= config.max_value_bytes)
     # Only values that can be parsed are parsed: no JSON parser ever runs on an oversize value.
-    return F.when(fits, F.expr("try_validate_utf8(value)"))
+    return F.when(fits, utf8_text(F.col("value")))
 
 
 def sample_texts(bronze: DataFrame, config: ParsedConfig) -> DataFrame:
