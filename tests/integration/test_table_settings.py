@@ -148,3 +148,34 @@ def test_a_parsed_column_partitions_the_parsed_table_only(spark, kafka, tmp_path
         "FR",
         "NL",
     }
+
+
+def _encodings(table: Path) -> dict[str, set[str]]:
+    """Each column's Parquet encodings in the table's one data file."""
+    import pyarrow.parquet as pq
+
+    (data,) = DeltaTable(str(table)).file_uris()
+    group = pq.ParquetFile(data).metadata.row_group(0)
+    return {group.column(i).path_in_schema: set(group.column(i).encodings) for i in range(group.num_columns)}
+
+
+def test_a_column_of_many_values_is_written_without_a_dictionary(spark, tmp_path):
+    """Parquet's dictionary stops at 128 KiB (config/spark_conf): 10,000 values of 16 bytes are
+    written plain, three values keep their dictionary; at parquet-java's 1 MiB both would have one."""
+    frame = spark.range(40_000).selectExpr(
+        "format_string('value-%010d', id % 10000) AS many",
+        "element_at(array('a', 'b', 'c'), int(id % 3) + 1) AS few",
+    )
+    dictionary = {"PLAIN_DICTIONARY", "RLE_DICTIONARY"}
+    frame.coalesce(1).write.format("delta").save(str(tmp_path / "ours"))
+    ours = _encodings(tmp_path / "ours")
+    assert not ours["many"] & dictionary and ours["few"] & dictionary
+    spark.conf.set("parquet.dictionary.page.size", str(1024 * 1024))
+    try:
+        frame.coalesce(1).write.format("delta").save(str(tmp_path / "default"))
+    finally:
+        spark.conf.unset("parquet.dictionary.page.size")
+    default = _encodings(tmp_path / "default")
+    assert default["many"] & dictionary and default["few"] & dictionary
+    # Both read back whole.
+    assert DeltaTable(str(tmp_path / "ours")).to_pyarrow_table().num_rows == 40_000
