@@ -183,11 +183,11 @@ def base_conf(lake_root: Path, metastore: str | None = None) -> dict[str, str]:
         # A column's Parquet dictionary gives up at 128 KiB instead of 1 MiB. A file of a batch holds
         # ~170,000 rows; a column of mostly distinct values (ids, sessions, keys, timestamps as text)
         # was hashed into a dictionary for its first ~60,000, then the dictionary was thrown away:
-        # 18% of the write tasks' samples (JFR, bench --parsed). Columns of a few thousand values
-        # (types, pages, currencies) keep theirs, and the files are as small (bench: 215 MiB either
-        # way). bench --parsed, 2,000,000 events, in ABCCBA order: 1 MiB 65.5 / 69.4 CPU-s, 128 KiB
-        # 60.9 / 62.6, no dictionary 58.6 / 57.0 (but 2% larger files, and none for readers to
-        # filter and decode by).
+        # 18% of the write tasks' samples (JFR, bench --parsed). Columns of up to a few thousand
+        # values (types, pages, currencies) keep theirs, and the files are as small (bench: 215 MiB
+        # either way). bench --parsed, 2,000,000 events, in ABCCBA order: 1 MiB 65.5 / 69.4 CPU-s,
+        # 128 KiB 60.9 / 62.6, no dictionary 58.6 / 57.0 (but 2% larger files, and none for readers
+        # to filter and decode by).
         "spark.hadoop.parquet.dictionary.page.size": str(PARQUET_DICTIONARY_BYTES),
         # A JSON object with a key twice: the last value wins (as from_json, and JavaScript's
         # JSON.parse, read it) instead of Spark's variant refusing the record; bronze keeps the bytes.
