@@ -176,7 +176,7 @@ def ingest(
         spark.stop()
         write_metrics(writer, started, streaming, stream_done)
         return report(behind)
-    done = run_follow_ups(spark, topic) if follow_ups else {}
+    done = run_follow_ups(spark, topic, writer.stats) if follow_ups else {}
     spark.stop()
     write_metrics(writer, started, streaming, stream_done, done)
     return 0

@@ -21,6 +21,7 @@ from kafkalake.dev.producer import Record
 from kafkalake.lake import parsed_backlog
 from kafkalake.lake.schema_history import SchemaHistory
 from kafkalake.spark.batch_writer import BatchWriter
+from kafkalake.spark.follow_ups import REFRESH_SCHEMA, run_follow_ups
 from kafkalake.spark.schema_refresh import refresh
 
 from .helpers import assert_exactly_once, make_topic, read_rows
@@ -245,6 +246,43 @@ def test_schema_refresh_writes_a_version_only_when_the_schema_changed(spark, kaf
     assert second.written is not None and second.written.changes == ("+ coupon: string",)
     assert history.versions() == [1, 2]
     assert [f["name"] for f in history.read(2).schema["fields"]] == ["id", "kind", "coupon"]
+
+
+def test_the_ingests_refresh_reads_a_sample_only_when_the_run_left_something_to_find(spark, kafka, tmp_path):
+    name = "it-refresh-skip"
+    topic = make_topic(tmp_path, name, ParsedConfig(), max_offsets=40)  # addNewColumns
+    bootstrap = kafka.bootstrap_servers
+    producer.create_topic(bootstrap, name, partitions=1)
+    history = SchemaHistory(topic.schema_dir)
+
+    # The second batch meets a new field and adds it itself: every record fits whole, so the
+    # follow-up reads no sample, and a refresh of the same window would indeed find nothing.
+    produce_events(bootstrap, name, 0, 40, {})
+    produce_events(bootstrap, name, 40, 20, {"coupon": "SAVE10"})
+    fits = run(spark, topic, bootstrap).stats
+    assert (fits.parsed_rows, fits.rescued_rows, history.versions()) == (60, 0, [1, 2])
+    done = run_follow_ups(spark, topic, fits)
+    assert done[REFRESH_SCHEMA] == (
+        f"topic {name}: schema version 2 current, no sample read: the run's 60 parsed records fit it "
+        "whole (addNewColumns); versions written by its batches: [1, 2]"
+    )
+    again = refresh(spark, topic)
+    assert (again.sampled, again.written, again.drift) == (60, None, ())
+
+    # A value of another type than its column is rescued: the follow-up reads its sample (where
+    # the window's majority keeps the column's type).
+    produce_events(bootstrap, name, 60, 5, {"id": "not a number"})
+    conflict = run(spark, topic, bootstrap).stats
+    assert conflict.rescued_rows == 5
+    done = run_follow_ups(spark, topic, conflict)
+    assert done[REFRESH_SCHEMA] == f"topic {name}: 65 values sampled; schema unchanged"
+    assert history.versions() == [1, 2]
+
+    # A type hint added to the catalog since: the refresh writes it, however well the run fit.
+    hinted = replace(topic, parsed=replace(topic.parsed, type_hints=(("amount", "decimal(10,2)"),)))
+    done = run_follow_ups(spark, hinted, fits)
+    assert "values sampled; schema version 3" in done[REFRESH_SCHEMA], done
+    assert history.versions() == [1, 2, 3]
 
 
 def test_a_pinned_schema_is_used_as_given(spark, kafka, tmp_path):
