@@ -283,6 +283,10 @@ def test_the_ingests_refresh_reads_a_sample_only_when_the_run_left_something_to_
     done = run_follow_ups(spark, hinted, fits)
     assert "values sampled; schema version 3" in done[REFRESH_SCHEMA], done
     assert history.versions() == [1, 2, 3]
+    # Once the hint is in the current version, a run that fit skips the sample again.
+    assert run_follow_ups(spark, hinted, fits)[REFRESH_SCHEMA].startswith(
+        f"topic {name}: schema version 3 current, no sample read"
+    )
 
 
 def test_a_pinned_schema_is_used_as_given(spark, kafka, tmp_path):
