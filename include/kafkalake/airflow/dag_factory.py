@@ -114,7 +114,9 @@ Runs every **{interval}** (freshness SLA {sla} / 3, rounded down to the minute).
 2. `ingest` runs `jobs/ingest_topic.py` with `spark-submit` (`trigger(availableNow=True)`): it
    reads from the checkpoint at `{checkpoint}` to the end offsets seen at start, then stops.
 3. `refresh_schema` (JSON topics) infers the schema of recent values and keeps its versions
-   beside the table; `ingest` parses with it into the parsed and dead-letter tables.
+   beside the table; `ingest` parses with it into the parsed and dead-letter tables. Under
+   `addNewColumns` a run whose every parsed record fit the schema whole reads no sample: the
+   task only says the schema is current.
 4. `register_table` makes the tables queryable by name (`{table}`, and the parsed tables).
 5. `maintain_table` runs OPTIMIZE / VACUUM / property changes when due (the topic's
    `maintenance:` block); when the ingest found them due it did them in its own Spark application
