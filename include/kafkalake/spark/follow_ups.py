@@ -57,7 +57,7 @@ def run_follow_ups(spark: SparkSession, topic: TopicConfig, stats: RunStats | No
     return done
 
 
-def fit_whole(evolution: str, stats: RunStats | None) -> bool:
+def fit_whole(evolution: str, stats: RunStats) -> bool:
     """Whether every record the run parsed fit the schema whole, under a mode whose batches add the
     new fields they meet: ``addNewColumns`` adds a batch's new fields before the batch is written,
     so a record that still has something in ``_rescued_data`` is one the schema could not take (a
@@ -67,12 +67,7 @@ def fit_whole(evolution: str, stats: RunStats | None) -> bool:
     Not under the other modes: ``none`` ignores unknown fields without rescuing them and ``rescue``
     keeps them rescued, so the refresh is their only report of drift.
     """
-    return (
-        stats is not None
-        and evolution == "addNewColumns"
-        and stats.parsed_rows > 0
-        and stats.rescued_rows == 0
-    )
+    return evolution == "addNewColumns" and stats.parsed_rows > 0 and stats.rescued_rows == 0
 
 
 def schema_current(topic: TopicConfig, stats: RunStats | None) -> str | None:
@@ -84,9 +79,8 @@ def schema_current(topic: TopicConfig, stats: RunStats | None) -> str | None:
     written by the refresh). The window's earlier records fit too, or their own runs refreshed.
     Measured: the refresh took ~1.3 s of a one-batch run's ~9 s after start-up (bench, 2,000 events).
     """
-    if not fit_whole(topic.parsed.evolution, stats):
+    if stats is None or not fit_whole(topic.parsed.evolution, stats):
         return None
-    assert stats is not None
     current = SchemaHistory(topic.schema_dir).current()
     if current is None or with_catalog_hints(current.schema, topic.parsed) != current.schema:
         return None

@@ -51,8 +51,10 @@ def test_only_a_run_whose_every_record_fit_under_add_new_columns_skips_the_sampl
     assert fit_whole(evolution, RunStats(parsed_rows=parsed, rescued_rows=rescued)) is fit
 
 
-def test_no_stats_no_skip():
-    assert fit_whole("addNewColumns", None) is False
+def test_no_stats_no_skip(tmp_path):
+    topic = parsed_topic(tmp_path)
+    SchemaHistory(topic.schema_dir).write(SCHEMA, "inferred from batch 0")
+    assert schema_current(topic, None) is None
 
 
 def test_the_summary_names_the_current_version_and_what_the_batches_wrote(tmp_path):
