@@ -212,7 +212,7 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
 #: worker that runs one of them starts a session of its own (a JVM, ~1 GiB, its own JIT and code
 #: generation warm-up), and with modules handed out one by one all four workers did (five sessions in
 #: a full run, ~520 CPU-s between them). Two units of about equal length (module times of a full
-#: run, 2026-11-25) keep it to two, besides the backfill test's on the shared server's worker.
+#: run, 2026-11-25) keep it to two.
 SHARED_SESSION = {
     "tests/integration/test_reingest.py": "spark session 1",
     "tests/integration/test_parsed_tables.py": "spark session 1",
@@ -231,8 +231,9 @@ SHARED_SESSION = {
 #: work unit for xdist, so one worker runs them one after the other and the server starts once.
 SHARED_SERVER = {
     "tests/integration/test_airflow_ui.py": "airflow standalone",
-    "tests/integration/test_backfill.py": "airflow standalone",
     "tests/integration/test_deadline_alert.py": "airflow standalone",
+    "tests/integration/test_deployed_airflow.py": "airflow deployed",
+    "tests/integration/test_backfill.py": "airflow deployed",
 }
 
 #: Test modules longest first (module times of a full run, -n 4, 2026-11-25: 1,207 s), the two
@@ -258,12 +259,13 @@ LONGEST_FIRST = (
     "tests/integration/test_kill_and_rerun.py",
     "tests/integration/test_disk_full.py",
     "tests/integration/test_ingest_dag.py",
-    # One worker runs these three: they share one `airflow standalone` (SHARED_SERVER).
+    # One worker runs these two: they share one `airflow standalone` (SHARED_SERVER).
     "tests/integration/test_airflow_ui.py",
-    "tests/integration/test_backfill.py",
     "tests/integration/test_deadline_alert.py",
     "tests/integration/test_kill_points.py",
+    # And these two the deployed Airflow (PostgreSQL).
     "tests/integration/test_deployed_airflow.py",
+    "tests/integration/test_backfill.py",
     "tests/integration/test_secured_kafka.py",
     "tests/integration/test_awkward_records.py",
     "tests/integration/test_spark_cluster.py",

@@ -38,8 +38,14 @@ def test_every_module_that_starts_the_in_process_session_is_in_a_shared_session_
 
 
 def test_a_shared_server_is_one_work_unit_and_any_other_module_is_its_own():
-    assert work_unit("tests/integration/test_backfill.py::test_x") == work_unit(
+    assert work_unit("tests/integration/test_deadline_alert.py::test_x") == work_unit(
         "tests/integration/test_airflow_ui.py::test_y[a::b]"
+    )
+    assert work_unit("tests/integration/test_backfill.py::test_x") == work_unit(
+        "tests/integration/test_deployed_airflow.py::test_y"
+    )
+    assert work_unit("tests/integration/test_backfill.py::t") != work_unit(
+        "tests/integration/test_airflow_ui.py::t"
     )
     assert work_unit("tests/integration/test_replay.py::t") == work_unit(
         "tests/integration/test_lost_state.py::t"

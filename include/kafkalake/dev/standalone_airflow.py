@@ -26,15 +26,29 @@ __all__ = ["FinishedRun", "StandaloneAirflow", "free_port", "wait_for"]
 logger = logging.getLogger(__name__)
 
 
-def wait_for(condition: Callable[[], Any], *, what: str, timeout: float, every: float = 1.0) -> Any:
-    """Poll ``condition`` until it returns something truthy; fail naming ``what`` after ``timeout``."""
+def wait_for(
+    condition: Callable[[], Any],
+    *,
+    what: str,
+    timeout: float,
+    every: float = 1.0,
+    explain: Callable[[], str] | None = None,
+) -> Any:
+    """Poll ``condition`` until it returns something truthy; fail naming ``what`` after ``timeout``,
+    with what ``explain`` tells of the state it was in (a failure in CI is all one gets to see)."""
     deadline = time.monotonic() + timeout
     while True:
         result = condition()
         if result:
             return result
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
+            message = f"timed out after {timeout:.0f}s waiting for {what}"
+            if explain is not None:
+                try:
+                    message += "\n" + explain()
+                except Exception as err:  # the timeout is the failure; a broken report must not hide it
+                    message += f"\n(no report: {err!r})"
+            raise AssertionError(message)
         time.sleep(every)
 
 
@@ -125,6 +139,48 @@ class StandaloneAirflow:
             return False
         return set(dag_ids) <= found
 
+    def runs_report(self, dag_id: str) -> str:
+        """The DAG's runs, their tasks and backfills as the metadata DB holds them, and the end of
+        the server's log: what a test that timed out waiting on the scheduler shows."""
+        lines: list[str] = []
+
+        def section(title: str, columns: str, rest: str, indent: str = "  ", **params: Any) -> list[Any]:
+            rows = self.query(f"SELECT {columns} {rest}", **params)
+            if title:
+                lines.append(f"{title} ({columns}):")
+            lines.extend(f"{indent}{row}" for row in rows)
+            return rows
+
+        run_columns = "run_id, run_type, state, queued_at, start_date, end_date, backfill_id"
+        runs = self.query(
+            f"SELECT {run_columns} FROM dag_run WHERE dag_id = :dag_id ORDER BY id", dag_id=dag_id
+        )
+        lines.append(f"runs of {dag_id} ({run_columns}), each with its tasks:")
+        for run in runs:
+            lines.append(f"  {run}")
+            section(
+                "",
+                "task_id, state, try_number, hostname, start_date, end_date",
+                "FROM task_instance WHERE dag_id = :dag_id AND run_id = :run_id",
+                indent="    ",
+                dag_id=dag_id,
+                run_id=run[0],
+            )
+        section(
+            "backfills",
+            "id, from_date, to_date, is_paused, max_active_runs, completed_at",
+            "FROM backfill WHERE dag_id = :dag_id",
+            dag_id=dag_id,
+        )
+        section(
+            "other DAGs' runs not finished",
+            "dag_id, run_id, state",
+            "FROM dag_run WHERE dag_id != :dag_id AND state NOT IN ('success', 'failed')",
+            dag_id=dag_id,
+        )
+        lines.append(f"end of {self.log}:\n{self.output()}")
+        return "\n".join(lines)
+
     def api(self, method: str, path: str, **kwargs: Any) -> Any:
         """Call the REST API as admin (JWT from ``/auth/token``)."""
         import httpx
@@ -180,6 +236,7 @@ class StandaloneAirflow:
             what=f"run {run['dag_run_id']} of {dag_id} to finish",
             timeout=timeout,
             every=0.5,
+            explain=lambda: self.runs_report(dag_id),
         )
         return found
 
