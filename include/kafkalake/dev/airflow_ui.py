@@ -48,6 +48,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     local_airflow.init_db(env)
     log.info("Airflow UI: http://127.0.0.1:%d (user admin; password: standalone prints it)", args.port)
     log.info("catalog %s, lake %s, Kafka %s", catalog_path(), lake_root(), broker.bootstrap_servers)
+    # Airflow does not support creating backfills on SQLite beside a running scheduler (RUNBOOK.md).
+    log.info("metadata DB: SQLite; for backfills use `make stack` (PostgreSQL)")
     command = local_airflow.airflow_command("standalone")
     os.execve(command[0], command, env)  # Airflow in the foreground: Ctrl-C stops all its parts
 
