@@ -144,12 +144,10 @@ class StandaloneAirflow:
         the server's log: what a test that timed out waiting on the scheduler shows."""
         lines: list[str] = []
 
-        def section(title: str, columns: str, rest: str, indent: str = "  ", **params: Any) -> list[Any]:
-            rows = self.query(f"SELECT {columns} {rest}", **params)
+        def section(title: str, columns: str, rest: str, indent: str = "  ", **params: Any) -> None:
             if title:
                 lines.append(f"{title} ({columns}):")
-            lines.extend(f"{indent}{row}" for row in rows)
-            return rows
+            lines.extend(f"{indent}{row}" for row in self.query(f"SELECT {columns} {rest}", **params))
 
         run_columns = "run_id, run_type, state, queued_at, start_date, end_date, backfill_id"
         runs = self.query(
