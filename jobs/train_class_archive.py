@@ -38,14 +38,11 @@ def main(argv: list[str] | None = None) -> int:
         rows = [{"key": f"k{i % 7}", "value": json.dumps({"n": i, "s": "x" * (i % 5)})} for i in range(50)]
         (Path(incoming) / f"part-{part}.json").write_text("\n".join(json.dumps(r) for r in rows))
 
+    from kafkalake.spark.batch_writer import write_idempotent
+
     def write_batch(batch: Any, batch_id: int) -> None:
-        (
-            batch.withColumn("value", F.col("value").cast("binary"))
-            .write.format("delta")
-            .option("txnAppId", "class-archive")
-            .option("txnVersion", batch_id)
-            .mode("append")
-            .save(bronze)
+        write_idempotent(
+            batch.withColumn("value", F.col("value").cast("binary")), bronze, "class-archive", batch_id
         )
 
     (

@@ -1,11 +1,12 @@
-"""kafkalake's own Spark functions (``kafkalake/spark/jvm``): built once at set-up into a jar.
+"""kafkalake's own Spark code (``kafkalake/spark/jvm``): built once at set-up into a jar.
 
 The Scala source is compiled with the Scala compiler pyspark ships (``scala-compiler`` is among its
-jars), against pyspark's own jars, so a fresh machine needs only Java and the venv, and nothing is
-fetched. The jar lands with the ``spark`` jar set (``.jars/spark``), so everything that hands that
-set to Spark (``spark-submit --jars``, the tests' session, the class archive's training run) has it.
-Its name carries a digest of the source and of pyspark's version: a changed source or another
-Spark makes ``make setup`` build again, and the class archive (keyed by the jar names) follow.
+jars), against pyspark's own jars and the Delta jars set-up resolved into the same set, so a fresh
+machine needs only Java and the venv, and nothing more is fetched. The jar lands with the ``spark``
+jar set (``.jars/spark``), so everything that hands that set to Spark (``spark-submit --jars``, the
+tests' session, the class archive's training run) has it. Its name carries a digest of the source
+and of pyspark's and delta-spark's versions: a changed source, another Spark or another Delta makes
+``make setup`` build again, and the class archive (keyed by the jar names) follows.
 """
 
 from __future__ import annotations
@@ -37,8 +38,8 @@ def _sources() -> list[Path]:
 
 
 def digest() -> str:
-    """Of the sources and the Spark they are compiled against."""
-    h = hashlib.sha256(version("pyspark").encode())
+    """Of the sources and the Spark and Delta they are compiled against."""
+    h = hashlib.sha256(f"{version('pyspark')} {version('delta-spark')}".encode())
     for source in _sources():
         h.update(source.name.encode() + b"\0" + source.read_bytes())
     return h.hexdigest()[:12]
@@ -52,8 +53,16 @@ def is_built(target: Path | None = None) -> bool:
     return jar_path(target).is_file()
 
 
-def build(target: Path | None = None, *, pyspark_jars: Path) -> Path:
-    """Compile the sources into :func:`jar_path` unless it is there; older builds are removed."""
+def delta_jars(spark_set: Path) -> list[Path]:
+    """The Delta jars of a resolved ``spark`` set (IdempotentAppend.scala compiles against them)."""
+    return sorted(spark_set.glob("delta-*.jar"))
+
+
+def build(target: Path | None = None, *, pyspark_jars: Path, delta: list[Path] | None = None) -> Path:
+    """Compile the sources into :func:`jar_path` unless it is there; older builds are removed.
+
+    ``delta``: the Delta jars to compile against; by default those of the target's ``spark`` set.
+    """
     jar = jar_path(target)
     if jar.is_file():
         log.info("kafkalake's Spark functions already built: %s", jar.name)
@@ -62,13 +71,19 @@ def build(target: Path | None = None, *, pyspark_jars: Path) -> Path:
     if java is None:
         raise JarsMissingError("java is not on PATH: install a JDK 17 and set JAVA_HOME")
     jar.parent.mkdir(parents=True, exist_ok=True)
+    delta = delta_jars(jar.parent) if delta is None else delta
+    if not delta:
+        raise JarsMissingError(
+            f"no Delta jars in {jar.parent} to compile kafkalake's Spark functions against: "
+            "run `make setup` (or `python -m kafkalake.core.jars`)"
+        )
     with tempfile.TemporaryDirectory() as tmp:
         classes = Path(tmp, "classes")
         classes.mkdir()
         cmd = [
             java,
             "-cp",
-            str(pyspark_jars / "*"),
+            os.pathsep.join([str(pyspark_jars / "*"), *(str(p) for p in delta)]),
             "scala.tools.nsc.Main",
             "-usejavacp",
             "-deprecation",

@@ -3,7 +3,8 @@
 The stream reads Kafka once, under one checkpoint; each micro-batch is written by
 :class:`BatchWriter` (``foreachBatch``) to bronze, then the parsed, dead-letter and latest-row
 tables. Every write is idempotent: Delta records ``(txnAppId, txnVersion)`` = (the streaming
-query's id, the batch id) in the commit and skips a write it has already committed. A batch replayed
+query's id, the batch id) in the commit and skips a write it has already committed
+(:func:`write_idempotent`). A batch replayed
 after a crash or a retry therefore fills in only the tables it had not reached. The query id is
 the one stored in the checkpoint, as Delta's own streaming sink uses: a new checkpoint is a new id,
 so its batch 0 is never mistaken for an old one.
@@ -55,19 +56,23 @@ def write_idempotent(
     batch_id: int,
     merge_schema: bool = False,
     metadata: str | None = None,
-) -> None:
-    writer = (
-        frame.write.format("delta")
-        .mode("append")
-        .option("txnAppId", app_id)
-        .option("txnVersion", str(batch_id))
-    )
+) -> bool:
+    """Append ``frame`` to the Delta table at ``path`` unless it holds batch ``batch_id`` of
+    ``app_id`` already; True when this call committed the rows.
+
+    Delta's own idempotent append (the writer's ``txnAppId``/``txnVersion`` options), with the
+    look-up of what the table has committed read from the version's checksum instead of a full
+    state reconstruction (``spark/jvm/IdempotentAppend.scala``): the commit, its ``txn`` action and
+    Delta's conflict check on the app id are the same.
+    """
+    options = {"txnAppId": app_id, "txnVersion": str(batch_id)}
     if merge_schema:
-        writer = writer.option("mergeSchema", "true")
+        options["mergeSchema"] = "true"
     if metadata is not None:
         # The Kafka offsets the table holds through this commit (lake/table_position).
-        writer = writer.option("userMetadata", metadata)
-    writer.save(path)
+        options["userMetadata"] = metadata
+    append = frame.sparkSession.sparkContext._jvm.org.apache.spark.sql.delta.kafkalake.IdempotentAppend
+    return bool(append.save(frame._jdf, path, options))
 
 
 def in_ranges(ranges: Mapping[int, tuple[int, int]]) -> Column:

@@ -131,7 +131,7 @@ def landed_counts(bronze: DataFrame) -> dict[str, Any]:
     return row.asDict() if row else {}
 
 
-def write_measured(bronze: DataFrame, write: Callable[[DataFrame], None]) -> dict[str, Any]:
+def write_measured(bronze: DataFrame, write: Callable[[DataFrame], object]) -> dict[str, Any]:
     """``write(bronze)``, measuring :func:`landed_aggregates` on the way: no cache, no second pass.
 
     The aggregates ride along the write as a Spark ``Observation``, which Spark fills in before

@@ -8,17 +8,20 @@ import pytest
 
 from kafkalake.core import jvm_extension
 from kafkalake.core.errors import JarsMissingError
-from kafkalake.core.jars import pyspark_jars_dir
+from kafkalake.core.jars import jars_dir, pyspark_jars_dir
+
+#: The Delta jars set-up resolved: the build compiles against them.
+DELTA = jvm_extension.delta_jars(jars_dir() / "spark")
 
 
 def test_the_build_compiles_the_source_once_and_removes_older_builds(tmp_path):
     stale = tmp_path / "spark" / "kafkalake-spark-000000000000.jar"
     stale.parent.mkdir()
     stale.write_bytes(b"PK")
-    other = tmp_path / "spark" / "delta-spark_4.2_2.13-4.4.0.jar"
+    other = tmp_path / "spark" / "kafka-clients-3.9.2.jar"
     other.write_bytes(b"PK")
 
-    jar = jvm_extension.build(tmp_path, pyspark_jars=pyspark_jars_dir())
+    jar = jvm_extension.build(tmp_path, pyspark_jars=pyspark_jars_dir(), delta=DELTA)
 
     assert jar == jvm_extension.jar_path(tmp_path) and jvm_extension.is_built(tmp_path)
     with zipfile.ZipFile(jar) as built:
@@ -27,9 +30,10 @@ def test_the_build_compiles_the_source_once_and_removes_older_builds(tmp_path):
     assert f"{package}KafkalakeExtensions.class" in names
     assert {f"{package}KafkalakeFromJson.class", f"{package}KafkalakeFromJsonKeyed.class"} <= names
     assert jvm_extension.EXTENSION_CLASS.replace(".", "/") + ".class" in names
+    assert "org/apache/spark/sql/delta/kafkalake/IdempotentAppend.class" in names
     assert not stale.exists() and other.exists()
     built_at = jar.stat().st_mtime_ns
-    assert jvm_extension.build(tmp_path, pyspark_jars=pyspark_jars_dir()) == jar
+    assert jvm_extension.build(tmp_path, pyspark_jars=pyspark_jars_dir(), delta=DELTA) == jar
     assert jar.stat().st_mtime_ns == built_at
 
 
@@ -49,6 +53,21 @@ def test_a_source_that_does_not_compile_says_so_with_the_compiler_s_words(tmp_pa
     (source / "Broken.scala").write_text('object Broken { val x: Int = "text" }\n')
     monkeypatch.setattr(jvm_extension, "SOURCE_DIR", source)
     with pytest.raises(JarsMissingError, match=r"(?s)could not build .*Broken\.scala.*type mismatch"):
-        jvm_extension.build(tmp_path, pyspark_jars=pyspark_jars_dir())
+        jvm_extension.build(tmp_path, pyspark_jars=pyspark_jars_dir(), delta=DELTA)
     assert not jvm_extension.is_built(tmp_path)
     assert list((tmp_path / "spark").glob("*")) == []
+
+
+def test_without_delta_jars_the_build_says_to_run_set_up(tmp_path):
+    with pytest.raises(JarsMissingError, match=r"no Delta jars in .*make setup"):
+        jvm_extension.build(tmp_path, pyspark_jars=pyspark_jars_dir())
+    assert not jvm_extension.is_built(tmp_path)
+
+
+def test_another_delta_is_another_build(tmp_path, monkeypatch):
+    first = jvm_extension.jar_path(tmp_path)
+    real = jvm_extension.version
+    monkeypatch.setattr(
+        jvm_extension, "version", lambda name: "9.9.9" if name == "delta-spark" else real(name)
+    )
+    assert jvm_extension.jar_path(tmp_path) != first
