@@ -53,7 +53,12 @@ def fingerprint(target: Path | None = None, env: dict[str, str] | None = None) -
     """What the archive depends on: a different JVM build or jar set makes its classes stale."""
     java = java_binary(env)
     stat = java.stat() if java is not None and java.exists() else None
-    jars = sorted(p.name for p in ((target or jars_dir()) / "spark").glob("*.jar"))
+    # Size and time too: the JVM refuses an archive whose jar changed under the same name (the
+    # kafkalake jar rebuilt from an edited source), and would then start without it.
+    jars = [
+        [p.name, p.stat().st_size, p.stat().st_mtime_ns]
+        for p in sorted(((target or jars_dir()) / "spark").glob("*.jar"))
+    ]
     return {
         "java": str(java) if java else None,
         "java_size": stat.st_size if stat else None,

@@ -58,6 +58,12 @@ def test_other_jars_make_it_stale(target: Path, java_home: dict[str, str]) -> No
     assert usable_archive(target, java_home) is None
 
 
+def test_a_jar_rewritten_under_its_name_makes_it_stale(target: Path, java_home: dict[str, str]) -> None:
+    jar = target / "spark" / "delta-spark_2.13-4.4.0.jar"
+    jar.write_bytes(b"jar, rebuilt")
+    assert usable_archive(target, java_home) is None
+
+
 def test_another_java_makes_it_stale(target: Path, java_home: dict[str, str], tmp_path: Path) -> None:
     other = tmp_path / "jdk21" / "bin" / "java"
     other.parent.mkdir(parents=True)
