@@ -55,10 +55,8 @@ def fingerprint(target: Path | None = None, env: dict[str, str] | None = None) -
     stat = java.stat() if java is not None and java.exists() else None
     # Size and time too: the JVM refuses an archive whose jar changed under the same name (the
     # kafkalake jar rebuilt from an edited source), and would then start without it.
-    jars = [
-        [p.name, p.stat().st_size, p.stat().st_mtime_ns]
-        for p in sorted(((target or jars_dir()) / "spark").glob("*.jar"))
-    ]
+    stats = [(p.name, p.stat()) for p in sorted(((target or jars_dir()) / "spark").glob("*.jar"))]
+    jars = [[name, jar.st_size, jar.st_mtime_ns] for name, jar in stats]
     return {
         "java": str(java) if java else None,
         "java_size": stat.st_size if stat else None,

@@ -4,8 +4,8 @@ The stream reads Kafka once, under one checkpoint; each micro-batch is written b
 :class:`BatchWriter` (``foreachBatch``) to bronze, then the parsed, dead-letter and latest-row
 tables. Every write is idempotent: Delta records ``(txnAppId, txnVersion)`` = (the streaming
 query's id, the batch id) in the commit and skips a write it has already committed
-(:func:`write_idempotent`). A batch replayed
-after a crash or a retry therefore fills in only the tables it had not reached. The query id is
+(:func:`write_idempotent`). A batch replayed after a crash or a retry therefore fills in only the
+tables it had not reached. The query id is
 the one stored in the checkpoint, as Delta's own streaming sink uses: a new checkpoint is a new id,
 so its batch 0 is never mistaken for an old one.
 
