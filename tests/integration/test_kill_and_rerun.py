@@ -9,7 +9,6 @@ import os
 import re
 import signal
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
@@ -22,6 +21,7 @@ from kafkalake.core.errors import EXIT_CODES, Kind
 from kafkalake.dev import producer
 from kafkalake.dev.broker import LocalKafka
 from kafkalake.dev.producer import Record
+from kafkalake.dev.standalone_airflow import wait_for
 from kafkalake.kafka.client_config import ENV_CLIENT_CONFIG_FILE, ENV_KEEP_CLIENT_CONFIG_FILE
 from kafkalake.kafka.offsets import decide, end_offsets
 from kafkalake.lake.checkpoint import read_checkpoint
@@ -93,14 +93,6 @@ def descendants(pid: int) -> list[str]:
     return found
 
 
-def wait_for(condition, *, what: str, timeout: float = 300.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
-
-
 def batch_in_flight(checkpoint: Path, at_least: int) -> int | None:
     """A batch id >= at_least whose offsets are planned but whose commit is not yet written."""
     planned = {int(p.name) for p in (checkpoint / "offsets").glob("[0-9]*") if p.name.isdigit()}
@@ -113,6 +105,8 @@ def kill_mid_batch(process: subprocess.Popen[bytes], checkpoint: Path, at_least:
     wait_for(
         lambda: batch_in_flight(checkpoint, at_least) is not None or process.poll() is not None,
         what=f"micro-batch {at_least} to start",
+        timeout=300,
+        every=0.05,  # the kill must land inside the batch
     )
     batch = batch_in_flight(checkpoint, at_least)
     assert process.poll() is None and batch is not None, "the job finished before it could be killed"
@@ -246,6 +240,8 @@ def test_a_second_ingest_of_the_same_topic_meanwhile_is_turned_away_and_nothing_
         wait_for(
             lambda: batch_in_flight(checkpoint, 1) is not None or first.poll() is not None,
             what="the first job's second micro-batch",
+            timeout=300,
+            every=0.05,
         )
         os.killpg(first.pid, signal.SIGSTOP)
         assert first.poll() is None, "the first job ended before the second could meet it"

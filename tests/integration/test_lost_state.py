@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import re
 import shutil
-import time
 from pathlib import Path
 
 import pytest
@@ -25,6 +24,7 @@ from kafkalake.core.metrics import XCOM_KEY as METRICS_XCOM_KEY
 from kafkalake.dev import local_airflow, producer
 from kafkalake.dev.local_airflow import DagRunError
 from kafkalake.dev.producer import Record
+from kafkalake.dev.standalone_airflow import wait_for
 from kafkalake.kafka.offsets import topic_id
 from kafkalake.lake import parsed_backlog
 from kafkalake.lake.table_position import read_position
@@ -37,13 +37,6 @@ pytestmark = pytest.mark.integration
 NAME = "it-lost-state"
 #: The follow-up tasks (their own tests cover them): marked successful, not run.
 NOT_REGISTERED = "refresh_schema|register_table|maintain_table"
-
-
-def wait_until(condition, what: str, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.5)
 
 
 def produce(bootstrap: str, start: int, count: int) -> None:
@@ -121,7 +114,7 @@ def test_a_recreated_topic_is_never_silently_skipped_whether_or_not_it_refilled(
 
     admin = AdminClient(config)  # kept: a collected client cancels its requests
     admin.delete_topics([name])[name].result(timeout=30)
-    wait_until(lambda: topic_id(config, name) is None, "the topic to be deleted")
+    wait_for(lambda: topic_id(config, name) is None, what="the topic to be deleted", timeout=60, every=0.5)
     producer.create_topic(bootstrap, name, partitions=1)
     new_id = topic_id(config, name)
     assert new_id and new_id != first_id
@@ -187,7 +180,12 @@ def test_a_dag_run_on_a_recreated_topic_fails_at_once_with_topic_recreated(
 
     admin = AdminClient(config)
     admin.delete_topics([RECREATED_DAG_TOPIC])[RECREATED_DAG_TOPIC].result(timeout=30)
-    wait_until(lambda: topic_id(config, RECREATED_DAG_TOPIC) is None, "the topic to be deleted")
+    wait_for(
+        lambda: topic_id(config, RECREATED_DAG_TOPIC) is None,
+        what="the topic to be deleted",
+        timeout=60,
+        every=0.5,
+    )
     producer.create_topic(bootstrap, RECREATED_DAG_TOPIC, partitions=1)
     producer.produce(bootstrap, RECREATED_DAG_TOPIC, [Record(None, b"new", 0) for _ in range(90)])  # refilled
 

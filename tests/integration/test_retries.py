@@ -12,7 +12,6 @@ import os
 import signal
 import subprocess
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -29,6 +28,7 @@ from kafkalake.dev import local_airflow, producer
 from kafkalake.dev.broker import LocalKafka
 from kafkalake.dev.local_airflow import DagRunError
 from kafkalake.dev.producer import Record
+from kafkalake.dev.standalone_airflow import wait_for
 from kafkalake.kafka.offsets import watermarks
 
 from .helpers import assert_exactly_once, read_rows
@@ -37,14 +37,6 @@ pytestmark = pytest.mark.integration
 
 #: Tasks not under test, marked successful instead of run (each would cost a JVM).
 NOT_REGISTERED = "refresh_schema|register_table|maintain_table"
-
-
-def wait_for(condition: Callable[[], bool], *, what: str, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
-        time.sleep(0.5)
 
 
 def planned_batches(checkpoint: Path) -> int:

@@ -328,7 +328,7 @@ def jar_files(conf: str, target: Path | None = None) -> list[Path]:
         )
     if conf == "spark" and not jvm_extension.is_built(target):
         raise JarsMissingError(
-            f"kafkalake's Spark functions ({jvm_extension.SOURCE_DIR}) are not built for this source "
+            f"kafkalake's JVM extension ({jvm_extension.SOURCE_DIR}) is not built for this source "
             f"and pyspark in {target / conf}: run `make setup` (or `python -m kafkalake.core.jars`)"
         )
     return sorted((target / conf).glob("*.jar"))

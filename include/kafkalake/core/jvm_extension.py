@@ -6,7 +6,7 @@ machine needs only Java and the venv, and nothing more is fetched. The jar lands
 jar set (``.jars/spark``), so everything that hands that set to Spark (``spark-submit --jars``, the
 tests' session, the class archive's training run) has it. Its name carries a digest of the source
 and of pyspark's and delta-spark's versions: a changed source, another Spark or another Delta makes
-``make setup`` build again, and the class archive (keyed by the jar names) follows.
+``make setup`` build again, and the class archive (keyed by the jars' names, sizes and times) follows.
 """
 
 from __future__ import annotations
@@ -65,7 +65,7 @@ def build(target: Path | None = None, *, pyspark_jars: Path, delta: list[Path] |
     """
     jar = jar_path(target)
     if jar.is_file():
-        log.info("kafkalake's Spark functions already built: %s", jar.name)
+        log.info("kafkalake's JVM extension already built: %s", jar.name)
         return jar
     java = shutil.which("java")
     if java is None:
@@ -74,7 +74,7 @@ def build(target: Path | None = None, *, pyspark_jars: Path, delta: list[Path] |
     delta = delta_jars(jar.parent) if delta is None else delta
     if not delta:
         raise JarsMissingError(
-            f"no Delta jars in {jar.parent} to compile kafkalake's Spark functions against: "
+            f"no Delta jars in {jar.parent} to compile kafkalake's JVM extension against: "
             "run `make setup` (or `python -m kafkalake.core.jars`)"
         )
     with tempfile.TemporaryDirectory() as tmp:
@@ -91,7 +91,7 @@ def build(target: Path | None = None, *, pyspark_jars: Path, delta: list[Path] |
             str(classes),
             *(str(s) for s in _sources()),
         ]
-        log.info("compiling kafkalake's Spark functions (%s)", ", ".join(s.name for s in _sources()))
+        log.info("compiling kafkalake's JVM extension (%s)", ", ".join(s.name for s in _sources()))
         done = subprocess.run(cmd, capture_output=True, text=True, check=False)
         if done.returncode != 0:
             raise JarsMissingError(

@@ -209,7 +209,7 @@ def test_resolved_folder_lists_its_jars_sorted(tmp_path):
     (tmp_path / "spark" / "readme.txt").write_text("x")
     (tmp_path / "resolved.txt").write_text(marker_text())
     assert is_resolved(tmp_path) is True
-    with pytest.raises(JarsMissingError, match=r"Spark functions .* not built .* run `make setup`"):
+    with pytest.raises(JarsMissingError, match=r"JVM extension .* not built .* run `make setup`"):
         jar_files("spark", tmp_path)
     jvm_extension.jar_path(tmp_path).write_bytes(b"PK")
     assert jar_files("spark", tmp_path) == [

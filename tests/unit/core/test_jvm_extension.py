@@ -1,4 +1,4 @@
-"""The build of kafkalake's Spark functions: a real compile with pyspark's Scala compiler."""
+"""The build of kafkalake's JVM extension (Spark functions, Delta writer) with pyspark's Scala compiler."""
 
 from __future__ import annotations
 
