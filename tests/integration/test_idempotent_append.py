@@ -76,6 +76,31 @@ def test_without_the_checksum_the_table_state_answers(spark, tmp_path):
     assert DeltaTable(path).transaction_version("app") == 3
 
 
+@pytest.mark.parametrize(
+    "damage",
+    [
+        pytest.param(lambda text: text[: len(text) // 2], id="cut short"),  # what a full disk leaves
+        pytest.param(lambda text: "\x00\xff not json", id="garbage"),
+        pytest.param(lambda text: "", id="empty"),
+    ],
+)
+def test_a_damaged_checksum_is_not_trusted(spark, tmp_path, damage):
+    table = tmp_path / "t"
+    path = str(table)
+    for batch in range(2):
+        assert write_idempotent(rows(spark, batch), path, "app", batch) is True
+    crc = table / "_delta_log" / f"{1:020d}.crc"
+    crc.write_text(damage(crc.read_text()))
+    spark.sparkContext._jvm.org.apache.spark.sql.delta.DeltaLog.clearCache()
+
+    # The replayed batch is still recognised (from the table's state), the next one lands once.
+    assert write_idempotent(rows(spark, 1), path, "app", 1) is False
+    assert lookup(spark) == "state"
+    assert write_idempotent(rows(spark, 2), path, "app", 2) is True
+    assert sorted(r["batch"] for r in read_rows(table)) == sorted([0, 1, 2] * 3)
+    assert DeltaTable(path).transaction_version("app") == 2
+
+
 def test_a_schema_change_needs_merge_schema(spark, tmp_path):
     path = str(tmp_path / "t")
     write_idempotent(rows(spark, 0), path, "app", 0)
