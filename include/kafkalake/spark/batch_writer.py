@@ -5,9 +5,8 @@ The stream reads Kafka once, under one checkpoint; each micro-batch is written b
 tables. Every write is idempotent: Delta records ``(txnAppId, txnVersion)`` = (the streaming
 query's id, the batch id) in the commit and skips a write it has already committed
 (:func:`write_idempotent`). A batch replayed after a crash or a retry therefore fills in only the
-tables it had not reached. The query id is
-the one stored in the checkpoint, as Delta's own streaming sink uses: a new checkpoint is a new id,
-so its batch 0 is never mistaken for an old one.
+tables it had not reached. The query id is the one stored in the checkpoint, as Delta's own
+streaming sink uses: a new checkpoint is a new id, so its batch 0 is never mistaken for an old one.
 
 The parsed table is written straight from the parse when nothing in the batch needs deciding first
 (:meth:`BatchWriter._write_direct`); a batch with dead letters, records to rescue while the schema
