@@ -48,7 +48,7 @@ from kafkalake.core.errors import (
     failure,
     failure_of,
 )
-from kafkalake.core.job_failures import classify_spark_error, exit_code, failure_line
+from kafkalake.core.job_failures import classify_spark_error, exit_code, failure_line, store_failure
 from kafkalake.core.metrics import ENV_METRICS_FILE
 from kafkalake.core.paths import catalog_path, lake_root
 from kafkalake.core.run_mode import parse_reingest_from
@@ -105,13 +105,16 @@ def main(argv: list[str] | None = None) -> int:
         if args.reingest_from is not None:
             return reingest(topic, client_config, args.reingest_from)
         return ingest(topic, client_config, started, follow_ups=not args.no_follow_ups)
-    except OSError as err:
-        # A full disk outside Spark's own writes (the run lock, the schema history, the backlog
-        # file) is the same fault as inside them: its kind, not an unknown crash that retries.
-        if err.errno != errno.ENOSPC:
+    except Exception as err:
+        # The object store refusing the credentials, the access or the bucket, wherever it is met
+        # (delta-rs or pyarrow before the stream, S3A in Spark), and a full disk outside Spark's
+        # own writes (the run lock, the schema history, the backlog file): their kinds, not an
+        # unknown crash that retries.
+        refused = store_failure(topic.name, error_text(err), topic.storage_conn_id)
+        if refused is None and not (isinstance(err, OSError) and err.errno == errno.ENOSPC):
             raise
         log.error("the ingest of topic %s failed: %s", topic.name, err)
-        return report(classify_spark_error(topic.name, f"OSError: {err}"))
+        return report(refused or classify_spark_error(topic.name, f"OSError: {err}"))
 
 
 def ingest(
@@ -162,7 +165,7 @@ def ingest(
         else:
             # The query's own failure, as Spark raised it: classified here, where its error class
             # and message are at hand, rather than from a log tail.
-            failed = classify_spark_error(topic.name, error_text(err))
+            failed = classify_spark_error(topic.name, error_text(err), topic.storage_conn_id)
         log.error("the ingest of topic %s failed: %s", topic.name, err)
         log.info("landed before the failure: %s", writer.stats.summary())
         spark.stop()
@@ -194,7 +197,7 @@ def catch_up_parsed(spark: SparkSession, topic: TopicConfig, writer: BatchWriter
         assert backlog is not None
         kind = err.kind if isinstance(err, KafkalakeError) else Kind(backlog.kind)
         if isinstance(err, CapturedException) and kind is Kind.UNKNOWN:
-            kind = classify_spark_error(topic.name, error_text(err)).kind
+            kind = classify_spark_error(topic.name, error_text(err), topic.storage_conn_id).kind
         log.error("the parsed tables of topic %s could not catch up: %s", topic.name, err)
         cause = str(err).splitlines()[0] if str(err) else type(err).__name__
         return failure(
@@ -225,7 +228,7 @@ def reingest(topic: TopicConfig, client_config: dict[str, str], reingest_from: s
         return report(failure_of(err))
     except CapturedException as err:
         log.error("the re-ingest of topic %s failed: %s", topic.name, err)
-        return report(classify_spark_error(topic.name, error_text(err)))
+        return report(classify_spark_error(topic.name, error_text(err), topic.storage_conn_id))
     finally:
         spark.stop()
     log.info("done: %s", outcome.summary())

@@ -42,7 +42,7 @@ from kafkalake.core.paths import jobs_dir
 from kafkalake.core.run_mode import Mode, RunMode, run_mode
 from kafkalake.kafka import client_config as kafka_client
 from kafkalake.kafka import offsets, windows
-from kafkalake.lake import care_due, parsed_backlog, registry, table_position
+from kafkalake.lake import care_due, parsed_backlog, registry, store_refusals, table_position
 from kafkalake.lake.checkpoint import read_checkpoint
 
 log = logging.getLogger(__name__)
@@ -82,6 +82,21 @@ def check_new_offsets(
     if mode.mode is Mode.BACKFILL:
         return False
     use_storage(topic_name, table_path or checkpoint, storage_conn_id)
+    with store_refusals.named(topic_name, storage_conn_id):
+        return _has_new_offsets(
+            topic_name, checkpoint, kafka_conn_id, fail_on_data_loss, mode, table_path, ti
+        )
+
+
+def _has_new_offsets(
+    topic_name: str,
+    checkpoint: str,
+    kafka_conn_id: str,
+    fail_on_data_loss: bool,
+    mode: RunMode,
+    table_path: str | None,
+    ti: Any,
+) -> bool:
     config = kafka_config_for(kafka_conn_id)
     if mode.mode is Mode.REINGEST:
         assert mode.reingest_from is not None
@@ -369,9 +384,10 @@ class RegisterOperator(TopicSparkSubmitOperator):
     def execute(self, context: Any) -> None:
         if first_try(context):
             use_topic_storage(self.topic)
-            missing = registry.unregistered(
-                registry.registry_dir(Path(self.lake_root)), list(topic_tables(self.topic))
-            )
+            with store_refusals.named(self.topic.name, self.topic.storage_conn_id):
+                missing = registry.unregistered(
+                    registry.registry_dir(Path(self.lake_root)), list(topic_tables(self.topic))
+                )
             if missing == []:
                 self.log.info(
                     "every table of topic %s is registered already (no JVM started)", self.topic.name
@@ -398,7 +414,8 @@ class MaintenanceOperator(FollowUpOperator):
         if self.done_by_ingest(context):
             return
         use_topic_storage(self.topic)
-        run, lines = care_due.due_now(self.topic)
+        with store_refusals.named(self.topic.name, self.topic.storage_conn_id):
+            run, lines = care_due.due_now(self.topic)
         for line in lines:
             self.log.info("%s", line)
         if not run:

@@ -157,18 +157,24 @@ RUNBOOK_REINGEST_REFUSED = (
     "deleted cannot be re-read; re-publish it from the source system if it still has it)"
 )
 RUNBOOK_AUTHENTICATION_FAILED = (
-    "The brokers refused the connection's credentials (wrong or expired password, a SCRAM user that "
-    "does not exist or lacks this mechanism, a rejected OAuth client). Fix the login/password (or "
-    "oauth_client_id/oauth_client_secret) of the Kafka connection named in the message, or create "
-    "the user on the cluster, then clear the task. Nothing was read"
+    "The brokers, or the object store, refused the credentials of the connection named in the "
+    "message. Kafka: a wrong or expired password, a SCRAM user that does not exist or lacks this "
+    "mechanism, a rejected OAuth client: fix the login/password (or oauth_client_id/"
+    "oauth_client_secret) of the Kafka connection, or create the user on the cluster. Object store "
+    "(SignatureDoesNotMatch, InvalidAccessKeyId, ExpiredToken): fix the access key (login) and "
+    "secret key (password) of the topic's storage_conn_id connection, or renew its session token. "
+    "Then clear the task: the run resumes from the checkpoint, nothing lost or twice"
 )
 RUNBOOK_AUTHORIZATION_FAILED = (
-    "The brokers know the pipeline's principal but an ACL denies it what it asked (READ/DESCRIBE on "
-    "the topic, READ on its consumer groups 'spark-kafka-source*' and 'kafkalake*'). Ask the "
-    "cluster's admins to grant it (e.g. `kafka-acls.sh --add --allow-principal User:<name> "
-    "--operation Read --topic <topic>` and `--operation Read --group spark-kafka-source "
-    "--resource-pattern-type prefixed`), or point the topic at a connection whose principal has "
-    "them, then clear the task. Nothing was read"
+    "Kafka or the object store denied the pipeline what it asked. Kafka: an ACL denies the "
+    "principal READ/DESCRIBE on the topic or READ on its consumer groups 'spark-kafka-source*' and "
+    "'kafkalake*'; ask the cluster's admins to grant them (e.g. `kafka-acls.sh --add "
+    "--allow-principal User:<name> --operation Read --topic <topic>` and `--operation Read --group "
+    "spark-kafka-source --resource-pattern-type prefixed`). Object store (AccessDenied, HTTP 403): "
+    "the key of the topic's storage_conn_id needs to list, read, write and delete under the table's "
+    "path in its bucket; a store that answers 403 without a code may also mean a wrong key. Or "
+    "point the topic at a connection that has them. Then clear the task: the run resumes from the "
+    "checkpoint, nothing lost or twice"
 )
 RUNBOOK_TLS_UNTRUSTED = (
     "The TLS handshake with the brokers failed: the broker's certificate is not signed by the CA "
@@ -315,13 +321,14 @@ class ReingestRefusedError(NonRetryableError):
 
 
 class AuthenticationFailedError(NonRetryableError):
-    """The brokers refused the connection's credentials."""
+    """The brokers, or the object store, refused the connection's credentials."""
 
     kind = Kind.AUTHENTICATION_FAILED
 
 
 class AuthorizationFailedError(NonRetryableError):
-    """An ACL denies the pipeline's principal a topic, a consumer group or the cluster."""
+    """An ACL denies the pipeline's principal a topic, a consumer group or the cluster; or the
+    object store denies its key access to the table's bucket or path."""
 
     kind = Kind.AUTHORIZATION_FAILED
 

@@ -77,6 +77,79 @@ _DRIVER_LOST = re.compile(
 )
 
 
+# The object store refusing a request, as S3 words it (its error codes), and Hadoop's S3A, delta-rs
+# (object_store: the XML body) and pyarrow (AWS Error FOO_BAR) pass it on. A code that says the key
+# or signature is unknown is the credentials; AccessDenied, or S3A's 403 without a code (a HEAD
+# request has no body), is a refusal of access, which a wrong key can look like too.
+_STORE_CREDENTIALS = re.compile(
+    r"\b(?P<code>SignatureDoesNotMatch|InvalidAccessKeyId|InvalidToken|ExpiredToken"
+    r"|InvalidClientTokenId|SIGNATURE_DOES_NOT_MATCH|INVALID_ACCESS_KEY_ID|INVALID_TOKEN"
+    r"|EXPIRED_TOKEN)\b"
+)
+_STORE_DENIED = re.compile(
+    r"\b(?P<code>AccessDenied|ACCESS_DENIED)\b"
+    r"|(?P<status>AccessDeniedException: s3a://|S3Exception: Forbidden|403 Forbidden)"
+)
+_STORE_NO_BUCKET = re.compile(
+    r"\b(?P<code>NoSuchBucket|NO_SUCH_BUCKET)\b|UnknownStoreException|The specified bucket does not exist"
+)
+# The bucket a refused request was for: s3a://bucket/..., "in bucket 'b'" (pyarrow), /bucket?list (delta-rs).
+_STORE_BUCKET = re.compile(
+    r"s3a?://(?P<a>[^/\s'`]+)|in bucket '(?P<b>[^']+)'|https?://[^/\s]+/(?P<c>[^/?\s]+)\?"
+)
+# delta-rs colours its error chain for a terminal; a log shows the escapes as garbage.
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def store_refusal(text: str) -> tuple[Kind, str] | None:
+    """``(kind, cause)`` when an error text shows the object store refusing a request, else None.
+
+    Unknown credentials are ``authentication_failed``, a refused access ``authorization_failed``, a
+    missing bucket ``bad_config``: none of them is mended by a retry. An unreachable store is not
+    a refusal (it stays transient).
+    """
+    text = _ANSI.sub("", text)
+    bucket = _STORE_BUCKET.search(text)
+    where = next((g for g in bucket.groups() if g), None) if bucket else None
+    on = f" (bucket {where!r})" if where else ""
+    found = _STORE_CREDENTIALS.search(text)
+    if found:
+        return Kind.AUTHENTICATION_FAILED, f"{found.group('code')}{on}"
+    found = _STORE_NO_BUCKET.search(text)
+    if found:
+        return Kind.BAD_CONFIG, f"no such bucket{on}"
+    found = _STORE_DENIED.search(text)
+    if found:
+        code = found.group("code") or "HTTP 403 Forbidden, no code given"
+        return Kind.AUTHORIZATION_FAILED, f"{code}{on}"
+    return None
+
+
+def store_failure(topic: str, text: str, conn_id: str | None = None) -> Failure | None:
+    """The on-call failure of an object-store refusal in ``text`` (see :func:`store_refusal`), or None.
+
+    ``conn_id`` is the topic's ``storage_conn_id``, when the caller knows it: the message names it.
+    """
+    refused = store_refusal(text)
+    if refused is None:
+        return None
+    kind, cause = refused
+    whose = f"connection {conn_id!r}" if conn_id else "the topic's storage connection (storage_conn_id)"
+    if kind is Kind.AUTHENTICATION_FAILED:
+        detail = f"the object store refused the credentials of {whose}: {cause}"
+    elif kind is Kind.AUTHORIZATION_FAILED:
+        detail = (
+            f"the object store denied access to {whose}: {cause}; a permission the key lacks on the "
+            "bucket, or a wrong key where the store does not say which"
+        )
+    else:
+        detail = (
+            f"the object store has {cause}: check the topic's path (or the lake root) in the catalog "
+            f"and the endpoint of {whose}"
+        )
+    return failure(kind, f"topic {topic!r}: {detail}")
+
+
 def classify_text(text: str) -> Kind:
     """The kind of failure an error text (a Spark exception, a log tail) shows; first match wins.
 
@@ -88,6 +161,13 @@ def classify_text(text: str) -> Kind:
         (Kind.AUTHENTICATION_FAILED, _AUTHENTICATION),
         (Kind.AUTHORIZATION_FAILED, _AUTHORIZATION),
         (Kind.TOPIC_MISSING, _TOPIC_MISSING),
+    ):
+        if pattern.search(text):
+            return kind
+    refused = store_refusal(text)
+    if refused is not None:
+        return refused[0]
+    for kind, pattern in (
         (Kind.BAD_CONFIG, _BAD_CONFIG),
         (Kind.DISK_FULL, _DISK_FULL),
         (Kind.BROKER_UNREACHABLE, _BROKER),
@@ -124,9 +204,15 @@ def security_failure(topic: str, kind: Kind, cause: str) -> Failure:
     return failure(kind, f"topic {topic!r}: {_SECURITY_DETAIL[kind]}: {cause}")
 
 
-def classify_spark_error(topic: str, text: str) -> Failure:
-    """Classify the failure of the ingest job's streaming query from its exception text."""
+def classify_spark_error(topic: str, text: str, storage_conn_id: str | None = None) -> Failure:
+    """Classify the failure of the ingest job's streaming query from its exception text.
+
+    ``storage_conn_id`` is named in the message of an object-store refusal.
+    """
     kind = classify_text(text)
+    refused = store_failure(topic, text, storage_conn_id)
+    if refused is not None and refused.kind is kind:
+        return refused
     if kind is Kind.OFFSETS_EXPIRED:
         reason = _DATA_LOSS_REASON.search(text)
         return failure(

@@ -28,6 +28,7 @@ from kafkalake.core.job_failures import (
     failure_line,
     offsets_expired_message,
     parse_failure_line,
+    store_failure,
 )
 
 DATA_LOSS = """\
@@ -351,3 +352,89 @@ def test_a_full_disk_is_its_own_non_retryable_kind_naming_the_file(text, where):
     assert exit_code(Kind.DISK_FULL) == 71
     # A full disk's trace mentions timeouts too (a stalled write): the disk is the cause.
     assert classify_text(text + "\nTimeoutException: Timed out waiting for a node") is Kind.DISK_FULL
+
+
+# The object store refusing a request, as each reader met it against a real s3proxy (a wrong
+# secret key, an unknown access key, a bucket that does not exist): delta-rs (colours included),
+# pyarrow, Hadoop's S3A in Spark (a HEAD request's 403 carries no code).
+DELTA_RS_SIGNATURE = (
+    "Generic S3 error\n  \x1b[31m↳\x1b[0m Error performing list request\n   \x1b[31m↳\x1b[0m Error "
+    "performing GET http://127.0.0.1:48077/lake?list-type=2&prefix=t1%2F_delta_log%2F in 6.48ms - "
+    "Server returned non-2xx status code\n    \x1b[31m↳\x1b[0m 403 Forbidden\n     \x1b[31m↳\x1b[0m "
+    "<?xml version='1.0' encoding='UTF-8'?><Error><Code>SignatureDoesNotMatch</Code><Message>The "
+    "request signature we calculated does not match the signature you provided.</Message></Error>"
+)
+PYARROW_UNKNOWN_KEY = (
+    "When listing objects under key 't1/_kafkalake/checkpoint/offsets/' in bucket 'lake': AWS Error "
+    "INVALID_ACCESS_KEY_ID during ListObjectsV2 operation: Forbidden (Request ID: B33E646A820C627D)"
+)
+S3A_HEAD_FORBIDDEN = (
+    "An error occurred while calling o68.load.\n: java.nio.file.AccessDeniedException: "
+    "s3a://lake/t2/_delta_log: getFileStatus on s3a://lake/t2/_delta_log: software.amazon.awssdk."
+    "services.s3.model.S3Exception: Forbidden (Service: S3, Status Code: 403, Request ID: "
+    "C16F7890CA56875A):null\n\tat org.apache.hadoop.fs.s3a.S3AUtils.translateException(S3AUtils.java:277)"
+)
+S3A_LIST_SIGNATURE = (
+    "java.nio.file.AccessDeniedException: s3a://lake/t2/_delta_log: listObjects() on s3a://lake/t2/"
+    "_delta_log: software.amazon.awssdk.services.s3.model.S3Exception: The request signature we "
+    "calculated does not match the signature you provided. Check your key and signing method. "
+    "(Service: S3, Status Code: 403, Request ID: 7D167C3DF16BF0C3) (SDK Attempt Count: 1)"
+    ":SignatureDoesNotMatch"
+)
+S3A_NO_BUCKET = (
+    "org.apache.hadoop.fs.s3a.UnknownStoreException: `s3a://nosuchbucket/t2/_delta_log': getFileStatus "
+    "on s3a://nosuchbucket/t2/_delta_log: software.amazon.awssdk.services.s3.model.NoSuchBucketException: "
+    "The specified bucket does not exist (Service: S3, Status Code: 404, Request ID: 632448715CA7E11B)"
+)
+BOTO_ACCESS_DENIED = "An error occurred (AccessDenied) when calling the PutObject operation: Access Denied"
+
+
+@pytest.mark.parametrize(
+    ("text", "kind", "says"),
+    [
+        (DELTA_RS_SIGNATURE, Kind.AUTHENTICATION_FAILED, "SignatureDoesNotMatch (bucket 'lake')"),
+        (PYARROW_UNKNOWN_KEY, Kind.AUTHENTICATION_FAILED, "INVALID_ACCESS_KEY_ID (bucket 'lake')"),
+        (S3A_LIST_SIGNATURE, Kind.AUTHENTICATION_FAILED, "SignatureDoesNotMatch (bucket 'lake')"),
+        (S3A_HEAD_FORBIDDEN, Kind.AUTHORIZATION_FAILED, "HTTP 403 Forbidden, no code given (bucket 'lake')"),
+        (BOTO_ACCESS_DENIED, Kind.AUTHORIZATION_FAILED, "AccessDenied"),
+        (S3A_NO_BUCKET, Kind.BAD_CONFIG, "no such bucket (bucket 'nosuchbucket')"),
+        ("ExpiredToken: The provided token has expired.", Kind.AUTHENTICATION_FAILED, "ExpiredToken"),
+    ],
+    ids=["delta-rs signature", "pyarrow key", "S3A signature", "S3A HEAD 403", "boto3", "bucket", "token"],
+)
+def test_object_store_refusals_fail_at_once_naming_the_connection(text, kind, says):
+    refused = store_failure("orders", text, "lake_s3")
+    assert refused is not None and refused.kind is kind, refused
+    assert not refused.retryable and isinstance(refused.error(), NonRetryableError)
+    assert says in refused.message
+    assert "topic 'orders'" in refused.message and "connection 'lake_s3'" in refused.message
+    assert "object store" in refused.message and "\x1b" not in refused.message
+    assert f"See RUNBOOK.md, section {kind}." in refused.message
+    # The ingest job meets the same in Spark's trace: the same kind and message, not Kafka's words.
+    assert classify_text(text) is kind
+    assert classify_spark_error("orders", text, "lake_s3") == refused
+    assert "Kafka" not in classify_spark_error("orders", text).message.split(" (NOT retrying")[0]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # An unreachable store is not a refusal: transient, retried.
+        "Generic S3 error: Error performing list request: error sending request for url "
+        "(http://127.0.0.1:9/lake?list-type=2): Connection refused (os error 111)",
+        # A local lake's permission problem is not the object store's.
+        "java.nio.file.AccessDeniedException: /lake/bronze/orders/_delta_log/00000.json",
+        "PermissionError: [Errno 13] Permission denied: '/lake/bronze/orders'",
+        # Kafka's own refusals keep their words.
+        SASL_JAVA,
+        ACL_JAVA,
+    ],
+)
+def test_what_is_not_an_object_store_refusal(text):
+    assert store_failure("orders", text, "lake_s3") is None
+
+
+def test_without_a_connection_the_message_points_at_the_topic_s_setting():
+    refused = store_failure("orders", PYARROW_UNKNOWN_KEY)
+    assert refused is not None
+    assert "the topic's storage connection (storage_conn_id)" in refused.message

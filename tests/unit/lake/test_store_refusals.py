@@ -1,0 +1,53 @@
+"""A refusal of the object store, met by a reader in this process, raised as its failure kind."""
+
+from __future__ import annotations
+
+import pytest
+
+from kafkalake.core.errors import (
+    AuthenticationFailedError,
+    BadConfigError,
+    CheckpointLockedError,
+    NonRetryableError,
+)
+from kafkalake.lake import store_refusals
+
+PYARROW_SIGNATURE = (
+    "When listing objects under key 't1/' in bucket 'lake': AWS Error SIGNATURE_DOES_NOT_MATCH during "
+    "ListObjectsV2 operation: The request signature we calculated does not match the signature you provided."
+)
+
+
+def test_a_refused_key_becomes_authentication_failed_naming_the_connection():
+    with pytest.raises(AuthenticationFailedError) as raised:
+        with store_refusals.named("orders", "lake_s3"):
+            raise OSError(PYARROW_SIGNATURE)
+    message = str(raised.value)
+    assert message.startswith(
+        "[authentication_failed] topic 'orders': the object store refused the credentials"
+    )
+    assert "connection 'lake_s3'" in message and "SIGNATURE_DOES_NOT_MATCH (bucket 'lake')" in message
+    assert isinstance(raised.value.__cause__, OSError)
+
+
+def test_a_missing_bucket_is_bad_config():
+    with pytest.raises(BadConfigError, match="no such bucket"):
+        with store_refusals.named("orders", None):
+            raise OSError("Generic S3 error: <Error><Code>NoSuchBucket</Code></Error>")
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        OSError("Generic S3 error: error sending request: Connection refused (os error 111)"),
+        FileNotFoundError("no such file"),
+        CheckpointLockedError("[checkpoint_locked] held by pid 7"),
+    ],
+    ids=["unreachable store", "other OSError", "a typed error"],
+)
+def test_anything_else_passes_through_unchanged(error):
+    with pytest.raises(type(error)) as raised:
+        with store_refusals.named("orders", "lake_s3"):
+            raise error
+    assert raised.value is error
+    assert not isinstance(raised.value, NonRetryableError)
