@@ -2,9 +2,9 @@
 
 One topic, one small backlog and as few DAG runs as the assertions need, in order: a first run
 lands 300 records in every table exactly once (and table care and registration run on them), an
-idle run skips without a JVM, a second batch lands, a re-ingest fills gaps made in bronze and the
-parsed table, the replay DAG rebuilds the parsed tables from bronze, and a wrong secret key fails a
-run at once before the fixed connection lands what waited. Every table is read back with delta-rs
+idle run skips without a JVM, a wrong secret key fails the next run at once and the fixed connection
+then lands the second batch that waited, a re-ingest fills gaps made in bronze and the parsed table,
+and the replay DAG rebuilds the parsed tables from bronze. Every table is read back with delta-rs
 and the connection's storage options; the connection's secret must appear in no log.
 """
 
@@ -213,9 +213,62 @@ def test_an_idle_run_reads_the_store_and_skips_the_spark_job(env, s3_server, top
     assert "skipping the Spark job: the table already holds every offset Kafka has" in run.output
 
 
-def test_a_second_batch_lands_once(env, s3_server, kafka, topic):
+def test_a_wrong_secret_fails_the_run_at_once_naming_the_connection(
+    env, s3_server, kafka, store_catalog, lake, topic, tmp_path
+):
+    """A stranger's typo in the storage connection's secret key: the pre-flight fails the run at once
+    with ``authentication_failed`` naming the connection (no three retries as ``unknown``), the
+    ingest job reports the same kind where it meets the store, the secret shows nowhere. The
+    records it produced wait for the next test's run, with the right connection."""
     producer.produce(kafka.bootstrap_servers, TOPIC, events(300, 150))
+    wrong = "wrong-" + uuid.uuid4().hex
+    connection = {**s3_server.connection(), "password": wrong}
+    bad_env = {**env, f"AIRFLOW_CONN_{CONN_ID.upper()}": json.dumps(connection)}
 
+    with pytest.raises(local_airflow.DagRunError) as raised:
+        local_airflow.test_dag(bad_env, topic.dag_id, sync=False)
+    run = raised.value.result
+    assert run is not None
+    assert run.task_states["check_new_offsets"] == "failed"
+    assert run.task_states["ingest"] in ("upstream_failed", None)
+    assert "[authentication_failed]" in run.output
+    assert "the object store refused the credentials of connection 'it_objectstore'" in run.output
+    assert local_airflow.task_tries(Path(env["AIRFLOW_HOME"]), topic.dag_id, "check_new_offsets") == (
+        "failed",
+        1,
+    ), "retried: the policy should fail it at once"
+    assert wrong not in run.output
+
+    # The job run with the same settings (a retried ingest task after the key was changed) meets
+    # the refusal at its first read of the store, and reports it as its kind and exit code.
+    kafka_settings = tmp_path / "kafka.json"
+    kafka_settings.write_text(json.dumps({"bootstrap.servers": kafka.bootstrap_servers}))
+    handed = tmp_path / "storage.json"
+    handed.write_text(json.dumps({**json.loads(storage.current().to_json()), "secret_key": wrong}))
+    handed.chmod(0o600)
+    done = subprocess.run(
+        jobs.command("ingest_topic", TOPIC, catalog=store_catalog, lake=lake),
+        env={
+            **jobs.environment(store_catalog, lake),
+            ENV_CLIENT_CONFIG_FILE: str(kafka_settings),
+            ENV_KEEP_CLIENT_CONFIG_FILE: "1",
+            storage.ENV_STORAGE_CONFIG_FILE: str(handed),
+        },
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    output = done.stdout + done.stderr
+    assert done.returncode == EXIT_CODES[Kind.AUTHENTICATION_FAILED], output[-3000:]
+    reported = parse_failure_line(output)
+    assert reported is not None and reported.kind is Kind.AUTHENTICATION_FAILED, output[-3000:]
+    assert "the object store refused the credentials of connection 'it_objectstore'" in reported.message
+    assert wrong not in output and not handed.exists()
+
+
+def test_the_batch_that_waited_lands_once_with_the_fixed_connection(env, s3_server, kafka, topic):
+    """The records the wrong secret kept out (produced by the test before): every offset once."""
     run = run_dag(env, s3_server, topic.dag_id, mark_success="^maintain_table$")
 
     assert run.task_states["ingest"] == "success"
@@ -353,61 +406,3 @@ def test_create_text_on_the_store_never_overwrites(s3_server, topic):
     with pytest.raises(FileExistsError, match=r"000001\.json"):
         store_files.create_text(location, "second")
     assert store_files.read_text(location) == "first"
-
-
-def test_a_wrong_secret_fails_at_once_and_the_fixed_connection_lands_everything_once(
-    env, s3_server, kafka, store_catalog, lake, topic, tmp_path
-):
-    """A stranger's typo in the storage connection's secret key: the pre-flight fails the run at once
-    with ``authentication_failed`` naming the connection (no three retries as ``unknown``), the
-    ingest job reports the same kind where it meets the store, the secret shows nowhere; once the
-    connection is fixed the records that waited land, every offset once."""
-    producer.produce(kafka.bootstrap_servers, TOPIC, events(650, 40))
-    wrong = "wrong-" + uuid.uuid4().hex
-    connection = {**s3_server.connection(), "password": wrong}
-    bad_env = {**env, f"AIRFLOW_CONN_{CONN_ID.upper()}": json.dumps(connection)}
-
-    with pytest.raises(local_airflow.DagRunError) as raised:
-        local_airflow.test_dag(bad_env, topic.dag_id, sync=False)
-    run = raised.value.result
-    assert run is not None
-    assert run.task_states["check_new_offsets"] == "failed"
-    assert run.task_states["ingest"] in ("upstream_failed", None)
-    assert "[authentication_failed]" in run.output
-    assert "the object store refused the credentials of connection 'it_objectstore'" in run.output
-    assert local_airflow.task_tries(Path(env["AIRFLOW_HOME"]), topic.dag_id, "check_new_offsets") == (
-        "failed",
-        1,
-    ), "retried: the policy should fail it at once"
-    assert wrong not in run.output
-
-    # The job run with the same settings (a retried ingest task after the key was changed) meets
-    # the refusal at its first read of the store, and reports it as its kind and exit code.
-    kafka_settings = tmp_path / "kafka.json"
-    kafka_settings.write_text(json.dumps({"bootstrap.servers": kafka.bootstrap_servers}))
-    handed = tmp_path / "storage.json"
-    handed.write_text(json.dumps({**json.loads(storage.current().to_json()), "secret_key": wrong}))
-    handed.chmod(0o600)
-    done = subprocess.run(
-        jobs.command("ingest_topic", TOPIC, catalog=store_catalog, lake=lake),
-        env={
-            **jobs.environment(store_catalog, lake),
-            ENV_CLIENT_CONFIG_FILE: str(kafka_settings),
-            ENV_KEEP_CLIENT_CONFIG_FILE: "1",
-            storage.ENV_STORAGE_CONFIG_FILE: str(handed),
-        },
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
-    output = done.stdout + done.stderr
-    assert done.returncode == EXIT_CODES[Kind.AUTHENTICATION_FAILED], output[-3000:]
-    reported = parse_failure_line(output)
-    assert reported is not None and reported.kind is Kind.AUTHENTICATION_FAILED, output[-3000:]
-    assert "the object store refused the credentials of connection 'it_objectstore'" in reported.message
-    assert wrong not in output and not handed.exists()
-
-    run = run_dag(env, s3_server, topic.dag_id, mark_success=FOLLOW_UPS)
-    assert run.task_states["ingest"] == "success"
-    assert_tables_agree(topic, kafka)
