@@ -10,10 +10,12 @@ and the connection's storage options; the connection's secret must appear in no 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import time
 import uuid
@@ -30,7 +32,7 @@ from kafkalake.config import jobs
 from kafkalake.config.catalog import load_catalog
 from kafkalake.config.tables import topic_tables
 from kafkalake.config.topic import TopicConfig
-from kafkalake.core.errors import EXIT_CODES, CheckpointLockedError, Kind
+from kafkalake.core.errors import EXIT_CODES, CheckpointLockedError, Kind, StoreUnreachableError
 from kafkalake.core.job_failures import parse_failure_line
 from kafkalake.core.paths import ENV_CATALOG
 from kafkalake.dev import local_airflow, producer
@@ -39,7 +41,7 @@ from kafkalake.dev.producer import Record
 from kafkalake.dev.s3_server import LocalS3
 from kafkalake.kafka.client_config import ENV_CLIENT_CONFIG_FILE, ENV_KEEP_CLIENT_CONFIG_FILE
 from kafkalake.kafka.offsets import end_offsets
-from kafkalake.lake import lease_lock, registry, storage, store_files
+from kafkalake.lake import lease_lock, registry, storage, store_files, store_refusals
 from kafkalake.lake.checkpoint import read_checkpoint
 from kafkalake.lake.lease_lock import LeaseLock
 
@@ -265,6 +267,54 @@ def test_a_wrong_secret_fails_the_run_at_once_naming_the_connection(
     assert reported is not None and reported.kind is Kind.AUTHENTICATION_FAILED, output[-3000:]
     assert "the object store refused the credentials of connection 'it_objectstore'" in reported.message
     assert wrong not in output and not handed.exists()
+
+
+def test_a_store_that_does_not_answer_is_store_unreachable_and_retried(
+    kafka, store_catalog, lake, topic, tmp_path
+):
+    """The store's endpoint down (nothing listens there): the pre-flight's readers and the job say
+    the object store did not answer, as a transient kind that retries, never "Kafka did not answer"."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    before = storage.current()
+    down = dataclasses.replace(before, endpoint=f"http://127.0.0.1:{port}")
+    storage.use(down)
+    try:
+        for read in (
+            lambda: storage.open_delta(topic.path),
+            lambda: read_checkpoint(topic.checkpoint_path, TOPIC),
+        ):
+            with pytest.raises(
+                StoreUnreachableError, match=rf"the object store at 127\.0\.0\.1:{port} did not answer"
+            ):
+                with store_refusals.named(TOPIC, CONN_ID):
+                    read()
+    finally:
+        storage.use(before)
+    kafka_settings = tmp_path / "kafka.json"
+    kafka_settings.write_text(json.dumps({"bootstrap.servers": kafka.bootstrap_servers}))
+    handed = tmp_path / "storage.json"
+    handed.write_text(down.to_json())
+    handed.chmod(0o600)
+    done = subprocess.run(
+        jobs.command("ingest_topic", TOPIC, catalog=store_catalog, lake=lake),
+        env={
+            **jobs.environment(store_catalog, lake),
+            ENV_CLIENT_CONFIG_FILE: str(kafka_settings),
+            ENV_KEEP_CLIENT_CONFIG_FILE: "1",
+            storage.ENV_STORAGE_CONFIG_FILE: str(handed),
+        },
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    output = done.stdout + done.stderr
+    assert done.returncode == EXIT_CODES[Kind.STORE_UNREACHABLE], output[-3000:]
+    reported = parse_failure_line(output)
+    assert reported is not None and reported.kind is Kind.STORE_UNREACHABLE and reported.retryable
+    assert f"the object store at 127.0.0.1:{port} did not answer" in reported.message, reported.message
 
 
 def test_the_batch_that_waited_lands_once_with_the_fixed_connection(env, s3_server, kafka, topic):

@@ -44,6 +44,7 @@ class Kind(StrEnum):
     TLS_UNTRUSTED = "tls_untrusted"
     TOPIC_RECREATED = "topic_recreated"
     DISK_FULL = "disk_full"
+    STORE_UNREACHABLE = "store_unreachable"
     UNKNOWN = "unknown"
 
 
@@ -87,6 +88,7 @@ EXIT_CODES: Mapping[Kind, int] = {
     Kind.AUTHENTICATION_FAILED: 79,  # past sysexits' range: it has no "bad credentials" code
     Kind.TOPIC_RECREATED: 80,
     Kind.DISK_FULL: 71,  # EX_OSERR: the operating system refused the write
+    Kind.STORE_UNREACHABLE: 81,
 }
 KIND_OF_EXIT = {code: kind for kind, code in EXIT_CODES.items()}
 
@@ -197,6 +199,11 @@ RUNBOOK_CHECKPOINT_LOCKED = _RUNBOOK_TRANSIENT.format(
     "finish, or stop it if it is stuck, then clear the task. Never delete the lock file or the "
     "checkpoint to get past this"
 )
+RUNBOOK_STORE_UNREACHABLE = _RUNBOOK_TRANSIENT.format(
+    what="check that the object store answers from the Airflow worker and the Spark driver (the "
+    "endpoint_url of the topic's storage_conn_id connection, DNS, network, the store itself), then "
+    "clear the task. The checkpoint makes a rerun safe: no row is written twice"
+)
 RUNBOOK_UNKNOWN = _RUNBOOK_TRANSIENT.format(what="read the job's log above for the cause")
 
 _RUNBOOKS = {
@@ -216,6 +223,7 @@ _RUNBOOKS = {
     Kind.TLS_UNTRUSTED: RUNBOOK_TLS_UNTRUSTED,
     Kind.TOPIC_RECREATED: RUNBOOK_TOPIC_RECREATED,
     Kind.DISK_FULL: RUNBOOK_DISK_FULL,
+    Kind.STORE_UNREACHABLE: RUNBOOK_STORE_UNREACHABLE,
     Kind.UNKNOWN: RUNBOOK_UNKNOWN,
 }
 
@@ -351,6 +359,12 @@ class DriverLostError(TransientError):
     kind = Kind.DRIVER_LOST
 
 
+class StoreUnreachableError(TransientError):
+    """The object store did not answer (refused connections, unknown host, timeouts)."""
+
+    kind = Kind.STORE_UNREACHABLE
+
+
 class CheckpointLockedError(TransientError):
     """Another process holds the checkpoint's run lock (:mod:`kafkalake.lake.checkpoint_lock`)."""
 
@@ -374,6 +388,7 @@ _ERRORS: Mapping[Kind, type[KafkalakeError]] = {
     Kind.TLS_UNTRUSTED: TlsUntrustedError,
     Kind.TOPIC_RECREATED: TopicRecreatedError,
     Kind.DISK_FULL: DiskFullError,
+    Kind.STORE_UNREACHABLE: StoreUnreachableError,
     Kind.UNKNOWN: TransientError,
 }
 

@@ -93,6 +93,26 @@ _STORE_DENIED = re.compile(
 _STORE_NO_BUCKET = re.compile(
     r"\b(?P<code>NoSuchBucket|NO_SUCH_BUCKET)\b|UnknownStoreException|The specified bucket does not exist"
 )
+# The object store not answering, as delta-rs, pyarrow, S3A (the AWS SDK) and boto3 word it. Before
+# the broker's patterns: "Connection refused" is in both.
+_STORE_UNREACHABLE = re.compile(
+    r"Generic S3 error[\s\S]{0,2000}?(?:tcp connect error|dns error|error sending request|timed out)"
+    r"|AWS Error NETWORK_CONNECTION"
+    r"|(?:ConnectException|UnknownHostException|SocketTimeoutException|ConnectTimeoutException|"
+    r"NoRouteToHostException): [^\n]*? on s3a://"
+    r"|SdkClientException: Unable to execute HTTP request"
+    r"|Could not connect to the endpoint URL|Connect timeout on endpoint URL"
+)
+_STORE_ENDPOINT = re.compile(
+    r"(?:[Cc]onnect to |endpoint URL: \"?|https?://)"
+    # A host with a dot (a name or an address) or a port: not "connect to server".
+    r"(?P<at>[\w\-]+(?:\.[\w\-]+)+(?::\d+)?|[\w\-]+:\d+)"
+)
+_STORE_WHY = re.compile(
+    r"Connection refused|timed out|Read timed out|UnknownHostException|Name or service not known"
+    r"|dns error|No route to host|Could not connect to server",
+    re.IGNORECASE,
+)
 # The bucket a refused request was for: s3a://bucket/..., "in bucket 'b'" (pyarrow), /bucket?list (delta-rs).
 _STORE_BUCKET = re.compile(
     r"s3a?://(?P<a>[^/\s'`]+)|in bucket '(?P<b>[^']+)'|https?://[^/\s]+/(?P<c>[^/?\s]+)\?"
@@ -125,16 +145,32 @@ def store_refusal(text: str) -> tuple[Kind, str] | None:
     return None
 
 
+def store_unreachable(text: str) -> str | None:
+    """Where and why, when an error text shows the object store not answering; else None."""
+    text = _ANSI.sub("", text)
+    if not _STORE_UNREACHABLE.search(text):
+        return None
+    endpoint = _STORE_ENDPOINT.search(text)
+    why = _STORE_WHY.search(text)
+    at = f" at {endpoint.group('at')}" if endpoint else ""
+    return f"{at} did not answer" + (f" ({why.group(0)})" if why else "")
+
+
 def store_failure(topic: str, text: str, conn_id: str | None = None) -> Failure | None:
-    """The on-call failure of an object-store refusal in ``text`` (see :func:`store_refusal`), or None.
+    """The on-call failure of an object-store refusal in ``text`` (see :func:`store_refusal`), or of
+    a store that does not answer (``store_unreachable``, transient); None for anything else.
 
     ``conn_id`` is the topic's ``storage_conn_id``, when the caller knows it: the message names it.
     """
+    whose = f"connection {conn_id!r}" if conn_id else "the topic's storage connection (storage_conn_id)"
+    unreachable = store_unreachable(text)
+    if unreachable is not None:
+        detail = f"topic {topic!r}: the object store{unreachable}, reached with {whose}"
+        return failure(Kind.STORE_UNREACHABLE, detail)
     refused = store_refusal(text)
     if refused is None:
         return None
     kind, cause = refused
-    whose = f"connection {conn_id!r}" if conn_id else "the topic's storage connection (storage_conn_id)"
     if kind is Kind.AUTHENTICATION_FAILED:
         detail = f"the object store refused the credentials of {whose}: {cause}"
     elif kind is Kind.AUTHORIZATION_FAILED:
@@ -164,6 +200,8 @@ def classify_text(text: str) -> Kind:
     ):
         if pattern.search(text):
             return kind
+    if store_unreachable(text) is not None:
+        return Kind.STORE_UNREACHABLE
     refused = store_refusal(text)
     if refused is not None:
         return refused[0]

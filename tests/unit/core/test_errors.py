@@ -416,12 +416,52 @@ def test_object_store_refusals_fail_at_once_naming_the_connection(text, kind, sa
     assert "Kafka" not in classify_spark_error("orders", text).message.split(" (NOT retrying")[0]
 
 
+# The object store not answering (s3proxy stopped), as each reader met it.
+DELTA_RS_DOWN = (
+    "Generic S3 error\n  \x1b[31m↳\x1b[0m Error performing list request\n   \x1b[31m↳\x1b[0m Error "
+    "performing GET http://127.0.0.1:57717/lake?list-type=2&prefix=t1%2F_delta_log%2F in 3.27s, after 10 "
+    "retries, max_retries\n    \x1b[31m↳\x1b[0m 10, retry_timeout\n     \x1b[31m↳\x1b[0m 180s  - HTTP "
+    "error\n      \x1b[31m↳\x1b[0m error sending request\n       \x1b[31m↳\x1b[0m client error "
+    "(Connect)\n        \x1b[31m↳\x1b[0m tcp connect error\n         \x1b[31m↳\x1b[0m Connection refused "
+    "(os error 111)\n"
+)
+PYARROW_DOWN = (
+    "When listing objects under key 't1/_kafkalake/checkpoint/offsets/' in bucket 'lake': AWS Error "
+    "NETWORK_CONNECTION during ListObjectsV2 operation: curlCode: 7, Could not connect to server; "
+    "Details: Failed to connect to 127.0.0.1:33451 after 0 ms: Could not connect to server"
+)
+S3A_DOWN = (
+    "An error occurred while calling o68.load.\n: java.net.ConnectException: getFileStatus on "
+    "s3a://lake/t2/_delta_log: software.amazon.awssdk.core.exception.SdkClientException: Unable to "
+    "execute HTTP request: Connect to 127.0.0.1:57717 [/127.0.0.1] failed: Connection refused (SDK "
+    "Attempt Count: 6): Connection refused\n\tat java.base/jdk.internal.reflect.NativeConstructor"
+)
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        (DELTA_RS_DOWN, "the object store at 127.0.0.1:57717 did not answer (Connection refused)"),
+        (PYARROW_DOWN, "the object store at 127.0.0.1:33451 did not answer (Could not connect to server)"),
+        (S3A_DOWN, "the object store at 127.0.0.1:57717 did not answer (Connection refused)"),
+    ],
+    ids=["delta-rs", "pyarrow", "S3A"],
+)
+def test_an_object_store_that_does_not_answer_is_transient_and_not_called_kafka(text, says):
+    failed = store_failure("orders", text, "lake_s3")
+    assert failed is not None and failed.kind is Kind.STORE_UNREACHABLE and failed.retryable
+    assert says in failed.message and "connection 'lake_s3'" in failed.message, failed.message
+    assert "\x1b" not in failed.message
+    assert isinstance(failed.error(), errors.StoreUnreachableError)
+    # Spark's trace also says "Connection refused", which alone would be Kafka's.
+    assert classify_text(text) is Kind.STORE_UNREACHABLE
+    assert classify_spark_error("orders", text, "lake_s3") == failed
+    assert exit_code(Kind.STORE_UNREACHABLE) == 81
+
+
 @pytest.mark.parametrize(
     "text",
     [
-        # An unreachable store is not a refusal: transient, retried.
-        "Generic S3 error: Error performing list request: error sending request for url "
-        "(http://127.0.0.1:9/lake?list-type=2): Connection refused (os error 111)",
         # A local lake's permission problem is not the object store's.
         "java.nio.file.AccessDeniedException: /lake/bronze/orders/_delta_log/00000.json",
         "PermissionError: [Errno 13] Permission denied: '/lake/bronze/orders'",

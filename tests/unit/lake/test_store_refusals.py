@@ -9,6 +9,7 @@ from kafkalake.core.errors import (
     BadConfigError,
     CheckpointLockedError,
     NonRetryableError,
+    StoreUnreachableError,
 )
 from kafkalake.lake import store_refusals
 
@@ -36,14 +37,22 @@ def test_a_missing_bucket_is_bad_config():
             raise OSError("Generic S3 error: <Error><Code>NoSuchBucket</Code></Error>")
 
 
+def test_a_store_that_does_not_answer_is_its_transient_kind():
+    with pytest.raises(StoreUnreachableError, match=r"the object store at 127\.0\.0\.1:9 did not answer"):
+        with store_refusals.named("orders", "lake_s3"):
+            raise OSError(
+                "Generic S3 error: Error performing GET http://127.0.0.1:9/lake?list-type=2 - HTTP "
+                "error: error sending request: tcp connect error: Connection refused (os error 111)"
+            )
+
+
 @pytest.mark.parametrize(
     "error",
     [
-        OSError("Generic S3 error: error sending request: Connection refused (os error 111)"),
         FileNotFoundError("no such file"),
         CheckpointLockedError("[checkpoint_locked] held by pid 7"),
     ],
-    ids=["unreachable store", "other OSError", "a typed error"],
+    ids=["other OSError", "a typed error"],
 )
 def test_anything_else_passes_through_unchanged(error):
     with pytest.raises(type(error)) as raised:
