@@ -151,6 +151,30 @@ def assert_tables_agree(topic: TopicConfig, kafka: LocalKafka) -> None:
     assert {r["_kafka"]["key"]: spot(r) for r in rows(topic.latest_path)} == last
 
 
+def run_ingest_job(
+    kafka: LocalKafka, catalog: Path, lake: Path, handed: Path, settings: storage.StorageSettings
+) -> subprocess.CompletedProcess[str]:
+    """The ingest job run as its task runs it, handed ``settings`` in the private file ``handed``
+    (which the job deletes on read)."""
+    kafka_settings = handed.with_name("kafka.json")
+    kafka_settings.write_text(json.dumps({"bootstrap.servers": kafka.bootstrap_servers}))
+    handed.write_text(settings.to_json())
+    handed.chmod(0o600)
+    return subprocess.run(
+        jobs.command("ingest_topic", TOPIC, catalog=catalog, lake=lake),
+        env={
+            **jobs.environment(catalog, lake),
+            ENV_CLIENT_CONFIG_FILE: str(kafka_settings),
+            ENV_KEEP_CLIENT_CONFIG_FILE: "1",
+            storage.ENV_STORAGE_CONFIG_FILE: str(handed),
+        },
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+
+
 def delete_rows(location: str, predicate: str) -> int:
     """Remove rows as a restore to an older copy would (delta-rs, on the store)."""
     from deltalake import DeltaTable
@@ -243,23 +267,9 @@ def test_a_wrong_secret_fails_the_run_at_once_naming_the_connection(
 
     # The job run with the same settings (a retried ingest task after the key was changed) meets
     # the refusal at its first read of the store, and reports it as its kind and exit code.
-    kafka_settings = tmp_path / "kafka.json"
-    kafka_settings.write_text(json.dumps({"bootstrap.servers": kafka.bootstrap_servers}))
     handed = tmp_path / "storage.json"
-    handed.write_text(json.dumps({**json.loads(storage.current().to_json()), "secret_key": wrong}))
-    handed.chmod(0o600)
-    done = subprocess.run(
-        jobs.command("ingest_topic", TOPIC, catalog=store_catalog, lake=lake),
-        env={
-            **jobs.environment(store_catalog, lake),
-            ENV_CLIENT_CONFIG_FILE: str(kafka_settings),
-            ENV_KEEP_CLIENT_CONFIG_FILE: "1",
-            storage.ENV_STORAGE_CONFIG_FILE: str(handed),
-        },
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
+    done = run_ingest_job(
+        kafka, store_catalog, lake, handed, dataclasses.replace(storage.current(), secret_key=wrong)
     )
     output = done.stdout + done.stderr
     assert done.returncode == EXIT_CODES[Kind.AUTHENTICATION_FAILED], output[-3000:]
@@ -292,24 +302,7 @@ def test_a_store_that_does_not_answer_is_store_unreachable_and_retried(
                     read()
     finally:
         storage.use(before)
-    kafka_settings = tmp_path / "kafka.json"
-    kafka_settings.write_text(json.dumps({"bootstrap.servers": kafka.bootstrap_servers}))
-    handed = tmp_path / "storage.json"
-    handed.write_text(down.to_json())
-    handed.chmod(0o600)
-    done = subprocess.run(
-        jobs.command("ingest_topic", TOPIC, catalog=store_catalog, lake=lake),
-        env={
-            **jobs.environment(store_catalog, lake),
-            ENV_CLIENT_CONFIG_FILE: str(kafka_settings),
-            ENV_KEEP_CLIENT_CONFIG_FILE: "1",
-            storage.ENV_STORAGE_CONFIG_FILE: str(handed),
-        },
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
+    done = run_ingest_job(kafka, store_catalog, lake, tmp_path / "storage.json", down)
     output = done.stdout + done.stderr
     assert done.returncode == EXIT_CODES[Kind.STORE_UNREACHABLE], output[-3000:]
     reported = parse_failure_line(output)
