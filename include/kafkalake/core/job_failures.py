@@ -81,17 +81,23 @@ _DRIVER_LOST = re.compile(
 # (object_store: the XML body) and pyarrow (AWS Error FOO_BAR) pass it on. A code that says the key
 # or signature is unknown is the credentials; AccessDenied, or S3A's 403 without a code (a HEAD
 # request has no body), is a refusal of access, which a wrong key can look like too.
+# Only where S3 puts its codes: <Code>X</Code> (the XML body delta-rs shows), "An error occurred
+# (X)" (boto3), "...):X" (the AWS SDK under S3A), "AWS Error X" (pyarrow). Bare, a name like
+# InvalidToken is also Fernet's (a wrong Airflow fernet key) and must not read as the store's.
+_S3_CODE = r"(?:<Code>|An error occurred \(|\):|AWS Error )"
 _STORE_CREDENTIALS = re.compile(
-    r"\b(?P<code>SignatureDoesNotMatch|InvalidAccessKeyId|InvalidToken|ExpiredToken"
+    _S3_CODE + r"(?P<code>SignatureDoesNotMatch|InvalidAccessKeyId|InvalidToken|ExpiredToken"
     r"|InvalidClientTokenId|SIGNATURE_DOES_NOT_MATCH|INVALID_ACCESS_KEY_ID|INVALID_TOKEN"
     r"|EXPIRED_TOKEN)\b"
 )
 _STORE_DENIED = re.compile(
-    r"\b(?P<code>AccessDenied|ACCESS_DENIED)\b"
-    r"|(?P<status>AccessDeniedException: s3a://|S3Exception: Forbidden|403 Forbidden)"
+    _S3_CODE + r"(?P<code>AccessDenied|ACCESS_DENIED)\b"
+    r"|(?P<status>AccessDeniedException: s3a://|S3Exception: Forbidden"
+    r"|Generic S3 error[\s\S]{0,2000}?403 Forbidden)"
 )
 _STORE_NO_BUCKET = re.compile(
-    r"\b(?P<code>NoSuchBucket|NO_SUCH_BUCKET)\b|UnknownStoreException|The specified bucket does not exist"
+    _S3_CODE + r"(?:NoSuchBucket|NO_SUCH_BUCKET)\b"
+    r"|NoSuchBucketException|UnknownStoreException|The specified bucket does not exist"
 )
 # The object store not answering, as delta-rs, pyarrow, S3A (the AWS SDK) and boto3 word it. Before
 # the broker's patterns: "Connection refused" is in both.

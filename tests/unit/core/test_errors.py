@@ -398,7 +398,12 @@ BOTO_ACCESS_DENIED = "An error occurred (AccessDenied) when calling the PutObjec
         (S3A_HEAD_FORBIDDEN, Kind.AUTHORIZATION_FAILED, "HTTP 403 Forbidden, no code given (bucket 'lake')"),
         (BOTO_ACCESS_DENIED, Kind.AUTHORIZATION_FAILED, "AccessDenied"),
         (S3A_NO_BUCKET, Kind.BAD_CONFIG, "no such bucket (bucket 'nosuchbucket')"),
-        ("ExpiredToken: The provided token has expired.", Kind.AUTHENTICATION_FAILED, "ExpiredToken"),
+        (
+            "botocore.exceptions.ClientError: An error occurred (ExpiredToken) when calling the "
+            "PutObject operation: The provided token has expired.",
+            Kind.AUTHENTICATION_FAILED,
+            "ExpiredToken",
+        ),
     ],
     ids=["delta-rs signature", "pyarrow key", "S3A signature", "S3A HEAD 403", "boto3", "bucket", "token"],
 )
@@ -465,6 +470,11 @@ def test_an_object_store_that_does_not_answer_is_transient_and_not_called_kafka(
         # A local lake's permission problem is not the object store's.
         "java.nio.file.AccessDeniedException: /lake/bronze/orders/_delta_log/00000.json",
         "PermissionError: [Errno 13] Permission denied: '/lake/bronze/orders'",
+        # A wrong Airflow fernet key while a connection is read: Fernet's InvalidToken, not S3's.
+        "cryptography.fernet.InvalidToken",
+        "airflow.exceptions.AirflowException: Could not decrypt: InvalidToken",
+        # An OAuth token endpoint's 403 for Kafka's OAUTHBEARER.
+        "KafkaError{code=_AUTHENTICATION} Failed to acquire SASL OAUTHBEARER token: HTTP 403 Forbidden",
         # Kafka's own refusals keep their words.
         SASL_JAVA,
         ACL_JAVA,
