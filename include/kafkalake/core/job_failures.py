@@ -77,13 +77,12 @@ _DRIVER_LOST = re.compile(
 )
 
 
-# The object store refusing a request, as S3 words it (its error codes), and Hadoop's S3A, delta-rs
-# (object_store: the XML body) and pyarrow (AWS Error FOO_BAR) pass it on. A code that says the key
-# or signature is unknown is the credentials; AccessDenied, or S3A's 403 without a code (a HEAD
-# request has no body), is a refusal of access, which a wrong key can look like too.
-# Only where S3 puts its codes: <Code>X</Code> (the XML body delta-rs shows), "An error occurred
-# (X)" (boto3), "...):X" (the AWS SDK under S3A), "AWS Error X" (pyarrow). Bare, a name like
-# InvalidToken is also Fernet's (a wrong Airflow fernet key) and must not read as the store's.
+# The object store refusing a request: S3's error code, read only where the readers put it,
+# <Code>X</Code> (the XML body delta-rs shows), "An error occurred (X)" (boto3), "...):X" (the AWS
+# SDK under S3A), "AWS Error X" (pyarrow). Bare, a name like InvalidToken is also Fernet's (a wrong
+# Airflow fernet key) and must not read as the store's. A code that says the key or signature is
+# unknown is the credentials; AccessDenied, or S3A's 403 without a code (a HEAD request has no
+# body), is a refusal of access, which a wrong key can look like too.
 _S3_CODE = r"(?:<Code>|An error occurred \(|\):|AWS Error )"
 _STORE_CREDENTIALS = re.compile(
     _S3_CODE + r"(?P<code>SignatureDoesNotMatch|InvalidAccessKeyId|InvalidToken|ExpiredToken"
