@@ -20,7 +20,7 @@ from kafkalake.core.paths import catalog_path, lake_root
 from kafkalake.lake.checkpoint_lock import checkpoint_lock
 from kafkalake.spark import object_store
 from kafkalake.spark.follow_ups import MAINTENANCE_REPORT
-from kafkalake.spark.job_args import report
+from kafkalake.spark.job_args import report, report_store_failure
 from kafkalake.spark.table_care import maintain
 
 log = logging.getLogger("kafkalake.maintain")
@@ -53,6 +53,11 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{MAINTENANCE_REPORT} {table_report}", flush=True)
     except KafkalakeError as err:
         return report(failure_of(err))
+    except Exception as err:
+        code = report_store_failure(topic, err)
+        if code is None:
+            raise
+        return code
     finally:
         spark.stop()
     return 0

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from kafkalake.config.catalog import load_catalog
 from kafkalake.config.topic import TopicConfig
 from kafkalake.core.errors import Failure, KafkalakeError, failure
-from kafkalake.core.job_failures import exit_code, failure_line
+from kafkalake.core.job_failures import exit_code, failure_line, store_failure
 from kafkalake.core.paths import catalog_path, lake_root
 
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -41,3 +41,12 @@ def failure_of_error(err: KafkalakeError) -> Failure:
     if message.startswith(f"[{err.kind}]"):
         return Failure(err.kind, message)
     return failure(err.kind, message)
+
+
+def report_store_failure(topic: TopicConfig, err: BaseException) -> int | None:
+    """Report an object store's refusal or silence that stopped a job (its kind, line and exit
+    code), wherever it was met (delta-rs, pyarrow, boto3, or S3A in the JVM trace pyspark keeps on
+    the exception); None when ``err`` is something else, for the caller to raise."""
+    text = f"{err}\n{getattr(err, '_stackTrace', '') or ''}"
+    refused = store_failure(topic.name, text, topic.storage_conn_id)
+    return None if refused is None else report(refused)

@@ -1,0 +1,63 @@
+"""A Spark job's report of an object store that refused it or did not answer."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kafkalake.config.catalog import load_catalog
+from kafkalake.config.topic import TopicConfig
+from kafkalake.core.errors import Kind
+from kafkalake.core.job_failures import exit_code, parse_failure_line
+from kafkalake.spark.job_args import report_store_failure
+
+
+@pytest.fixture
+def topic(tmp_path: Path) -> TopicConfig:
+    catalog = tmp_path / "topics.yaml"
+    catalog.write_text(
+        "defaults: {storage_conn_id: lake_s3}\n"
+        "topics:\n  - {name: orders, freshness_sla: 1h, path: 's3a://bucket/raw/orders'}\n"
+    )
+    return load_catalog(catalog, tmp_path / "lake").topic("orders")
+
+
+class JavaError(Exception):
+    """What pyspark raises for a JVM failure: the JVM's trace kept beside the message."""
+
+    def __init__(self, message: str, trace: str) -> None:
+        super().__init__(message)
+        self._stackTrace = trace
+
+
+@pytest.mark.parametrize(
+    ("error", "kind"),
+    [
+        (
+            JavaError(
+                "An error occurred while calling o41.save.",
+                "java.nio.file.AccessDeniedException: s3a://bucket/raw/orders/_delta_log: listObjects() "
+                "on s3a://bucket/raw/orders/_delta_log: software.amazon.awssdk.services.s3.model."
+                "S3Exception: Forbidden (Service: S3, Status Code: 403) (SDK Attempt Count: 1)"
+                ":InvalidAccessKeyId",
+            ),
+            Kind.AUTHENTICATION_FAILED,
+        ),
+        (
+            OSError("When listing objects under key 'raw/' in bucket 'bucket': AWS Error NETWORK_CONNECTION"),
+            Kind.STORE_UNREACHABLE,
+        ),
+    ],
+    ids=["S3A in the JVM trace", "pyarrow"],
+)
+def test_a_store_failure_is_reported_with_its_kind_and_exit_code(topic, error, kind, capsys):
+    assert report_store_failure(topic, error) == exit_code(kind)
+    reported = parse_failure_line(capsys.readouterr().err)
+    assert reported is not None and reported.kind is kind
+    assert "topic 'orders'" in reported.message and "connection 'lake_s3'" in reported.message
+
+
+def test_anything_else_is_left_to_the_caller(topic, capsys):
+    assert report_store_failure(topic, ValueError("a bug")) is None
+    assert capsys.readouterr().err == ""
