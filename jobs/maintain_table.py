@@ -20,7 +20,7 @@ from kafkalake.core.paths import catalog_path, lake_root
 from kafkalake.lake.checkpoint_lock import checkpoint_lock
 from kafkalake.spark import object_store
 from kafkalake.spark.follow_ups import MAINTENANCE_REPORT
-from kafkalake.spark.job_args import report, report_store_failure
+from kafkalake.spark.job_args import report, store_failures_reported
 from kafkalake.spark.table_care import maintain
 
 log = logging.getLogger("kafkalake.maintain")
@@ -47,17 +47,12 @@ def main(argv: list[str] | None = None) -> int:
     # there the care holds the topic's run lock.
     guard = checkpoint_lock(topic.checkpoint_path) if topic.on_object_store else contextlib.nullcontext()
     try:
-        with guard:
+        with guard, store_failures_reported(topic):
             for table_report in maintain(spark, topic, force=args.force):
                 # Also on stdout: the Airflow task log shows spark-submit's output line by line.
                 print(f"{MAINTENANCE_REPORT} {table_report}", flush=True)
     except KafkalakeError as err:
         return report(failure_of(err))
-    except Exception as err:
-        code = report_store_failure(topic, err)
-        if code is None:
-            raise
-        return code
     finally:
         spark.stop()
     return 0

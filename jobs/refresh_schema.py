@@ -9,7 +9,7 @@ import logging
 import sys
 
 from kafkalake.spark import object_store
-from kafkalake.spark.job_args import topic_from_args
+from kafkalake.spark.job_args import store_failures_reported, topic_from_args
 from kafkalake.spark.schema_refresh import refresh
 
 log = logging.getLogger("kafkalake.schema")
@@ -26,8 +26,11 @@ def main(argv: list[str] | None = None) -> int:
     spark = SparkSession.builder.appName(f"kafkalake-schema-{topic.name}").getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
     object_store.configure(spark)
-    log.info(refresh(spark, topic).summary(topic.name))
-    spark.stop()
+    try:
+        with store_failures_reported(topic):
+            log.info(refresh(spark, topic).summary(topic.name))
+    finally:
+        spark.stop()
     return 0
 
 

@@ -13,7 +13,7 @@ from kafkalake.config.spark_conf import metastore_dir, metastore_uri
 from kafkalake.core.paths import lake_root
 from kafkalake.lake.registry import registry_dir
 from kafkalake.spark import object_store
-from kafkalake.spark.job_args import topic_from_args
+from kafkalake.spark.job_args import store_failures_reported, topic_from_args
 from kafkalake.spark.registration import metastore_lock, register
 
 log = logging.getLogger("kafkalake.register")
@@ -31,9 +31,12 @@ def main(argv: list[str] | None = None) -> int:
         )
         spark.sparkContext.setLogLevel("WARN")
         object_store.configure(spark)
-        for line in register(spark, topic, registry_dir(lake_root())):
-            log.info(line)
-        spark.stop()
+        try:
+            with store_failures_reported(topic):
+                for line in register(spark, topic, registry_dir(lake_root())):
+                    log.info(line)
+        finally:
+            spark.stop()
     return 0
 
 

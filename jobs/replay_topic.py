@@ -24,7 +24,7 @@ from kafkalake.config.catalog import load_catalog
 from kafkalake.core.errors import CatalogError, KafkalakeError, Kind, failure
 from kafkalake.core.paths import catalog_path, lake_root
 from kafkalake.spark import object_store
-from kafkalake.spark.job_args import LOG_FORMAT, failure_of_error, report, report_store_failure
+from kafkalake.spark.job_args import LOG_FORMAT, failure_of_error, report, store_failures_reported
 from kafkalake.spark.replay import replay, selection_from
 
 log = logging.getLogger("kafkalake.spark.replay")
@@ -59,14 +59,10 @@ def main(argv: list[str] | None = None) -> int:
     spark.sparkContext.setLogLevel("WARN")
     object_store.configure(spark)
     try:
-        result = replay(spark, topic, selection)
+        with store_failures_reported(topic):
+            result = replay(spark, topic, selection)
     except KafkalakeError as err:
         return report(failure_of_error(err))
-    except Exception as err:
-        code = report_store_failure(topic, err)
-        if code is None:
-            raise
-        return code
     finally:
         spark.stop()
     # Also on stdout: the Airflow task log shows spark-submit's output line by line.

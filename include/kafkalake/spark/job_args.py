@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 
 from kafkalake.config.catalog import load_catalog
 from kafkalake.config.topic import TopicConfig
@@ -43,10 +44,19 @@ def failure_of_error(err: KafkalakeError) -> Failure:
     return failure(err.kind, message)
 
 
-def report_store_failure(topic: TopicConfig, err: BaseException) -> int | None:
-    """Report an object store's refusal or silence that stopped a job (its kind, line and exit
-    code), wherever it was met (delta-rs, pyarrow, boto3, or S3A in the JVM trace pyspark keeps on
-    the exception); None when ``err`` is something else, for the caller to raise."""
-    text = f"{err}\n{getattr(err, '_stackTrace', '') or ''}"
-    refused = store_failure(topic.name, text, topic.storage_conn_id)
-    return None if refused is None else report(refused)
+@contextmanager
+def store_failures_reported(topic: TopicConfig) -> Iterator[None]:
+    """Around a job's work: an object store's refusal or silence met in it (delta-rs, pyarrow,
+    boto3, or S3A in the JVM trace pyspark keeps on the exception) is reported as its kind, and the
+    job exits with the kind's code (``SystemExit``, so ``finally`` blocks still run). Anything else
+    passes through unchanged."""
+    try:
+        yield
+    except KafkalakeError:
+        raise
+    except Exception as err:
+        text = f"{err}\n{getattr(err, '_stackTrace', '') or ''}"
+        refused = store_failure(topic.name, text, topic.storage_conn_id)
+        if refused is None:
+            raise
+        raise SystemExit(report(refused)) from None

@@ -8,9 +8,9 @@ import pytest
 
 from kafkalake.config.catalog import load_catalog
 from kafkalake.config.topic import TopicConfig
-from kafkalake.core.errors import Kind
+from kafkalake.core.errors import CheckpointLockedError, Kind
 from kafkalake.core.job_failures import exit_code, parse_failure_line
-from kafkalake.spark.job_args import report_store_failure
+from kafkalake.spark.job_args import store_failures_reported
 
 
 @pytest.fixture
@@ -51,13 +51,22 @@ class JavaError(Exception):
     ],
     ids=["S3A in the JVM trace", "pyarrow"],
 )
-def test_a_store_failure_is_reported_with_its_kind_and_exit_code(topic, error, kind, capsys):
-    assert report_store_failure(topic, error) == exit_code(kind)
+def test_a_store_failure_is_reported_and_exits_with_its_code(topic, error, kind, capsys):
+    with pytest.raises(SystemExit) as exited:
+        with store_failures_reported(topic):
+            raise error
+    assert exited.value.code == exit_code(kind)
     reported = parse_failure_line(capsys.readouterr().err)
     assert reported is not None and reported.kind is kind
     assert "topic 'orders'" in reported.message and "connection 'lake_s3'" in reported.message
 
 
-def test_anything_else_is_left_to_the_caller(topic, capsys):
-    assert report_store_failure(topic, ValueError("a bug")) is None
+@pytest.mark.parametrize(
+    "error", [ValueError("a bug"), CheckpointLockedError("[checkpoint_locked] held")], ids=["bug", "typed"]
+)
+def test_anything_else_passes_through(topic, error, capsys):
+    with pytest.raises(type(error)) as raised:
+        with store_failures_reported(topic):
+            raise error
+    assert raised.value is error
     assert capsys.readouterr().err == ""
