@@ -48,7 +48,13 @@ from kafkalake.core.errors import (
     failure,
     failure_of,
 )
-from kafkalake.core.job_failures import classify_spark_error, exit_code, failure_line, store_failure
+from kafkalake.core.job_failures import (
+    classify_spark_error,
+    exception_text,
+    exit_code,
+    failure_line,
+    store_failure,
+)
 from kafkalake.core.metrics import ENV_METRICS_FILE
 from kafkalake.core.paths import catalog_path, lake_root
 from kafkalake.core.run_mode import parse_reingest_from
@@ -110,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
         # (delta-rs or pyarrow before the stream, S3A in Spark), and a full disk outside Spark's
         # own writes (the run lock, the schema history, the backlog file): their kinds, not an
         # unknown crash that retries.
-        refused = store_failure(topic.name, error_text(err), topic.storage_conn_id)
+        refused = store_failure(topic.name, exception_text(err), topic.storage_conn_id)
         if refused is None and not (isinstance(err, OSError) and err.errno == errno.ENOSPC):
             raise
         log.error("the ingest of topic %s failed: %s", topic.name, err)
@@ -165,7 +171,7 @@ def ingest(
         else:
             # The query's own failure, as Spark raised it: classified here, where its error class
             # and message are at hand, rather than from a log tail.
-            failed = classify_spark_error(topic.name, error_text(err), topic.storage_conn_id)
+            failed = classify_spark_error(topic.name, exception_text(err), topic.storage_conn_id)
         log.error("the ingest of topic %s failed: %s", topic.name, err)
         log.info("landed before the failure: %s", writer.stats.summary())
         spark.stop()
@@ -197,7 +203,7 @@ def catch_up_parsed(spark: SparkSession, topic: TopicConfig, writer: BatchWriter
         assert backlog is not None
         kind = err.kind if isinstance(err, KafkalakeError) else Kind(backlog.kind)
         if isinstance(err, CapturedException) and kind is Kind.UNKNOWN:
-            kind = classify_spark_error(topic.name, error_text(err), topic.storage_conn_id).kind
+            kind = classify_spark_error(topic.name, exception_text(err), topic.storage_conn_id).kind
         log.error("the parsed tables of topic %s could not catch up: %s", topic.name, err)
         cause = str(err).splitlines()[0] if str(err) else type(err).__name__
         return failure(
@@ -228,7 +234,7 @@ def reingest(topic: TopicConfig, client_config: dict[str, str], reingest_from: s
         return report(failure_of(err))
     except CapturedException as err:
         log.error("the re-ingest of topic %s failed: %s", topic.name, err)
-        return report(classify_spark_error(topic.name, error_text(err), topic.storage_conn_id))
+        return report(classify_spark_error(topic.name, exception_text(err), topic.storage_conn_id))
     finally:
         spark.stop()
     log.info("done: %s", outcome.summary())
@@ -251,16 +257,6 @@ def write_metrics(
     startup = (streaming if streaming is not None else done) - started
     metrics = writer.stats.job_metrics(startup_seconds=startup, processing_seconds=done - (streaming or done))
     Path(path).write_text(replace(metrics, follow_ups=follow_ups or {}, recovered=writer.recovered).to_json())
-
-
-def error_text(err: Exception) -> str:
-    """The exception's message and its JVM stack trace with every "Caused by".
-
-    The message alone can hide the cause: a data-loss failure inside a Delta write surfaces as
-    ``[TASK_WRITE_FAILED] Task failed while writing rows``, with Kafka's error only in the causes.
-    pyspark keeps the JVM trace on the exception (``_stackTrace``, set by CapturedException).
-    """
-    return f"{err}\n{getattr(err, '_stackTrace', '') or ''}"
 
 
 def report(failed: Failure) -> int:

@@ -17,10 +17,11 @@ import sys
 from kafkalake.config.catalog import load_catalog
 from kafkalake.core.errors import CatalogError, KafkalakeError, Kind, failure, failure_of
 from kafkalake.core.paths import catalog_path, lake_root
+from kafkalake.lake import store_refusals
 from kafkalake.lake.checkpoint_lock import checkpoint_lock
 from kafkalake.spark import object_store
 from kafkalake.spark.follow_ups import MAINTENANCE_REPORT
-from kafkalake.spark.job_args import report, store_failures_reported
+from kafkalake.spark.job_args import report
 from kafkalake.spark.table_care import maintain
 
 log = logging.getLogger("kafkalake.maintain")
@@ -47,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     # there the care holds the topic's run lock.
     guard = checkpoint_lock(topic.checkpoint_path) if topic.on_object_store else contextlib.nullcontext()
     try:
-        with guard, store_failures_reported(topic):
+        with guard, store_refusals.named(topic.name, topic.storage_conn_id):
             for table_report in maintain(spark, topic, force=args.force):
                 # Also on stdout: the Airflow task log shows spark-submit's output line by line.
                 print(f"{MAINTENANCE_REPORT} {table_report}", flush=True)

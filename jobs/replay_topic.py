@@ -23,8 +23,9 @@ import sys
 from kafkalake.config.catalog import load_catalog
 from kafkalake.core.errors import CatalogError, KafkalakeError, Kind, failure
 from kafkalake.core.paths import catalog_path, lake_root
+from kafkalake.lake import store_refusals
 from kafkalake.spark import object_store
-from kafkalake.spark.job_args import LOG_FORMAT, failure_of_error, report, store_failures_reported
+from kafkalake.spark.job_args import LOG_FORMAT, failure_of_error, report
 from kafkalake.spark.replay import replay, selection_from
 
 log = logging.getLogger("kafkalake.spark.replay")
@@ -59,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     spark.sparkContext.setLogLevel("WARN")
     object_store.configure(spark)
     try:
-        with store_failures_reported(topic):
+        with store_refusals.named(topic.name, topic.storage_conn_id):
             result = replay(spark, topic, selection)
     except KafkalakeError as err:
         return report(failure_of_error(err))

@@ -191,6 +191,16 @@ def store_failure(topic: str, text: str, conn_id: str | None = None) -> Failure 
     return failure(kind, f"topic {topic!r}: {detail}")
 
 
+def exception_text(err: BaseException) -> str:
+    """The exception's message and its JVM stack trace with every "Caused by".
+
+    The message alone can hide the cause: a data-loss failure inside a Delta write surfaces as
+    ``[TASK_WRITE_FAILED] Task failed while writing rows``, with Kafka's error only in the causes.
+    pyspark keeps the JVM trace on the exception (``_stackTrace``, set by CapturedException).
+    """
+    return f"{err}\n{getattr(err, '_stackTrace', '') or ''}"
+
+
 def classify_text(text: str) -> Kind:
     """The kind of failure an error text (a Spark exception, a log tail) shows; first match wins.
 

@@ -1,10 +1,12 @@
 """An object store's refusal met in this process, raised as the failure kind on-call acts on.
 
 delta-rs, pyarrow and boto3 raise a refused request as a plain ``OSError`` (or botocore's
-``ClientError``) whose text holds S3's error code: left so, a wrong secret key would be retried
-three times as ``unknown``. Read inside :func:`named`, it becomes ``authentication_failed``,
-``authorization_failed`` or ``bad_config`` (:func:`kafkalake.core.job_failures.store_failure`), not
-retried, with the connection named. Anything else passes through unchanged.
+``ClientError``), and S3A in a Spark job as a JVM error whose trace pyspark keeps: their text holds
+S3's error code, and left so a wrong secret key would be retried three times as ``unknown``. Read
+inside :func:`named`, it becomes ``authentication_failed``, ``authorization_failed``, ``bad_config``
+or the transient ``store_unreachable`` (:func:`kafkalake.core.job_failures.store_failure`), with the
+connection named: the Airflow tasks' retry policy and the jobs' own reporting of typed errors act on
+it. Anything else passes through unchanged.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from kafkalake.core.errors import KafkalakeError
-from kafkalake.core.job_failures import store_failure
+from kafkalake.core.job_failures import exception_text, store_failure
 
 
 @contextmanager
@@ -24,7 +26,7 @@ def named(topic: str, conn_id: str | None) -> Iterator[None]:
     except KafkalakeError:
         raise
     except Exception as err:
-        refused = store_failure(topic, str(err), conn_id)
+        refused = store_failure(topic, exception_text(err), conn_id)
         if refused is None:
             raise
         raise refused.error() from err

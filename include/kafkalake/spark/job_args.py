@@ -5,13 +5,12 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 
 from kafkalake.config.catalog import load_catalog
 from kafkalake.config.topic import TopicConfig
 from kafkalake.core.errors import Failure, KafkalakeError, failure
-from kafkalake.core.job_failures import exit_code, failure_line, store_failure
+from kafkalake.core.job_failures import exit_code, failure_line
 from kafkalake.core.paths import catalog_path, lake_root
 
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -42,21 +41,3 @@ def failure_of_error(err: KafkalakeError) -> Failure:
     if message.startswith(f"[{err.kind}]"):
         return Failure(err.kind, message)
     return failure(err.kind, message)
-
-
-@contextmanager
-def store_failures_reported(topic: TopicConfig) -> Iterator[None]:
-    """Around a job's work: an object store's refusal or silence met in it (delta-rs, pyarrow,
-    boto3, or S3A in the JVM trace pyspark keeps on the exception) is reported as its kind, and the
-    job exits with the kind's code (``SystemExit``, so ``finally`` blocks still run). Anything else
-    passes through unchanged."""
-    try:
-        yield
-    except KafkalakeError:
-        raise
-    except Exception as err:
-        text = f"{err}\n{getattr(err, '_stackTrace', '') or ''}"
-        refused = store_failure(topic.name, text, topic.storage_conn_id)
-        if refused is None:
-            raise
-        raise SystemExit(report(refused)) from None

@@ -1,4 +1,5 @@
-"""A Spark job's report of an object store that refused it or did not answer."""
+"""A Spark job's report of an object store that refused it or did not answer: the refusal met in
+:func:`kafkalake.lake.store_refusals.named` (the JVM's trace read too), reported as a typed error."""
 
 from __future__ import annotations
 
@@ -8,9 +9,10 @@ import pytest
 
 from kafkalake.config.catalog import load_catalog
 from kafkalake.config.topic import TopicConfig
-from kafkalake.core.errors import CheckpointLockedError, Kind
+from kafkalake.core.errors import CheckpointLockedError, KafkalakeError, Kind
 from kafkalake.core.job_failures import exit_code, parse_failure_line
-from kafkalake.spark.job_args import store_failures_reported
+from kafkalake.lake import store_refusals
+from kafkalake.spark.job_args import failure_of_error, report
 
 
 @pytest.fixture
@@ -51,11 +53,11 @@ class JavaError(Exception):
     ],
     ids=["S3A in the JVM trace", "pyarrow"],
 )
-def test_a_store_failure_is_reported_and_exits_with_its_code(topic, error, kind, capsys):
-    with pytest.raises(SystemExit) as exited:
-        with store_failures_reported(topic):
+def test_a_store_failure_is_reported_with_its_kind_and_exit_code(topic, error, kind, capsys):
+    with pytest.raises(KafkalakeError) as raised:
+        with store_refusals.named(topic.name, topic.storage_conn_id):
             raise error
-    assert exited.value.code == exit_code(kind)
+    assert report(failure_of_error(raised.value)) == exit_code(kind)
     reported = parse_failure_line(capsys.readouterr().err)
     assert reported is not None and reported.kind is kind
     assert "topic 'orders'" in reported.message and "connection 'lake_s3'" in reported.message
@@ -64,9 +66,8 @@ def test_a_store_failure_is_reported_and_exits_with_its_code(topic, error, kind,
 @pytest.mark.parametrize(
     "error", [ValueError("a bug"), CheckpointLockedError("[checkpoint_locked] held")], ids=["bug", "typed"]
 )
-def test_anything_else_passes_through(topic, error, capsys):
+def test_anything_else_passes_through(topic, error):
     with pytest.raises(type(error)) as raised:
-        with store_failures_reported(topic):
+        with store_refusals.named(topic.name, topic.storage_conn_id):
             raise error
     assert raised.value is error
-    assert capsys.readouterr().err == ""
