@@ -239,6 +239,7 @@ _KAFKA_CAUSE = re.compile(r"org\.apache\.kafka\.common\.errors\.\w+: [^\n]*?(?= 
 
 def _cause(text: str, limit: int = 300) -> str:
     """The sentence that says why: Kafka's own exception if there is one, else the first line."""
+    text = _ANSI.sub("", text)
     kafka = _KAFKA_CAUSE.search(text)
     line = kafka.group(0) if kafka else next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
     line = line.removeprefix("org.apache.kafka.common.errors.")

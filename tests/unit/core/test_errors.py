@@ -488,3 +488,14 @@ def test_without_a_connection_the_message_points_at_the_topic_s_setting():
     refused = store_failure("orders", PYARROW_UNKNOWN_KEY)
     assert refused is not None
     assert "the topic's storage connection (storage_conn_id)" in refused.message
+
+
+def test_an_unknown_error_in_colour_reaches_the_failure_line_without_the_escapes():
+    # delta-rs colours its error chain for a terminal; a task log would show the escapes as noise.
+    text = (
+        "\x1b[31mGeneric DeltaTable error\x1b[0m: \x1b[1mVersion mismatch\x1b[0m\n  \x1b[31m↳\x1b[0m detail"
+    )
+    failed = classify_spark_error("orders", text)
+    assert failed.kind is Kind.UNKNOWN
+    assert "topic 'orders': Generic DeltaTable error: Version mismatch (" in failed.message
+    assert "\x1b" not in failure_line(failed)
