@@ -8,10 +8,10 @@ from __future__ import annotations
 import logging
 import sys
 
-from kafkalake.core.errors import KafkalakeError
+from kafkalake.core.errors import KafkalakeError, failure_of
 from kafkalake.lake import store_refusals
 from kafkalake.spark import object_store
-from kafkalake.spark.job_args import failure_of_error, report, topic_from_args
+from kafkalake.spark.job_args import report, topic_from_args
 from kafkalake.spark.schema_refresh import refresh
 
 log = logging.getLogger("kafkalake.schema")
@@ -32,7 +32,7 @@ def main(argv: list[str] | None = None) -> int:
         with store_refusals.named(topic.name, topic.storage_conn_id):
             log.info(refresh(spark, topic).summary(topic.name))
     except KafkalakeError as err:
-        return report(failure_of_error(err))
+        return report(failure_of(err))
     finally:
         spark.stop()
     return 0

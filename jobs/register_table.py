@@ -10,12 +10,12 @@ import logging
 import sys
 
 from kafkalake.config.spark_conf import metastore_dir, metastore_uri
-from kafkalake.core.errors import KafkalakeError
+from kafkalake.core.errors import KafkalakeError, failure_of
 from kafkalake.core.paths import lake_root
 from kafkalake.lake import store_refusals
 from kafkalake.lake.registry import registry_dir
 from kafkalake.spark import object_store
-from kafkalake.spark.job_args import failure_of_error, report, topic_from_args
+from kafkalake.spark.job_args import report, topic_from_args
 from kafkalake.spark.registration import metastore_lock, register
 
 log = logging.getLogger("kafkalake.register")
@@ -38,7 +38,7 @@ def main(argv: list[str] | None = None) -> int:
                 for line in register(spark, topic, registry_dir(lake_root())):
                     log.info(line)
         except KafkalakeError as err:
-            return report(failure_of_error(err))
+            return report(failure_of(err))
         finally:
             spark.stop()
     return 0

@@ -21,11 +21,11 @@ import logging
 import sys
 
 from kafkalake.config.catalog import load_catalog
-from kafkalake.core.errors import CatalogError, KafkalakeError, Kind, failure
+from kafkalake.core.errors import CatalogError, KafkalakeError, Kind, failure, failure_of
 from kafkalake.core.paths import catalog_path, lake_root
 from kafkalake.lake import store_refusals
 from kafkalake.spark import object_store
-from kafkalake.spark.job_args import LOG_FORMAT, failure_of_error, report
+from kafkalake.spark.job_args import LOG_FORMAT, report
 from kafkalake.spark.replay import replay, selection_from
 
 log = logging.getLogger("kafkalake.spark.replay")
@@ -52,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     except CatalogError as err:
         return report(failure(Kind.BAD_CONFIG, f"topic {args.topic!r}: {err}"))
     except KafkalakeError as err:
-        return report(failure_of_error(err))
+        return report(failure_of(err))
 
     from pyspark.sql import SparkSession
 
@@ -63,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
         with store_refusals.named(topic.name, topic.storage_conn_id):
             result = replay(spark, topic, selection)
     except KafkalakeError as err:
-        return report(failure_of_error(err))
+        return report(failure_of(err))
     finally:
         spark.stop()
     # Also on stdout: the Airflow task log shows spark-submit's output line by line.

@@ -410,8 +410,12 @@ class Failure:
 
 
 def failure_of(error: KafkalakeError) -> Failure:
-    """The failure a typed error stands for, e.g. for a job to report it with :func:`failure_line`."""
-    return Failure(error.kind, str(error))
+    """The failure a typed error stands for, e.g. for a job to report it with :func:`failure_line`;
+    with the on-call advice when its message lacks it (one not made by :func:`failure`)."""
+    message = str(error)
+    if message.startswith(f"[{error.kind}]"):
+        return Failure(error.kind, message)
+    return failure(error.kind, message)
 
 
 def failure(kind: Kind, detail: str) -> Failure:

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 from kafkalake.config.catalog import load_catalog
 from kafkalake.config.topic import TopicConfig
-from kafkalake.core.errors import Failure, KafkalakeError, failure
+from kafkalake.core.errors import Failure
 from kafkalake.core.job_failures import exit_code, failure_line
 from kafkalake.core.paths import catalog_path, lake_root
 
@@ -33,11 +33,3 @@ def report(failed: Failure) -> int:
     """
     print(failure_line(failed), file=sys.stderr, flush=True)
     return exit_code(failed.kind)
-
-
-def failure_of_error(err: KafkalakeError) -> Failure:
-    """The failure a typed error stands for, with the on-call advice when its message lacks it."""
-    message = str(err)
-    if message.startswith(f"[{err.kind}]"):
-        return Failure(err.kind, message)
-    return failure(err.kind, message)

@@ -499,3 +499,10 @@ def test_an_unknown_error_in_colour_reaches_the_failure_line_without_the_escapes
     assert failed.kind is Kind.UNKNOWN
     assert "topic 'orders': Generic DeltaTable error: Version mismatch (" in failed.message
     assert "\x1b" not in failure_line(failed)
+
+
+def test_a_typed_error_s_failure_keeps_its_message_and_gains_the_advice_it_lacks():
+    made = failure(Kind.BAD_CONFIG, "topic 'orders': no such bucket")
+    assert errors.failure_of(BadConfigError(made.message)) == made
+    bare = errors.failure_of(BadConfigError("topic 'orders': no such bucket"))
+    assert bare == made

@@ -9,10 +9,10 @@ import pytest
 
 from kafkalake.config.catalog import load_catalog
 from kafkalake.config.topic import TopicConfig
-from kafkalake.core.errors import CheckpointLockedError, KafkalakeError, Kind
+from kafkalake.core.errors import CheckpointLockedError, KafkalakeError, Kind, failure_of
 from kafkalake.core.job_failures import exit_code, parse_failure_line
 from kafkalake.lake import store_refusals
-from kafkalake.spark.job_args import failure_of_error, report
+from kafkalake.spark.job_args import report
 
 
 @pytest.fixture
@@ -57,7 +57,7 @@ def test_a_store_failure_is_reported_with_its_kind_and_exit_code(topic, error, k
     with pytest.raises(KafkalakeError) as raised:
         with store_refusals.named(topic.name, topic.storage_conn_id):
             raise error
-    assert report(failure_of_error(raised.value)) == exit_code(kind)
+    assert report(failure_of(raised.value)) == exit_code(kind)
     reported = parse_failure_line(capsys.readouterr().err)
     assert reported is not None and reported.kind is kind
     assert "topic 'orders'" in reported.message and "connection 'lake_s3'" in reported.message
