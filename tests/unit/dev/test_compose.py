@@ -101,6 +101,28 @@ def test_secrets_come_from_the_env_file_never_from_the_compose_file(compose, ser
     assert ".env" in ignored and "/secrets/" in ignored
 
 
+def test_the_postgres_init_script_keeps_the_passwords_off_psql_s_command_line(tmp_path):
+    # A stub psql records what the real one would get: its arguments are in `ps` while it runs.
+    stub = tmp_path / "psql"
+    stub.write_text('#!/bin/bash\nprintf "%s\\n" "$@" > "$STUB_OUT.argv"; cat > "$STUB_OUT.stdin"\n')
+    stub.chmod(0o755)
+    secrets = {"AIRFLOW_DB_PASSWORD": "canary-airflow", "KAFKALAKE_METASTORE_DB_PASSWORD": "canary-hive"}
+    env = {"PATH": f"{tmp_path}:/usr/bin:/bin", "STUB_OUT": str(tmp_path / "out")}
+    env |= {"POSTGRES_USER": "kafkalake", "POSTGRES_DB": "airflow", **secrets}
+    script = REPO_ROOT / "docker" / "postgres-init-metastore.sh"
+    subprocess.run(["bash", str(script)], env=env, check=True)
+    argv = (tmp_path / "out.argv").read_text()
+    sql = (tmp_path / "out.stdin").read_text()
+    assert not any(secret in argv or secret in sql for secret in secrets.values())
+    assert "\\getenv airflow_pw AIRFLOW_DB_PASSWORD" in sql
+    assert "\\getenv metastore_pw KAFKALAKE_METASTORE_DB_PASSWORD" in sql
+    # An unset password still stops the script before psql runs.
+    (tmp_path / "out.argv").unlink()
+    unset = {k: v for k, v in env.items() if k != "AIRFLOW_DB_PASSWORD"}
+    assert subprocess.run(["bash", str(script)], env=unset, capture_output=True).returncode != 0
+    assert not (tmp_path / "out.argv").exists()
+
+
 def test_ports_are_published_on_loopback_only(services):
     for expected in SERVICES:
         ports = services[expected.name].get("ports") or []
