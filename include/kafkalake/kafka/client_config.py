@@ -129,6 +129,10 @@ _JAVA_ONLY = {
 }
 _SECRET_SETTINGS = {"ssl.key.pem", "ssl.keystore.key"}
 _SECRET_HINTS = ("password", "secret", "jaas")
+# JAAS options that name who logs in and what it asks for, not secrets (as the connection's login,
+# which Airflow does not mask either). Masked, a common word among them ("kafka" as the OAuth scope)
+# would turn into *** wherever a task log says it.
+_PUBLIC_JAAS_OPTIONS = {"username", "clientId", "scope"}
 
 
 def is_secret(setting: str) -> bool:
@@ -497,7 +501,8 @@ def secret_values(config: Mapping[str, str]) -> list[str]:
             line.strip() for line in value.splitlines() if len(line.strip()) >= 16 and "-----" not in line
         ]
     if "sasl.jaas.config" in config:
-        found += [v for v in _jaas_options(config["sasl.jaas.config"]).values() if len(v) >= 4]
+        options = _jaas_options(config["sasl.jaas.config"])
+        found += [v for k, v in options.items() if k not in _PUBLIC_JAAS_OPTIONS and len(v) >= 4]
     return found
 
 

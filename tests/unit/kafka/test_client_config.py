@@ -19,6 +19,7 @@ from kafkalake.kafka.client_config import (
     read_config_file,
     redacted,
     scrub,
+    secret_values,
     sweep_stale,
 )
 
@@ -646,6 +647,34 @@ def test_scrub_removes_secrets_and_their_pem_lines_from_a_message():
     config = {"sasl.password": "hunter22", "ssl.key.pem": KEY, "bootstrap.servers": "b"}
     text = f"failed with hunter22 and line {KEY_BODY}"
     assert scrub(text, config) == "failed with *** and line ***"
+
+
+@pytest.mark.parametrize(
+    ("extra", "login", "password", "secret"),
+    [
+        (
+            {
+                "security_protocol": "SASL_SSL",
+                "sasl_mechanism": "OAUTHBEARER",
+                "oauth_token_endpoint": "https://idp.example.com/oauth2/token",
+                "oauth_client_id": "kafkalake",
+                "oauth_client_secret": "cs-0123",
+                "oauth_scope": "kafka",
+            },
+            None,
+            None,
+            "cs-0123",
+        ),
+        ({"security_protocol": "SASL_SSL", "sasl_mechanism": "SCRAM-SHA-512"}, "lander", "pw-012", "pw-012"),
+    ],
+)
+def test_the_masked_values_are_the_secrets_not_the_login_or_scope(extra, login, password, secret):
+    # Masked, "kafka" (the README's scope) would become *** everywhere in the task log.
+    config = librdkafka_config("kafka_default", "b", 9093, extra, login=login, password=password)
+    java = java_client_config(config)
+    masked = secret_values(java)
+    assert secret in masked and java["sasl.jaas.config"] in masked
+    assert not {"kafka", "kafkalake", "lander"} & set(masked)
 
 
 def test_read_config_file_can_delete_the_file_once_read():
