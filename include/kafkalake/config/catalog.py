@@ -103,17 +103,18 @@ def load_catalog(file: Path, lake_root: Path, *, strict: bool = True) -> Catalog
     _refuse_duplicate_keys(file, text)
     if not isinstance(raw, Mapping) or not isinstance(raw.get("topics"), list):
         raise CatalogError(file, "expected a mapping with a 'topics' list")
-    unknown = set(raw) - {"defaults", "topics"}
+    # As text: YAML keys may be numbers, booleans or null, which do not sort with strings.
+    unknown = sorted(str(k) for k in set(raw) - {"defaults", "topics"})
     if unknown:
-        raise CatalogError(file, f"unknown top-level keys {sorted(unknown)}; allowed: defaults, topics")
+        raise CatalogError(file, f"unknown top-level keys {unknown}; allowed: defaults, topics")
     defaults = raw.get("defaults") or {}
     if not isinstance(defaults, Mapping):
         raise CatalogError(file, "must be a mapping", field="defaults")
-    bad_defaults = set(defaults) - _DEFAULTS_FIELDS
+    bad_defaults = sorted(str(k) for k in set(defaults) - _DEFAULTS_FIELDS)
     if bad_defaults:
         raise CatalogError(
             file,
-            f"unknown keys {sorted(bad_defaults)}; allowed: {sorted(_DEFAULTS_FIELDS)}",
+            f"unknown keys {bad_defaults}; allowed: {sorted(_DEFAULTS_FIELDS)}",
             field="defaults",
         )
 
@@ -286,9 +287,9 @@ def _topic(file: Path, index: int, entry: Mapping[str, Any], lake_root: Path) ->
     def fail(field_name: str, message: str) -> CatalogError:
         return CatalogError(file, message, label, field_name)
 
-    unknown = set(entry) - _TOPIC_FIELDS
+    unknown = sorted(str(k) for k in set(entry) - _TOPIC_FIELDS)
     if unknown:
-        raise fail(sorted(unknown)[0], f"unknown field; allowed: {sorted(_TOPIC_FIELDS)}")
+        raise fail(unknown[0], f"unknown field; allowed: {sorted(_TOPIC_FIELDS)}")
     if not isinstance(name, str) or not _TOPIC_NAME.fullmatch(name) or name in {".", ".."}:
         raise fail("name", "required: a Kafka topic name (letters, digits, '.', '_', '-')")
     if len(dag_id_for(name)) > MAX_DAG_ID_LENGTH:

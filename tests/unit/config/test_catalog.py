@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from datetime import timedelta
 from pathlib import Path, PurePosixPath
 
@@ -807,3 +808,23 @@ topics:
 """,
     )
     assert {t.max_offsets_per_trigger for t in load_catalog(path, lake_root).topics} == {7000}
+
+
+def test_unknown_keys_that_are_not_text_are_named_not_a_crash(tmp_path, lake_root):
+    # YAML makes `1:` a number and `~:` a null: sorting them with text raised TypeError, which the
+    # lenient mode does not catch, so one typo took every topic's DAG away.
+    file = write_catalog(
+        tmp_path,
+        "topics:\n  - {name: orders, freshness_sla: 1h}\n"
+        "  - {name: events, freshness_sla: 1h, 1: x, ownr: y}\n",
+    )
+    catalog = load_catalog(file, lake_root, strict=False)
+    assert [t.name for t in catalog.topics] == ["orders"]
+    assert [(e.topic, e.field) for e in catalog.errors] == [("events", "1")]
+    for text, says in [
+        ("1: x\nfoo: y\ntopics: []\n", "['1', 'foo']"),
+        ("defaults: {1: x, foo: y}\ntopics: []\n", "['1', 'foo']"),
+    ]:
+        file.write_text(text)
+        with pytest.raises(CatalogError, match=re.escape(says)):
+            load_catalog(file, lake_root, strict=False)
