@@ -94,10 +94,16 @@ def load_catalog(file: Path, lake_root: Path, *, strict: bool = True) -> Catalog
         strict: raise on the first broken topic; when false, collect errors and keep the rest.
     """
     try:
-        text = file.read_text()
+        # UTF-8 whatever the locale: YAML files are, and another locale would misread them silently.
+        text = file.read_text(encoding="utf-8")
         raw = yaml.safe_load(text)
     except FileNotFoundError:
         raise CatalogError(file, "file not found (set KAFKALAKE_CATALOG to another file?)") from None
+    except UnicodeDecodeError as err:
+        byte, line = err.object[err.start], err.object[: err.start].count(b"\n") + 1
+        raise CatalogError(file, f"not UTF-8 text: byte {byte:#04x} on line {line}") from None
+    except OSError as err:
+        raise CatalogError(file, f"cannot be read: {err.strerror or err}") from None
     except yaml.YAMLError as err:
         raise CatalogError(file, f"not valid YAML: {err}") from None
     _refuse_duplicate_keys(file, text)

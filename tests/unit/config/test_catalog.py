@@ -828,3 +828,13 @@ def test_unknown_keys_that_are_not_text_are_named_not_a_crash(tmp_path, lake_roo
         file.write_text(text)
         with pytest.raises(CatalogError, match=re.escape(says)):
             load_catalog(file, lake_root, strict=False)
+
+
+@pytest.mark.parametrize("strict", [True, False])
+def test_a_file_that_cannot_be_read_as_text_is_a_catalog_error(tmp_path, lake_root, strict):
+    file = tmp_path / "catalog.yaml"
+    file.write_bytes(b"topics:\n  - name: orders\n    owner: caf\xe9\n    freshness_sla: 1h\n")
+    with pytest.raises(CatalogError, match="not UTF-8 text: byte 0xe9 on line 3"):
+        load_catalog(file, lake_root, strict=strict)
+    with pytest.raises(CatalogError, match="cannot be read: Is a directory"):
+        load_catalog(tmp_path, lake_root, strict=strict)
