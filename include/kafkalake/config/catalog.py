@@ -151,12 +151,18 @@ def _refuse_duplicate_keys(file: Path, text: str) -> None:
 
     YAML keeps the last one silently, so a second ``freshness_sla`` further down a topic would win
     unseen. The file is composed into nodes (it parsed already) and walked with the path to each
-    mapping; merge keys (``<<``) are YAML's own way to combine mappings and are left alone.
+    mapping; merge keys (``<<``) are YAML's own way to combine mappings and are left alone. An
+    alias is the node of its anchor: each node is walked once, so an alias inside its own anchor
+    (``&t [*t]``) or aliases of aliases cannot make the walk endless or exponential.
     """
     root = yaml.compose(text, Loader=yaml.SafeLoader)
     stack: list[tuple[yaml.Node, str, str | None]] = [(root, "", None)] if root is not None else []
+    seen: set[int] = set()
     while stack:
         node, path, topic = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
         if isinstance(node, yaml.SequenceNode):
             for index, item in enumerate(node.value):
                 item_topic = topic

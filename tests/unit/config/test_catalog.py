@@ -838,3 +838,24 @@ def test_a_file_that_cannot_be_read_as_text_is_a_catalog_error(tmp_path, lake_ro
         load_catalog(file, lake_root, strict=strict)
     with pytest.raises(CatalogError, match="cannot be read: Is a directory"):
         load_catalog(tmp_path, lake_root, strict=strict)
+
+
+@pytest.mark.timeout(20)
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        # An alias inside its own anchor: the duplicate-key walk went round it forever.
+        ("topics: &t\n  - *t\n", "must be a mapping of fields"),
+        # Aliases of aliases: 10**8 paths to walk, each node reached 10 ways from the one above.
+        (
+            "x0: &x0 [a, a, a, a, a, a, a, a, a, a]\n"
+            + "".join(f"x{i}: &x{i} [{', '.join([f'*x{i - 1}'] * 10)}]\n" for i in range(1, 8))
+            + "topics: []\n",
+            "unknown top-level keys",
+        ),
+    ],
+)
+def test_aliases_that_repeat_or_contain_their_anchor_end_in_an_error(tmp_path, lake_root, text, says):
+    file = write_catalog(tmp_path, text)
+    with pytest.raises(CatalogError, match=says):
+        load_catalog(file, lake_root)
