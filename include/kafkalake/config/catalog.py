@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote, urlsplit
 
 import yaml
 
@@ -242,15 +243,26 @@ def _claims_of(topic: TopicConfig) -> list[tuple[str, str, str]]:
         ("name", topic.name, "name"),
         ("dag_id", topic.dag_id, "name"),
         ("table", topic.qualified_table, "table"),
-        ("path", topic.path, "path"),
+        ("path", _one_spelling(topic.path), "path"),
     ]
     if topic.parsed.enabled:
         tables = [(topic.parsed_table, topic.parsed_path), (topic.dead_letter_table, topic.dead_letter_path)]
         if topic.parsed.latest_by_key:
             tables.append((topic.latest_table, topic.latest_path))
         for table, path in tables:
-            claims += [("table", table, "parsed.table"), ("path", path, "parsed.table")]
+            claims += [("table", table, "parsed.table"), ("path", _one_spelling(path), "parsed.table")]
     return claims
+
+
+def _one_spelling(location: str) -> str:
+    """A location as the clash check compares it: ``file:///data/t`` is the folder ``/data/t``, and a
+    scheme is the same in any case (``S3A://b/t`` is ``s3a://b/t``)."""
+    if "://" not in location:
+        return location
+    parts = urlsplit(location)
+    if parts.scheme.lower() == "file" and parts.netloc in ("", "localhost"):
+        return os.path.normpath(unquote(parts.path))
+    return parts.scheme.lower() + location[len(parts.scheme) :]
 
 
 def _how(value: str, found: str) -> str:

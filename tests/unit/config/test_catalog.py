@@ -859,3 +859,24 @@ def test_aliases_that_repeat_or_contain_their_anchor_end_in_an_error(tmp_path, l
     file = write_catalog(tmp_path, text)
     with pytest.raises(CatalogError, match=says):
         load_catalog(file, lake_root)
+
+
+@pytest.mark.parametrize(
+    ("first", "second", "says"),
+    [
+        ("file:///data/t", "/data/t", "both give '/data/t'"),
+        ("file://localhost/data/x/../t/", "/data/t", "both give '/data/t'"),
+        ("file:///data", "/data/t", "would lie inside the table at '/data'"),
+        ("S3A://b/t", "s3a://b/t", "both give 's3a://b/t'"),
+    ],
+)
+def test_one_location_spelled_as_a_uri_and_as_a_path_is_a_clash(tmp_path, lake_root, first, second, says):
+    # Both topics would write one table and one checkpoint: file:// is the local file system.
+    file = write_catalog(
+        tmp_path,
+        f"topics:\n  - {{name: a, freshness_sla: 1h, path: '{first}'}}\n"
+        f"  - {{name: b, freshness_sla: 1h, path: '{second}'}}\n",
+    )
+    with pytest.raises(CatalogError, match=re.escape(says)) as caught:
+        load_catalog(file, lake_root)
+    assert_names_where(caught.value, file, "b", "path")
