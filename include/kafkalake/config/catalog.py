@@ -268,7 +268,7 @@ def _one_spelling(location: str) -> str:
 def _how(value: str, found: str) -> str:
     if found == value:
         return f"would both be {value!r}"
-    if found.startswith(value + "/"):
+    if found.startswith(value.rstrip("/") + "/"):
         return f"{value!r} would hold the table at {found!r}"
     return f"{value!r} would lie inside the table at {found!r}"
 
@@ -298,10 +298,12 @@ class _Claims:
 
 
 def _folders_above(location: str) -> list[str]:
-    """``s3a://b/x/t`` → ``s3a://b``, ``s3a://b/x``; ``/data/t`` → ``/data``."""
+    """``s3a://b/x/t`` → ``s3a://b``, ``s3a://b/x``; ``/data/t`` → ``/``, ``/data``."""
     scheme, sep, rest = location.rpartition("://")
     parts = rest.split("/")
-    return [scheme + sep + "/".join(parts[:i]) for i in range(1, len(parts)) if "/".join(parts[:i])]
+    folders = [scheme + sep + "/".join(parts[:i]) for i in range(1, len(parts)) if "/".join(parts[:i])]
+    # The root holds every local location too: a table at `/` would hold all the others.
+    return ["/", *folders] if not sep and location.startswith("/") and location != "/" else folders
 
 
 def _topic(file: Path, index: int, entry: Mapping[str, Any], lake_root: Path) -> TopicConfig:

@@ -880,3 +880,20 @@ def test_one_location_spelled_as_a_uri_and_as_a_path_is_a_clash(tmp_path, lake_r
     with pytest.raises(CatalogError, match=re.escape(says)) as caught:
         load_catalog(file, lake_root)
     assert_names_where(caught.value, file, "b", "path")
+
+
+def test_a_table_at_the_root_holds_every_other_local_table(tmp_path, lake_root):
+    # VACUUM of a table at / would delete the files of every table under it.
+    first = "  - {name: a, freshness_sla: 1h, path: /, parsed: false}\n"
+    second = "  - {name: b, freshness_sla: 1h}\n"
+    for text, topic, says in [
+        (first + second, "b", f"'{lake_root}/bronze/b' would lie inside the table at '/'"),
+        (second + first, "a", f"'/' would hold the table at '{lake_root}/bronze/b'"),
+    ]:
+        file = write_catalog(tmp_path, "topics:\n" + text)
+        with pytest.raises(CatalogError, match=re.escape(says)) as caught:
+            load_catalog(file, lake_root)
+        assert_names_where(caught.value, file, topic, "path")
+    file = write_catalog(tmp_path, "topics:\n  - {name: a, freshness_sla: 1h, path: /}\n")
+    with pytest.raises(CatalogError, match="would lie inside the table at '/'"):
+        load_catalog(file, lake_root)
