@@ -340,7 +340,8 @@ def _topic(file: Path, index: int, entry: Mapping[str, Any], lake_root: Path) ->
     database = entry.get("database", "bronze")
     if not isinstance(database, str) or not _IDENTIFIER.fullmatch(database):
         raise fail("database", f"must be a lower-case SQL identifier, not {database!r}")
-    table = entry.get("table") or sanitize_identifier(name)
+    # Only a missing (or null) table takes the default: `table: no` or `table: 0` is YAML's false or 0.
+    table = sanitize_identifier(name) if entry.get("table") is None else entry["table"]
     if not isinstance(table, str) or not _IDENTIFIER.fullmatch(table):
         raise fail("table", f"must be a lower-case SQL identifier, not {table!r}")
 

@@ -897,3 +897,14 @@ def test_a_table_at_the_root_holds_every_other_local_table(tmp_path, lake_root):
     file = write_catalog(tmp_path, "topics:\n  - {name: a, freshness_sla: 1h, path: /}\n")
     with pytest.raises(CatalogError, match="would lie inside the table at '/'"):
         load_catalog(file, lake_root)
+
+
+@pytest.mark.parametrize(("value", "shown"), [("no", "False"), ("0", "0"), ("''", "''")])
+def test_a_table_that_yaml_reads_as_false_zero_or_empty_is_refused(tmp_path, lake_root, value, shown):
+    # `table: no` named the table after the topic, silently; only a missing table takes the default.
+    file = write_catalog(tmp_path, f"topics:\n  - {{name: orders, freshness_sla: 1h, table: {value}}}\n")
+    with pytest.raises(CatalogError, match=f"not {re.escape(shown)}$") as caught:
+        load_catalog(file, lake_root)
+    assert_names_where(caught.value, file, "orders", "table")
+    file.write_text("topics:\n  - {name: orders, freshness_sla: 1h, table: null}\n")
+    assert load_catalog(file, lake_root).topic("orders").table == "orders"
