@@ -87,12 +87,19 @@ class MaintenanceConfig:
 
 
 def interval_of(value: str) -> timedelta | None:
-    """``interval 30 days`` → 30 days; None when Delta's spelling is not one this module reads."""
+    """``interval 30 days`` → 30 days; None when Delta's spelling is not one this module reads.
+
+    Raises:
+        ValueError: when the interval is too long for a duration (``interval 99999999999 days``).
+    """
     match = _INTERVAL.fullmatch(value)
     if match is None:
         return None
     amount, unit = int(match.group(1)), match.group(2).lower()
-    return timedelta(**{unit + "s": amount})
+    try:
+        return timedelta(**{unit + "s": amount})
+    except OverflowError:
+        raise ValueError(f"{value.strip()!r} is too long to be a duration") from None
 
 
 def parse_maintenance(
@@ -240,7 +247,10 @@ def _properties(value: Any, allow_below: bool, fail: Fail) -> tuple[tuple[str, s
         )
     retention = properties.get(RETENTION_PROPERTY)
     if retention is not None:
-        parsed = interval_of(retention)
+        try:
+            parsed = interval_of(retention)
+        except ValueError as err:
+            raise fail(f"properties.{RETENTION_PROPERTY}", str(err)) from None
         if parsed is None:
             raise fail(
                 f"properties.{RETENTION_PROPERTY}", f"write it as 'interval 7 days', not {retention!r}"

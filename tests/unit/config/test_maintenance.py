@@ -99,6 +99,12 @@ def test_defaults_block_applies_to_topics(tmp_path):
             "maintenance.properties.delta.deletedFileRetentionDuration",
             "interval 7 days",
         ),
+        (
+            # timedelta's OverflowError escaped the catalog, even in lenient mode.
+            "      properties: {delta.deletedFileRetentionDuration: 'interval 99999999999 days'}\n",
+            "maintenance.properties.delta.deletedFileRetentionDuration",
+            "too long to be a duration",
+        ),
         ("      optimize_write: 'yes'\n", "maintenance.optimize_write", "true or false"),
         (
             "      auto_compact: true\n      properties: {delta.autoOptimize.autoCompact: false}\n",
