@@ -238,6 +238,12 @@ def _properties(value: Any, allow_below: bool, fail: Fail) -> tuple[tuple[str, s
         return ()
     if not isinstance(value, Mapping) or not all(isinstance(k, str) and k for k in value):
         raise fail("properties", "must map table property names to values")
+    for key, item in value.items():
+        if item is None or isinstance(item, Mapping | list):
+            # str() would set the property to "None" or "{'a': 1}".
+            raise fail(
+                f"properties.{key}", f"must be a single value (text, number, true/false), not {item!r}"
+            )
     properties = {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in value.items()}
     if APPEND_ONLY in properties:
         raise fail(

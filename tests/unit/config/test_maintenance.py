@@ -105,6 +105,13 @@ def test_defaults_block_applies_to_topics(tmp_path):
             "maintenance.properties.delta.deletedFileRetentionDuration",
             "too long to be a duration",
         ),
+        # Set on the table as "None" and "{'name': 'x'}" before.
+        (
+            "      properties: {delta.logRetentionDuration: null}\n",
+            "maintenance.properties.delta.logRetentionDuration",
+            "single value",
+        ),
+        ("      properties: {team: {name: x}}\n", "maintenance.properties.team", "single value"),
         ("      optimize_write: 'yes'\n", "maintenance.optimize_write", "true or false"),
         (
             "      auto_compact: true\n      properties: {delta.autoOptimize.autoCompact: false}\n",
