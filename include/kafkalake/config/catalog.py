@@ -47,6 +47,9 @@ MAX_TAG_LENGTH = 100
 #: enough that a hung job is killed and retried the same day.
 MIN_TASK_TIMEOUT = timedelta(minutes=1)
 MAX_TASK_TIMEOUT = timedelta(days=2)
+#: Far past any real SLA, and far inside the dates Python and Airflow count: the schema refresh reads
+#: back one SLA from now, and Airflow adds run intervals to dates (a 3,000,000-day SLA overflowed).
+MAX_FRESHNESS_SLA = timedelta(days=3650)
 
 _TOPIC_FIELDS = {
     "name",
@@ -332,6 +335,11 @@ def _topic(file: Path, index: int, entry: Mapping[str, Any], lake_root: Path) ->
         run_interval(sla)
     except ValueError as err:
         raise fail("freshness_sla", str(err)) from None
+    if sla > MAX_FRESHNESS_SLA:
+        raise fail(
+            "freshness_sla",
+            f"must be at most {format_duration(MAX_FRESHNESS_SLA)}, not {entry['freshness_sla']!r}",
+        )
 
     starting = entry.get("starting_offsets", "earliest")
     if starting not in STARTING_OFFSETS:

@@ -908,3 +908,15 @@ def test_a_table_that_yaml_reads_as_false_zero_or_empty_is_refused(tmp_path, lak
     assert_names_where(caught.value, file, "orders", "table")
     file.write_text("topics:\n  - {name: orders, freshness_sla: 1h, table: null}\n")
     assert load_catalog(file, lake_root).topic("orders").table == "orders"
+
+
+@pytest.mark.parametrize(("sla", "loads"), [("3650d", True), ("3651d", False), ("9999999w", False)])
+def test_an_sla_too_long_to_schedule_is_refused(tmp_path, lake_root, sla, loads):
+    # 9999999w loaded: the schema refresh's `now - SLA` and Airflow's next run overflowed at run time.
+    file = write_catalog(tmp_path, f"topics:\n  - {{name: orders, freshness_sla: {sla}}}\n")
+    if loads:
+        assert load_catalog(file, lake_root).topic("orders").freshness_sla == timedelta(days=3650)
+        return
+    with pytest.raises(CatalogError, match="must be at most 3650d") as caught:
+        load_catalog(file, lake_root)
+    assert_names_where(caught.value, file, "orders", "freshness_sla")
