@@ -225,9 +225,24 @@ _JAAS = re.compile(
 _JAAS_OPTION = re.compile(r'(\w+)\s*=\s*(?:"((?:[^"\\]|\\.)*)"|(\S+))')
 
 
+#: A backslash escape in a quoted JAAS value, as Kafka's parser (Java's StreamTokenizer) reads it:
+#: C's letters, up to three octal digits (two when the first is over 3), any other character as itself.
+_JAAS_ESCAPE = re.compile(r"\\(?:([0-3][0-7]{0,2}|[4-7][0-7]?)|(.))", re.S)
+_JAAS_LETTERS = {"a": "\a", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "v": "\v"}
+
+
+def _jaas_unescape(quoted: str) -> str:
+    def one(m: re.Match[str]) -> str:
+        if m.group(1) is not None:
+            return chr(int(m.group(1), 8))
+        return _JAAS_LETTERS.get(m.group(2), m.group(2))
+
+    return _JAAS_ESCAPE.sub(one, quoted)
+
+
 def _jaas_options(text: str) -> dict[str, str]:
     return {
-        m.group(1): (re.sub(r"\\(.)", r"\1", m.group(2)) if m.group(2) is not None else m.group(3))
+        m.group(1): (_jaas_unescape(m.group(2)) if m.group(2) is not None else m.group(3))
         for m in _JAAS_OPTION.finditer(text)
     }
 
@@ -355,7 +370,10 @@ def _check(where: str, config: dict[str, str]) -> None:
 
 
 def _jaas_quote(value: str) -> str:
-    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    """``value`` as a quoted JAAS option value. A line break ends a quoted value in Kafka's parser,
+    which then fails on the rest of the secret and names it in its error: written as ``\\n``/``\\r``."""
+    escaped = value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("\r", "\\r")
+    return '"' + escaped + '"'
 
 
 def _read(setting: str, location: str) -> str:

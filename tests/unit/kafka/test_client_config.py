@@ -123,6 +123,53 @@ def test_quotes_and_backslashes_are_escaped_in_the_jaas_config():
     assert java["sasl.jaas.config"] == f'{PLAIN_MODULE} required username="a\\"b" password="p\\\\\\"q";'
 
 
+def test_line_breaks_in_a_secret_are_escaped_in_the_jaas_config():
+    # Kafka's parser (StreamTokenizer) ends a quoted value at a line break, then fails naming the
+    # rest of the password ("Value not specified for key 'Tail'"); escaped, it reads the value back
+    # whole (checked against kafka-clients 4.2's JaasContext).
+    password = 'hun"ter\\2\nTail\r\tX'
+    java = java_client_config(
+        {
+            "bootstrap.servers": "b",
+            "sasl.mechanisms": "PLAIN",
+            "sasl.username": "u",
+            "sasl.password": password,
+        }
+    )
+    jaas = java["sasl.jaas.config"]
+    assert "\n" not in jaas and "\r" not in jaas
+    assert jaas == f'{PLAIN_MODULE} required username="u" password="hun\\"ter\\\\2\\nTail\\r\tX";'
+    # Read back as Kafka reads it, the secret is the connection's, character for character.
+    back = librdkafka_config("k", "b", 9093, {"security.protocol": "SASL_SSL", **java})
+    assert back["sasl.password"] == password
+
+
+@pytest.mark.parametrize(
+    ("quoted", "value"),
+    [
+        ("a\\nb", "a\nb"),
+        ("a\\tb\\rc", "a\tb\rc"),
+        ('q\\"\\\\z', 'q"\\z'),
+        ("\\101\\0\\477", "A\x00\x277"),
+        ("\\x\\é", "xé"),
+    ],
+    ids=["newline", "tab and return", "quote and backslash", "octal", "any other character"],
+)
+def test_a_jaas_password_is_unescaped_as_kafka_reads_it(quoted, value):
+    # java.io.StreamTokenizer's escapes, which Kafka's JaasConfig reads a quoted value with.
+    config = librdkafka_config(
+        "k",
+        "b",
+        9093,
+        {
+            "security.protocol": "SASL_SSL",
+            "sasl.mechanism": "SCRAM-SHA-256",
+            "sasl.jaas.config": f'{SCRAM_MODULE} required username="u" password="{quoted}";',
+        },
+    )
+    assert config["sasl.password"] == value
+
+
 def test_given_jaas_config_is_kept_as_is():
     jaas = 'org.example.MyLoginModule required token="t";'
     java = java_client_config(
