@@ -20,7 +20,14 @@ import yaml
 
 from kafkalake.config.locations import unsupported
 from kafkalake.config.maintenance import parse_maintenance
-from kafkalake.config.parsed import SQL_IDENTIFIER, merge_parsed, parse_parsed
+from kafkalake.config.parsed import (
+    MAX_DATABASE_NAME,
+    MAX_PARSED_TABLE_NAME,
+    MAX_TABLE_NAME,
+    identifier_problem,
+    merge_parsed,
+    parse_parsed,
+)
 from kafkalake.config.schedule import run_interval
 from kafkalake.config.spark_conf import CREDENTIAL_ADVICE, credential_settings
 from kafkalake.config.topic import (
@@ -36,7 +43,8 @@ from kafkalake.core.errors import CatalogError, ParsedConfigError
 
 # Kafka's own rule for topic names.
 _TOPIC_NAME = re.compile(r"[A-Za-z0-9._-]{1,249}")
-_IDENTIFIER = SQL_IDENTIFIER
+#: Spark reads maxOffsetsPerTrigger as a Java long.
+MAX_INT64 = 2**63 - 1
 STARTING_OFFSETS = ("earliest", "latest")
 #: Airflow keeps a task's priority_weight in a 32-bit column and silently clamps larger values.
 MAX_PRIORITY = 2_147_483_647
@@ -117,7 +125,7 @@ def load_catalog(file: Path, lake_root: Path, *, strict: bool = True) -> Catalog
     unknown = sorted(str(k) for k in set(raw) - {"defaults", "topics"})
     if unknown:
         raise CatalogError(file, f"unknown top-level keys {unknown}; allowed: defaults, topics")
-    defaults = raw.get("defaults") or {}
+    defaults = {} if raw.get("defaults") is None else raw["defaults"]
     if not isinstance(defaults, Mapping):
         raise CatalogError(file, "must be a mapping", field="defaults")
     bad_defaults = sorted(str(k) for k in set(defaults) - _DEFAULTS_FIELDS)
@@ -346,25 +354,35 @@ def _topic(file: Path, index: int, entry: Mapping[str, Any], lake_root: Path) ->
         raise fail("starting_offsets", f"must be one of {', '.join(STARTING_OFFSETS)}, not {starting!r}")
 
     database = entry.get("database", "bronze")
-    if not isinstance(database, str) or not _IDENTIFIER.fullmatch(database):
-        raise fail("database", f"must be a lower-case SQL identifier, not {database!r}")
+    if (problem := identifier_problem(database, MAX_DATABASE_NAME)) is not None:
+        raise fail("database", problem)
     # Only a missing (or null) table takes the default: `table: no` or `table: 0` is YAML's false or 0.
     table = sanitize_identifier(name) if entry.get("table") is None else entry["table"]
-    if not isinstance(table, str) or not _IDENTIFIER.fullmatch(table):
-        raise fail("table", f"must be a lower-case SQL identifier, not {table!r}")
+    if (problem := identifier_problem(table, MAX_TABLE_NAME)) is not None:
+        raise fail("table", problem)
 
     try:
         parsed = parse_parsed(entry.get("parsed"))
     except ParsedConfigError as err:
         raise fail(err.field, str(err)) from None
+    if parsed.enabled and not parsed.table and len(table) > MAX_PARSED_TABLE_NAME:
+        raise fail(
+            "table",
+            f"{table[:40]}... is {len(table)} characters: the parsed tables take this name, and their "
+            f"dead-letter table's folder ({table[:20]}..._dead_letter) would be longer than a file system "
+            f"allows; set parsed.table (at most {MAX_PARSED_TABLE_NAME} characters), or a shorter table",
+        )
     parsed = replace(parsed, table=parsed.table or table)
 
     default_max = MAX_OFFSETS_PARSED if parsed.enabled else MAX_OFFSETS_BRONZE_ONLY
     max_offsets = entry.get("max_offsets_per_trigger", default_max)
     if max_offsets is not None and (
-        isinstance(max_offsets, bool) or not isinstance(max_offsets, int) or max_offsets < 1
+        isinstance(max_offsets, bool) or not isinstance(max_offsets, int) or not 1 <= max_offsets <= MAX_INT64
     ):
-        raise fail("max_offsets_per_trigger", f"must be a whole number > 0 or null, not {max_offsets!r}")
+        raise fail(
+            "max_offsets_per_trigger",
+            f"must be a whole number from 1 to {MAX_INT64} or null, not {max_offsets!r}",
+        )
 
     path = entry.get("path")
     if path is None:

@@ -225,7 +225,8 @@ def _partition_by(
 
 
 def _columns(raw: Mapping[str, Any], key: str, fail: Fail) -> tuple[str, ...]:
-    value = raw.get(key) or []
+    # Only a missing (or null) list is empty: `zorder_by: false` is a mistake, not "no columns".
+    value = [] if raw.get(key) is None else raw[key]
     if not isinstance(value, list) or not all(isinstance(c, str) and _COLUMN.fullmatch(c) for c in value):
         raise fail(key, f"must be a list of column names, not {value!r}")
     if len(set(value)) != len(value):

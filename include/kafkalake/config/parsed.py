@@ -22,6 +22,12 @@ EVOLUTION_MODES = ("addNewColumns", "rescue", "failOnNewColumns", "none")
 EXPECTATION_ACTIONS = ("warn", "drop", "fail")
 #: A lower-case SQL identifier: database and table names.
 SQL_IDENTIFIER = re.compile(r"[a-z_][a-z0-9_]*")
+#: A table's name is its folder's name, which file systems keep to 255 bytes; a parsed table's
+#: dead-letter table is a folder beside it with ``_dead_letter`` added.
+MAX_TABLE_NAME = 255
+MAX_PARSED_TABLE_NAME = MAX_TABLE_NAME - len("_dead_letter")
+#: The Hive metastore keeps a database's name in 128 characters.
+MAX_DATABASE_NAME = 128
 MAX_INT32 = 2_147_483_647
 MIN_SAMPLE_ROWS = 100
 #: delta-rs (and other kernel-based readers) cannot open a table whose schema JSON nests past
@@ -167,8 +173,10 @@ def parse_parsed(value: Any) -> ParsedConfig:
         max_columns=_whole(
             "parsed.max_columns", value.get("max_columns", ParsedConfig.max_columns), 1, MAX_COLUMNS_LIMIT
         ),
-        database=_identifier("parsed.database", value.get("database", ParsedConfig.database)),
-        table=_identifier("parsed.table", value["table"]) if "table" in value else "",
+        database=_identifier(
+            "parsed.database", value.get("database", ParsedConfig.database), MAX_DATABASE_NAME
+        ),
+        table=_identifier("parsed.table", value["table"], MAX_PARSED_TABLE_NAME) if "table" in value else "",
         expectations=_expectations(value.get("expectations", [])),
         latest_by_key=latest_by_key,
         changelog=changelog,
@@ -219,7 +227,9 @@ def _types(field: str, mapping: Any, *, dotted: bool) -> list[tuple[str, str]]:
     for name, spark_type in mapping.items():
         if not isinstance(name, str) or not name or (dotted and "" in name.split(".")):
             what = "a dotted field path such as customer.id" if dotted else "a non-empty field name"
-            raise ParsedConfigError(field, f"{name!r} is not {what}")
+            # YAML 1.1 reads on/off/yes/no/true/false (any case) unquoted as booleans, 1 as a number.
+            hint = ": quote it, YAML read it as a boolean or a number" if not isinstance(name, str) else ""
+            raise ParsedConfigError(field, f"{name!r} is not {what}{hint}")
         if not isinstance(spark_type, str):
             raise ParsedConfigError(f"{field}.{name}", f"must be a Spark SQL type string, not {spark_type!r}")
         try:
@@ -243,10 +253,21 @@ def _whole(field: str, number: Any, least: int, most: int = MAX_INT32) -> int:
     return number
 
 
-def _identifier(field: str, name: Any) -> str:
+def _identifier(field: str, name: Any, most: int) -> str:
+    problem = identifier_problem(name, most)
+    if problem is not None:
+        raise ParsedConfigError(field, problem)
+    return name  # type: ignore[no-any-return]
+
+
+def identifier_problem(name: Any, most: int) -> str | None:
+    """Why ``name`` cannot be a table's or a database's name of at most ``most`` characters; None
+    when it can."""
     if not isinstance(name, str) or not SQL_IDENTIFIER.fullmatch(name):
-        raise ParsedConfigError(field, f"must be a lower-case SQL identifier, not {name!r}")
-    return name
+        return f"must be a lower-case SQL identifier, not {name!r}"
+    if len(name) > most:
+        return f"must be at most {most} characters, not {len(name)} ({name[:40]}...)"
+    return None
 
 
 def _expectations(entries: Any) -> tuple[Expectation, ...]:

@@ -920,3 +920,59 @@ def test_an_sla_too_long_to_schedule_is_refused(tmp_path, lake_root, sla, loads)
     with pytest.raises(CatalogError, match="must be at most 3650d") as caught:
         load_catalog(file, lake_root)
     assert_names_where(caught.value, file, "orders", "freshness_sla")
+
+
+def test_a_table_or_database_name_too_long_for_a_folder_is_refused(tmp_path, lake_root):
+    # A table's name is its folder's; a parsed table's dead letters go to `<name>_dead_letter`
+    # beside it. Longer names loaded, and the file system refused the folder at run time.
+    def load(entry: str) -> Catalog:
+        return load_catalog(
+            write_catalog(tmp_path, f"topics:\n  - {{name: orders, freshness_sla: 1h, {entry}}}\n"), lake_root
+        )
+
+    for entry, field, says in [
+        (f"table: {'t' * 256}", "table", "at most 255 characters, not 256"),
+        (f"database: {'d' * 129}", "database", "at most 128 characters, not 129"),
+        (f"parsed: {{table: {'p' * 244}}}", "parsed.table", "at most 243 characters, not 244"),
+        (f"parsed: {{database: {'d' * 129}}}", "parsed.database", "at most 128 characters, not 129"),
+        (f"table: {'t' * 244}", "table", "set parsed.table (at most 243 characters), or a shorter table"),
+    ]:
+        with pytest.raises(CatalogError, match=re.escape(says)) as caught:
+            load(entry)
+        assert caught.value.field == field
+    # At the limits, and a long bronze name whose parsed tables are named apart, or are off.
+    assert load(f"table: {'t' * 243}").topic("orders").parsed.table == "t" * 243
+    assert load(f"table: {'t' * 255}, parsed: {{table: orders}}").topic("orders").table == "t" * 255
+    assert load(f"table: {'t' * 255}, parsed: {{enabled: false}}").topic("orders").table == "t" * 255
+    assert load(f"database: {'d' * 128}").topic("orders").database == "d" * 128
+
+
+@pytest.mark.parametrize(("value", "loads"), [(2**63 - 1, True), (2**63, False), (10**30, False)])
+def test_max_offsets_per_trigger_fits_a_java_long(tmp_path, lake_root, value, loads):
+    # Spark reads maxOffsetsPerTrigger as a long: a larger number loaded, then failed the run.
+    file = write_catalog(
+        tmp_path, f"topics:\n  - {{name: orders, freshness_sla: 1h, max_offsets_per_trigger: {value}}}\n"
+    )
+    if loads:
+        assert load_catalog(file, lake_root).topic("orders").max_offsets_per_trigger == value
+        return
+    with pytest.raises(CatalogError, match=f"from 1 to {2**63 - 1} or null, not {value}$") as caught:
+        load_catalog(file, lake_root)
+    assert_names_where(caught.value, file, "orders", "max_offsets_per_trigger")
+
+
+@pytest.mark.parametrize("value", ["false", "0", "[]"])
+def test_defaults_that_yaml_reads_as_false_or_zero_are_refused(tmp_path, lake_root, value):
+    file = write_catalog(tmp_path, f"defaults: {value}\ntopics:\n  - {{name: orders, freshness_sla: 1h}}\n")
+    with pytest.raises(CatalogError, match="must be a mapping") as caught:
+        load_catalog(file, lake_root)
+    assert caught.value.field == "defaults"
+
+
+def test_a_schema_field_yaml_reads_as_a_boolean_says_to_quote_it(tmp_path, lake_root):
+    file = write_catalog(
+        tmp_path, "topics:\n  - {name: orders, freshness_sla: 1h, parsed: {schema: {on: string}}}\n"
+    )
+    with pytest.raises(CatalogError, match="True is not a non-empty field name: quote it") as caught:
+        load_catalog(file, lake_root)
+    assert caught.value.field == "parsed.schema"

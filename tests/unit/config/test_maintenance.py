@@ -68,6 +68,9 @@ def test_defaults_block_applies_to_topics(tmp_path):
         ("      optimize_every: soon\n", "maintenance.optimize_every", "not a duration"),
         ("      zorder_by: customer_id\n", "maintenance.zorder_by", "list of column names"),
         ("      zorder_by: [a, a]\n", "maintenance.zorder_by", "twice"),
+        # YAML's false or 0 is a mistake, not "no columns" (it was taken as none, silently).
+        ("      zorder_by: false\n", "maintenance.zorder_by", "list of column names"),
+        ("      cluster_by: 0\n", "maintenance.cluster_by", "list of column names"),
         ("      cluster_by: ['bad name']\n", "maintenance.cluster_by", "list of column names"),
         ("      zorder_by: [a]\n      cluster_by: [b]\n", "maintenance.cluster_by", "mutually exclusive"),
         ("      vacuum_retain: 6d\n", "maintenance.vacuum_retain", "7-day guard"),
