@@ -16,6 +16,10 @@ from kafkalake.lake.store_files import Location, join
 #: {partition: next offset to read}
 Offsets = dict[int, int]
 
+#: A field of the metadata line Spark writes before the source offsets in each offset-log file
+#: (OffsetSeqMetadata: batchWatermarkMs, batchTimestampMs, conf).
+METADATA_FIELD = "batchWatermarkMs"
+
 
 @dataclass(frozen=True)
 class CheckpointState:
@@ -31,6 +35,8 @@ def _offsets_line(text: str, topic: str) -> Offsets | None:
         line = line.strip()
         if line.startswith("{") and f'"{topic}"' in line:
             loaded = json.loads(line)
+            if METADATA_FIELD in loaded:
+                continue  # the batch's metadata line: a topic named "conf" is a key there too
             if topic in loaded and isinstance(loaded[topic], dict):
                 return {int(p): int(o) for p, o in loaded[topic].items()}
     return None

@@ -220,6 +220,17 @@ def test_offsets_line_is_not_fooled_by_a_topic_name_inside_the_metadata_line():
     assert _offsets_line(f"v1\n{METADATA_LINE}\n{offsets_json({0: 1})}", "min") is None
 
 
+def test_a_topic_named_like_a_key_of_the_metadata_line_reads_its_own_offsets(checkpoint):
+    # "conf" is a key of the metadata line, its value a map of Spark settings: read as the topic's
+    # offsets it failed with "invalid literal for int()", in the pre-flight of every run.
+    text = f"v1\n{METADATA_LINE}\n{offsets_json({0: 42}, topic='conf')}"
+    assert _offsets_line(text, "conf") == {0: 42}
+    checkpoint.initial({0: 0}, topic="conf")
+    checkpoint.offsets(0, {0: 42}, topic="conf")
+    checkpoint.commit(0)
+    assert read_checkpoint(checkpoint.root, "conf") == CheckpointState({0: 42}, False)
+
+
 def test_offsets_line_keys_are_ints():
     result = _offsets_line(offsets_json({10: 5, 2: 7}), TOPIC)
     assert result == {10: 5, 2: 7}
