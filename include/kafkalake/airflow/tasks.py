@@ -108,7 +108,17 @@ def _has_new_offsets(
     marks = offsets.watermarks(config, topic_name)
     if table_path:
         check_topic_identity(config, topic_name, table_path)
-    state = read_checkpoint(checkpoint, topic_name)
+    try:
+        state = read_checkpoint(checkpoint, topic_name)
+    except ValueError as err:
+        # The job sets such a checkpoint aside and rebuilds its position from the table.
+        log.warning(
+            "topic %s: the checkpoint cannot be read (%s); the ingest job rebuilds its position "
+            "from the table",
+            topic_name,
+            err,
+        )
+        return True
     decision = offsets.decide(
         state,
         {p: high for p, (_low, high) in marks.items()},

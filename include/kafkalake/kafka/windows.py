@@ -141,7 +141,13 @@ def resolve_window(
     topic_name: str, checkpoint: str, client_config: Mapping[str, str], since: datetime
 ) -> Window:
     """Ask Kafka and the checkpoint, then :func:`plan_window`."""
-    state = read_checkpoint(checkpoint, topic_name)
+    try:
+        state = read_checkpoint(checkpoint, topic_name)
+    except ValueError as err:
+        raise refused(
+            f"topic {topic_name!r}: its checkpoint cannot be read ({err}), so the offsets the stream "
+            "has passed are unknown. Run the DAG normally first: it rebuilds the position from the table"
+        ) from None
     marks = watermarks(client_config, topic_name)
     at_time = offsets_for_time(client_config, topic_name, sorted(marks), since)
     return plan_window(topic_name, since, at_time, marks, state.committed if state else None)

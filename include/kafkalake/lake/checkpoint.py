@@ -51,14 +51,46 @@ def _read(location: str, topic: str) -> Offsets | None:
     return None if text is None else _offsets_line(text, topic)
 
 
+#: Lines of a whole offset-log file (version, metadata, the source's offsets) and commit-log file
+#: (version, metadata).
+OFFSETS_LINES = 3
+COMMIT_LINES = 2
+
+
+def _check_written(location: str, lines_needed: int) -> None:
+    """Raise ValueError when a log file Spark reads as it starts is empty or cut short.
+
+    A crash or power loss can leave a file renamed into place before its bytes reached the disk.
+    Spark then fails every start ("Incomplete log file"), however often the run is retried.
+    """
+    text = store_files.read_text(location)
+    if text is None:
+        return
+    lines = [line.strip() for line in text.replace("\x00", "").splitlines() if line.strip()]
+    if len(lines) < lines_needed or not lines[0].startswith("v"):
+        raise ValueError(f"{location} is empty or cut short ({len(text)} bytes)")
+    for line in lines[1:]:
+        if line != "-":  # Spark's mark for a source without an offset
+            json.loads(line)
+
+
 def read_checkpoint(checkpoint: Location, topic: str) -> CheckpointState | None:
-    """Read a Structured Streaming checkpoint of a single Kafka source."""
+    """Read a Structured Streaming checkpoint of a single Kafka source.
+
+    Raises:
+        ValueError: a file Spark would read as it starts again is empty, cut short or not JSON:
+            the checkpoint is unreadable (the job rebuilds the position from the table).
+    """
     offset_batches = batch_ids(join(checkpoint, "offsets"))
     if offset_batches:
         newest = offset_batches[-1]
         committed_batches = set(batch_ids(join(checkpoint, "commits")))
         # The newest committed batch's end offsets are what the table holds.
         done = [b for b in offset_batches if b in committed_batches]
+        for batch in sorted({newest, newest - 1, *done[-1:]} & set(offset_batches)):
+            _check_written(join(checkpoint, "offsets", str(batch)), OFFSETS_LINES)
+        if committed_batches:
+            _check_written(join(checkpoint, "commits", str(max(committed_batches))), COMMIT_LINES)
         committed: Offsets = {}
         if done:
             committed = _read(join(checkpoint, "offsets", str(done[-1])), topic) or {}

@@ -93,8 +93,11 @@ def read_table(path: str) -> TableFacts | None:
 
 
 def landed_records(checkpoint: Location, topic: str) -> int | None:
-    """Records the checkpoint's committed batches read from Kafka; None without a checkpoint."""
-    state = read_checkpoint(checkpoint, topic)
+    """Records the checkpoint's committed batches read from Kafka; None without a readable checkpoint."""
+    try:
+        state = read_checkpoint(checkpoint, topic)
+    except ValueError:
+        return None
     if state is None:
         return None
     start = starting_offsets(checkpoint, topic) or {}

@@ -1242,6 +1242,22 @@ def test_a_backfill_run_skips_the_ingest_without_asking_kafka(caplog):
     assert "backfill run: not ingesting" in caplog.text and "checkpoint-driven" in caplog.text
 
 
+def test_the_pre_flight_runs_the_job_on_an_unreadable_checkpoint_instead_of_failing(monkeypatch, tmp_path):
+    from kafkalake.airflow.tasks import check_new_offsets
+
+    monkeypatch.setenv("AIRFLOW_CONN_KAFKA_DEFAULT", json.dumps({"conn_type": "kafka", "extra": KAFKA_EXTRA}))
+    # Retention has deleted the first 10 offsets; the table read up to 100 of them.
+    monkeypatch.setattr(kafka_offsets, "watermarks", lambda config, topic: {0: (10, 120)})
+    checkpoint = tmp_path / "checkpoint"
+    (checkpoint / "offsets").mkdir(parents=True)
+    (checkpoint / "commits").mkdir()
+    (checkpoint / "offsets" / "0").write_text("")  # cut short by a power loss
+    (checkpoint / "commits" / "0").write_text('v1\n{"nextBatchWatermarkMs":0}')
+
+    # Read as nothing committed, the 10 deleted offsets were reported lost: offsets_expired, no retry.
+    assert check_new_offsets("payments", str(checkpoint), "kafka_default") is True
+
+
 def test_a_cleared_ingest_task_of_a_backfill_run_still_does_not_ingest(ingest_task):
     from airflow.sdk.exceptions import AirflowSkipException
 

@@ -303,6 +303,44 @@ def test_spark_temp_and_crc_files_are_ignored(checkpoint):
 
 
 @pytest.mark.parametrize(
+    ("file", "text"),
+    [
+        ("offsets/5", ""),  # the newest batch's offsets: renamed into place, its bytes lost
+        ("offsets/4", "v1\n"),  # the batch before it, which Spark reads too
+        ("offsets/5", f"v1\n{METADATA_LINE}\n" + '{"orders":{"0":6'),
+        ("commits/5", "v1\n"),
+    ],
+)
+def test_a_log_file_spark_reads_as_it_starts_empty_or_cut_short_is_an_unreadable_checkpoint(
+    checkpoint, file, text
+):
+    # Spark fails every start on such a file ("Incomplete log file"). Read as {} committed, the
+    # pre-flight reported every offset Kafka had expired as lost (offsets_expired, not retried) and
+    # the job resumed from the checkpoint; unreadable, the job rebuilds the position from the table.
+    checkpoint.initial({0: 0, 1: 0, 2: 0})
+    checkpoint.batches(offsets_up_to=5, commits_up_to=5)
+    (checkpoint.root / file).write_text(text)
+    with pytest.raises(ValueError, match=f"{file}|Expecting|Unterminated"):
+        read_checkpoint(checkpoint.root, TOPIC)
+
+
+def test_an_unfinished_batch_whose_offsets_are_empty_is_an_unreadable_checkpoint(checkpoint):
+    checkpoint.initial({0: 0, 1: 0, 2: 0})
+    checkpoint.batches(offsets_up_to=6, commits_up_to=5)
+    (checkpoint.root / "offsets" / "6").write_text("")
+    with pytest.raises(ValueError, match="offsets/6 is empty or cut short"):
+        read_checkpoint(checkpoint.root, TOPIC)
+
+
+def test_an_older_log_file_spark_no_longer_reads_does_not_matter(checkpoint):
+    checkpoint.initial({0: 0, 1: 0, 2: 0})
+    checkpoint.batches(offsets_up_to=5, commits_up_to=5)
+    (checkpoint.root / "offsets" / "2").write_text("")
+    (checkpoint.root / "commits" / "3").write_text("")
+    assert read_checkpoint(checkpoint.root, TOPIC) == CheckpointState(batch_offsets(5), False)
+
+
+@pytest.mark.parametrize(
     ("offsets_up_to", "commits_up_to", "end", "run", "lag"),
     [
         (5, 5, batch_offsets(5), False, {0: 0, 1: 0, 2: 0}),

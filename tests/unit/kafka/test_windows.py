@@ -7,7 +7,14 @@ from datetime import UTC, datetime
 import pytest
 
 from kafkalake.core.errors import ReingestRefusedError
-from kafkalake.kafka.windows import DEFAULT_CHUNK_RECORDS, Window, chunk_records, chunks, plan_window
+from kafkalake.kafka.windows import (
+    DEFAULT_CHUNK_RECORDS,
+    Window,
+    chunk_records,
+    chunks,
+    plan_window,
+    resolve_window,
+)
 
 SINCE = datetime(2026, 5, 1, 10, 0, tzinfo=UTC)
 
@@ -57,6 +64,13 @@ def test_offset_zero_is_never_expired():
 def test_no_checkpoint_means_nothing_to_repair():
     with pytest.raises(ReingestRefusedError, match="no checkpoint yet"):
         plan_window("t", SINCE, {0: 0}, {0: (0, 10)}, None)
+
+
+def test_an_unreadable_checkpoint_is_refused_before_kafka_is_asked(tmp_path):
+    (tmp_path / "offsets").mkdir()
+    (tmp_path / "offsets" / "0").write_text("")
+    with pytest.raises(ReingestRefusedError, match=r"checkpoint cannot be read .*Run the DAG normally first"):
+        resolve_window("t", str(tmp_path), {"bootstrap.servers": "nowhere.invalid:9092"}, SINCE)
 
 
 def test_chunks_cover_the_window_once_with_bounded_size():

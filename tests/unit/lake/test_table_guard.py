@@ -7,7 +7,14 @@ from deltalake import write_deltalake
 
 from kafkalake.lake.care_due import read_state
 from kafkalake.lake.checkpoint import CheckpointState
-from kafkalake.lake.table_guard import CheckpointFacts, StartPlan, decide_start, read_table
+from kafkalake.lake.table_guard import (
+    CheckpointFacts,
+    StartPlan,
+    checkpoint_facts,
+    decide_start,
+    landed_records,
+    read_table,
+)
 from kafkalake.lake.table_position import TablePosition
 
 Q = "query-1"
@@ -68,6 +75,25 @@ def test_bronze_gone_with_its_checkpoint_never_gives_the_parsed_tables_a_record_
 
 def test_a_first_run_is_a_plain_start():
     assert decide_start(None, CheckpointFacts(None, None), {}) == StartPlan()
+
+
+def test_a_checkpoint_whose_newest_offsets_file_is_empty_is_rebuilt_from_the_table(tmp_path):
+    # A power loss after Spark renamed offsets/1 into place, before its bytes reached the disk:
+    # Spark fails every start on it, so the checkpoint that agrees with the table by its ids must
+    # not be used.
+    root = tmp_path / "checkpoint"
+    (root / "offsets").mkdir(parents=True)
+    (root / "commits").mkdir()
+    (root / "metadata").write_text(f'{{"id":"{Q}"}}')
+    (root / "offsets" / "0").write_text('v1\n{"batchWatermarkMs":0}\n{"orders":{"0":100}}')
+    (root / "offsets" / "1").write_text("")
+    for batch in ("0", "1"):
+        (root / "commits" / batch).write_text('v1\n{"nextBatchWatermarkMs":0}')
+    facts = checkpoint_facts(root, "orders")
+    assert facts == CheckpointFacts(None, None)
+    assert landed_records(root, "orders") is None
+    plan = decide_start(TablePosition(3, {0: 150}, batch=1, query=Q), facts, {})
+    assert plan.rebuild_from == {0: 150} and "unreadable" in plan.reason
 
 
 def test_read_table_counts_files_rows_and_bytes_of_the_current_version(tmp_path):
