@@ -78,13 +78,21 @@ def read_checkpoint(checkpoint: Location, topic: str) -> CheckpointState | None:
     """Read a Structured Streaming checkpoint of a single Kafka source.
 
     Raises:
-        ValueError: a file Spark would read as it starts again is empty, cut short or not JSON:
-            the checkpoint is unreadable (the job rebuilds the position from the table).
+        ValueError: a file Spark would read as it starts again is empty, cut short or not JSON, or
+            the commit log is ahead of the offset log: the checkpoint is unreadable (the job
+            rebuilds the position from the table).
     """
     offset_batches = batch_ids(join(checkpoint, "offsets"))
+    commits = batch_ids(join(checkpoint, "commits"))
+    if commits and (not offset_batches or commits[-1] > offset_batches[-1]):
+        # Spark writes a batch's offsets before its commit and purges both logs alike, so their
+        # files were lost. Spark would plan batches again under ids the tables hold already, and
+        # Delta would skip them as written: the records they cover never land.
+        planned = f"offsets/{offset_batches[-1]}" if offset_batches else "no offsets file"
+        raise ValueError(f"{checkpoint}: commits/{commits[-1]} is ahead of the offset log ({planned})")
     if offset_batches:
         newest = offset_batches[-1]
-        committed_batches = set(batch_ids(join(checkpoint, "commits")))
+        committed_batches = set(commits)
         # The newest committed batch's end offsets are what the table holds.
         done = [b for b in offset_batches if b in committed_batches]
         for batch in sorted({newest, newest - 1, *done[-1:]} & set(offset_batches)):

@@ -332,6 +332,19 @@ def test_an_unfinished_batch_whose_offsets_are_empty_is_an_unreadable_checkpoint
         read_checkpoint(checkpoint.root, TOPIC)
 
 
+@pytest.mark.parametrize("lost", [["5"], ["0", "1", "2", "3", "4", "5"]], ids=["newest", "all"])
+def test_a_commit_log_ahead_of_the_offset_log_is_an_unreadable_checkpoint(checkpoint, lost):
+    # Read as batch 4's offsets (or the initial ones) with batch 5 committed, the job resumed from
+    # the checkpoint: Spark planned batch 5 (or 0..5) again from there, with new records in it,
+    # and Delta skipped those writes as already committed by the same query id.
+    checkpoint.initial({0: 0, 1: 0, 2: 0})
+    checkpoint.batches(offsets_up_to=5, commits_up_to=5)
+    for batch in lost:
+        (checkpoint.root / "offsets" / batch).unlink()
+    with pytest.raises(ValueError, match="commits/5 is ahead of the offset log"):
+        read_checkpoint(checkpoint.root, TOPIC)
+
+
 def test_an_older_log_file_spark_no_longer_reads_does_not_matter(checkpoint):
     checkpoint.initial({0: 0, 1: 0, 2: 0})
     checkpoint.batches(offsets_up_to=5, commits_up_to=5)

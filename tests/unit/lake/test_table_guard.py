@@ -96,6 +96,20 @@ def test_a_checkpoint_whose_newest_offsets_file_is_empty_is_rebuilt_from_the_tab
     assert plan.rebuild_from == {0: 150} and "unreadable" in plan.reason
 
 
+def test_a_checkpoint_whose_offset_log_lost_the_committed_batch_is_rebuilt_from_the_table(tmp_path):
+    # commits/1 without offsets/1: resumed, Spark would plan batch 1 again, and Delta would skip
+    # it (batch 1 of this query id is committed) with whatever new records it covers.
+    root = tmp_path / "checkpoint"
+    (root / "offsets").mkdir(parents=True)
+    (root / "commits").mkdir()
+    (root / "metadata").write_text(f'{{"id":"{Q}"}}')
+    (root / "offsets" / "0").write_text('v1\n{"batchWatermarkMs":0}\n{"orders":{"0":100}}')
+    for batch in ("0", "1"):
+        (root / "commits" / batch).write_text('v1\n{"nextBatchWatermarkMs":0}')
+    plan = decide_start(TablePosition(3, {0: 150}, batch=1, query=Q), checkpoint_facts(root, "orders"), {})
+    assert plan.rebuild_from == {0: 150}
+
+
 def test_read_table_counts_files_rows_and_bytes_of_the_current_version(tmp_path):
     path = str(tmp_path / "t")
     assert read_table(path) is None and read_state(path) is None
