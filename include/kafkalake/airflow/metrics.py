@@ -39,7 +39,12 @@ def lag_now(client_config: Mapping[str, str], topic: TopicConfig) -> PartitionLa
     except (KafkaException, KafkalakeError) as err:
         log.warning("topic %s: lag unknown, Kafka's offsets could not be read: %s", topic.name, err)
         return None
-    return lag_of(marks, read_checkpoint(topic.checkpoint_path, topic.name), topic)
+    try:
+        checkpoint = read_checkpoint(topic.checkpoint_path, topic.name)
+    except ValueError as err:  # corrupt: the job rebuilds it from the table
+        log.warning("topic %s: lag unknown, the checkpoint cannot be read: %s", topic.name, err)
+        return None
+    return lag_of(marks, checkpoint, topic)
 
 
 def lag_of(

@@ -1258,6 +1258,27 @@ def test_the_pre_flight_runs_the_job_on_an_unreadable_checkpoint_instead_of_fail
     assert check_new_offsets("payments", str(checkpoint), "kafka_default") is True
 
 
+def test_a_corrupt_checkpoint_is_left_to_the_job_which_rebuilds_it(monkeypatch, tmp_path, caplog):
+    """The job reads a checkpoint it cannot parse as missing and rebuilds its position from the
+    table (table_guard.checkpoint_facts); the pre-flight and the lag read before the job must not
+    fail the run first, or no run ever gets to the rebuild."""
+    from kafkalake.airflow import tasks
+
+    checkpoint = tmp_path / "orders" / "_kafkalake" / "checkpoint"
+    (checkpoint / "offsets").mkdir(parents=True)
+    (checkpoint / "commits").mkdir()
+    (checkpoint / "offsets" / "0").write_text('v1\n{"batchWatermarkMs":0}\n{"orders":{"0":1')  # cut short
+    (checkpoint / "commits" / "0").write_text('v1\n{"nextBatchWatermarkMs":0}')
+    monkeypatch.setattr(tasks, "kafka_config_for", lambda conn_id: {})
+    monkeypatch.setattr(kafka_offsets, "watermarks", lambda config, topic: {0: (0, 10)})
+
+    with caplog.at_level("WARNING"):
+        assert tasks.check_new_offsets("orders", str(checkpoint), "kafka_default") is True
+    assert "cannot be read" in caplog.text
+    topic = SimpleNamespace(name="orders", checkpoint_path=str(checkpoint), starting_offsets="earliest")
+    assert airflow_metrics.lag_now({}, topic) is None  # unknown: a metric never fails the run
+
+
 def test_a_cleared_ingest_task_of_a_backfill_run_still_does_not_ingest(ingest_task):
     from airflow.sdk.exceptions import AirflowSkipException
 
