@@ -36,7 +36,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kafkalake.config.catalog import load_catalog
+from kafkalake.config.catalog import load_topic
 from kafkalake.config.topic import TopicConfig
 from kafkalake.core.errors import (
     CatalogError,
@@ -98,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
     if not config_file:
         parser.error(f"{ENV_CLIENT_CONFIG_FILE} must name the Kafka client settings file")
     try:
-        topic = load_catalog(catalog_path(), lake_root()).topic(args.topic)
+        topic = load_topic(catalog_path(), lake_root(), args.topic)
         # Read once and deleted at once: no copy of the secrets outlives this line, even if the
         # job or the task that wrote the file is killed later (KAFKALAKE_KEEP_KAFKA_CONFIG_FILE=1
         # keeps it, for a hand-written file run more than once).

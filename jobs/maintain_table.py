@@ -14,7 +14,7 @@ import contextlib
 import logging
 import sys
 
-from kafkalake.config.catalog import load_catalog
+from kafkalake.config.catalog import load_topic
 from kafkalake.core.errors import CatalogError, KafkalakeError, Kind, failure, failure_of
 from kafkalake.core.paths import catalog_path, lake_root
 from kafkalake.lake import store_refusals
@@ -34,7 +34,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
-        topic = load_catalog(catalog_path(), lake_root()).topic(args.topic)
+        topic = load_topic(catalog_path(), lake_root(), args.topic)
     except CatalogError as err:
         return report(failure(Kind.BAD_CONFIG, f"topic {args.topic!r}: {err}"))
 

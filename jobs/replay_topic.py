@@ -20,7 +20,7 @@ import argparse
 import logging
 import sys
 
-from kafkalake.config.catalog import load_catalog
+from kafkalake.config.catalog import load_topic
 from kafkalake.core.errors import CatalogError, KafkalakeError, Kind, failure, failure_of
 from kafkalake.core.paths import catalog_path, lake_root
 from kafkalake.lake import store_refusals
@@ -41,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format=LOG_FORMAT)
     try:
-        topic = load_catalog(catalog_path(), lake_root()).topic(args.topic)
+        topic = load_topic(catalog_path(), lake_root(), args.topic)
         selection = selection_from(
             topic.name,
             args.as_of_version,

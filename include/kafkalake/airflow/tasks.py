@@ -444,11 +444,11 @@ class ReplayOperator(KafkalakeSparkSubmitOperator):
         super().__init__(job="replay_topic.py", **kwargs)
 
     def execute(self, context: Any) -> None:
-        from kafkalake.config.catalog import load_catalog
+        from kafkalake.config.catalog import load_topic
 
         params = context["params"]
         lake = Path(self.lake_root)
-        topic = load_catalog(Path(self.catalog_file), lake).topic(str(params["topic"]))
+        topic = load_topic(Path(self.catalog_file), lake, str(params["topic"]))
         self.topic_name = topic.name
         self.topic = topic
         self.application_args = replay_args(topic.name, params)

@@ -158,6 +158,21 @@ def load_catalog(file: Path, lake_root: Path, *, strict: bool = True) -> Catalog
     return Catalog(file=file, topics=tuple(sorted(kept, key=lambda t: t.name)), errors=tuple(errors))
 
 
+def load_topic(file: Path, lake_root: Path, name: str) -> TopicConfig:
+    """One topic of a catalog, as a job or a task loads it when it runs.
+
+    Leniently, as the DAG processor built the topic's DAG: another topic's broken entry is not this
+    topic's problem (a strict load failed every topic's jobs with it). The topic's own entry, when
+    broken, raises its own error.
+    """
+    catalog = load_catalog(file, lake_root, strict=False)
+    if not any(topic.name == name for topic in catalog.topics):
+        for error in catalog.errors:
+            if error.topic == name:
+                raise error
+    return catalog.topic(name)
+
+
 def _refuse_duplicate_keys(file: Path, text: str) -> None:
     """A key given twice in one mapping fails the load, naming the topic and the field.
 

@@ -7,7 +7,7 @@ import logging
 import sys
 from collections.abc import Sequence
 
-from kafkalake.config.catalog import load_catalog
+from kafkalake.config.catalog import load_topic
 from kafkalake.config.topic import TopicConfig
 from kafkalake.core.errors import Failure
 from kafkalake.core.job_failures import exit_code, failure_line
@@ -22,7 +22,7 @@ def topic_from_args(doc: str, argv: Sequence[str] | None = None) -> TopicConfig:
     parser.add_argument("--topic", required=True, help="topic name, as in the catalog")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format=LOG_FORMAT)
-    return load_catalog(catalog_path(), lake_root()).topic(args.topic)
+    return load_topic(catalog_path(), lake_root(), args.topic)
 
 
 def report(failed: Failure) -> int:

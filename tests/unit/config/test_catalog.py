@@ -8,7 +8,7 @@ from pathlib import Path, PurePosixPath
 
 import pytest
 
-from kafkalake.config.catalog import Catalog, load_catalog
+from kafkalake.config.catalog import Catalog, load_catalog, load_topic
 from kafkalake.config.parsed import Expectation, ParsedConfig
 from kafkalake.config.topic import TopicConfig, dag_id_for, sanitize_identifier
 from kafkalake.core.errors import CatalogError
@@ -638,6 +638,23 @@ def test_a_credential_in_spark_conf_is_named_but_its_value_never_shown(lake_root
 
 # ---------------------------------------------------------------------------------------------
 # Entries that would load into something else than the file says
+
+
+def test_a_topic_loads_for_its_jobs_beside_another_topics_broken_entry(tmp_path, lake_root):
+    """What a job or a task loads when it runs is what the lenient DAG processor built a DAG from."""
+    file = write_catalog(
+        tmp_path,
+        "topics:\n"
+        "  - {name: orders, freshness_sla: 15m}\n"
+        "  - {name: payments, freshness_sla: 15m, priority: 0}\n"
+        "  - {name: orders, freshness_sla: 1h}\n",
+    )
+    assert load_topic(file, lake_root, "orders").freshness_sla == timedelta(minutes=15)  # as its DAG
+    with pytest.raises(CatalogError) as caught:
+        load_topic(file, lake_root, "payments")
+    assert_names_where(caught.value, file, "payments", "priority")
+    with pytest.raises(CatalogError, match="no topic named 'audit'"):
+        load_topic(file, lake_root, "audit")
 
 
 def test_a_key_given_twice_is_refused_naming_file_topic_field_and_lines(lake_root):

@@ -12,7 +12,7 @@ from kafkalake.config.topic import TopicConfig
 from kafkalake.core.errors import CheckpointLockedError, KafkalakeError, Kind, failure_of
 from kafkalake.core.job_failures import exit_code, parse_failure_line
 from kafkalake.lake import store_refusals
-from kafkalake.spark.job_args import report
+from kafkalake.spark.job_args import report, topic_from_args
 
 
 @pytest.fixture
@@ -71,3 +71,16 @@ def test_anything_else_passes_through(topic, error):
         with store_refusals.named(topic.name, topic.storage_conn_id):
             raise error
     assert raised.value is error
+
+
+def test_a_job_runs_for_its_topic_whatever_another_topics_entry_says(tmp_path, monkeypatch):
+    """One broken entry costs its own topic's DAG (lenient DAG processor), not every topic's jobs."""
+    catalog = tmp_path / "topics.yaml"
+    catalog.write_text(
+        "topics:\n"
+        "  - {name: orders, freshness_sla: 15m}\n"
+        "  - {name: payments, freshness_sla: 15m, priority: 0}\n"
+    )
+    monkeypatch.setenv("KAFKALAKE_CATALOG", str(catalog))
+    monkeypatch.setenv("KAFKALAKE_LAKE_ROOT", str(tmp_path / "lake"))
+    assert topic_from_args("A job.", ["--topic", "orders"]).name == "orders"
