@@ -47,7 +47,7 @@ from airflow.serialization.serialized_objects import DagSerialization
 from kafkalake.airflow import metrics as airflow_metrics
 from kafkalake.airflow.assets import topic_assets
 from kafkalake.airflow.dag_factory import REPLAY_DAG_ID, RETRIES, retry_policy
-from kafkalake.airflow.pools import SPARK_POOL
+from kafkalake.airflow.pools import DEFAULT_SPARK_SLOTS, SPARK_POOL
 from kafkalake.airflow.sla_alerts import ENV_DEADLINE_ALERTS, ENV_WEBHOOK_CONN_ID
 from kafkalake.airflow.tasks import MaintenanceOperator
 from kafkalake.config.catalog import load_catalog
@@ -849,6 +849,11 @@ def test_spark_tasks_take_a_slot_of_the_spark_pool_and_the_preflight_does_not(po
         else:
             assert task.pool == "default_pool", task.task_id
     assert dag.get_task("check_new_offsets").pool == "default_pool"
+
+
+def test_the_readme_gives_the_spark_pools_default_size():
+    readme = (REPO / "README.md").read_text()
+    assert f"Its default size is **{DEFAULT_SPARK_SLOTS}**" in readme
 
 
 @pytest.mark.parametrize("expected", POLICY_TOPICS, ids=POLICY_IDS)
