@@ -270,7 +270,16 @@ def replay(spark: SparkSession, topic: TopicConfig, selection: Selection | None 
 
 
 def refuse_unfinished_batch(topic: TopicConfig) -> None:
-    state = read_checkpoint(topic.checkpoint_path, topic.name)
+    try:
+        state = read_checkpoint(topic.checkpoint_path, topic.name)
+    except ValueError as err:
+        # Whether the last ingest finished its batch is unknown; its next run rebuilds the position.
+        detail = (
+            f"topic {topic.name!r}: the checkpoint cannot be read ({err}), so whether the last ingest "
+            "finished its micro-batch is unknown; let the DAG run once (it rebuilds the position from "
+            "the table), then replay"
+        )
+        raise IngestUnfinishedError(failure(Kind.INGEST_UNFINISHED, detail).message) from None
     if state is not None and state.unfinished_batch:
         detail = (
             f"topic {topic.name!r}: the last ingest stopped in the middle of a micro-batch "

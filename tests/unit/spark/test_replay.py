@@ -175,3 +175,16 @@ def test_a_replay_waits_for_the_ingest_to_finish_its_half_written_batch(tmp_path
         refuse_unfinished_batch(topic)
     assert str(raised.value).startswith("[ingest_unfinished] topic 'orders': the last ingest stopped")
     assert "RUNBOOK.md, section ingest_unfinished" in str(raised.value)
+
+
+def test_a_replay_over_an_unreadable_checkpoint_is_refused_naming_the_file(tmp_path):
+    # read_checkpoint raises on a file cut short: the replay refuses with a typed error, not a traceback.
+    topic = topic_at(tmp_path)
+    checkpoint = Path(topic.checkpoint_path)
+    write_batch(checkpoint, 0, committed=True)
+    (checkpoint / "offsets" / "0").write_text("")
+    with pytest.raises(IngestUnfinishedError) as raised:
+        refuse_unfinished_batch(topic)
+    message = str(raised.value)
+    assert message.startswith("[ingest_unfinished] topic 'orders': the checkpoint cannot be read")
+    assert "offsets/0" in message and "let the DAG run once" in message
