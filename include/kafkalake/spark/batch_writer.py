@@ -37,7 +37,7 @@ from kafkalake.kafka import gaps
 from kafkalake.lake import parsed_backlog, table_position
 from kafkalake.lake.checkpoint import batch_end_offsets, starting_offsets
 from kafkalake.lake.checkpoint_lock import assert_held
-from kafkalake.spark import data_loss, parse_columns
+from kafkalake.spark import data_loss, driver_kafka, parse_columns
 from kafkalake.spark.batch_cache import cached
 from kafkalake.spark.topic_parser import RunStats, TopicParser, write_measured
 
@@ -245,7 +245,7 @@ class BatchWriter:
         )
         if end is None or start is None:
             return
-        earliest = data_loss.earliest_offsets(self.spark, self.loss_client_config, name, end)
+        earliest = driver_kafka.earliest_offsets(self.spark, self.loss_client_config, name, end)
         risky = gaps.at_risk(start, end, earliest)
         if not risky:
             return

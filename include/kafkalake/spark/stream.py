@@ -9,7 +9,7 @@ twice.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
 from kafkalake.config.topic import TopicConfig
@@ -141,6 +141,21 @@ def source_options(topic: TopicConfig, client_config: Mapping[str, str]) -> dict
     return options
 
 
+#: Spark's word for "a partition's earliest offset" in a ``startingOffsets`` JSON.
+EARLIEST = -2
+
+
+def starting_offsets_option(topic: str, starting: Mapping[int, int], partitions: Iterable[int]) -> str:
+    """The ``startingOffsets`` JSON of a position rebuilt from the tables.
+
+    Spark's Kafka source wants every partition of the topic named once one is (it fails the query
+    otherwise, every run): a partition the tables' position does not know, added to the topic since,
+    starts at its earliest offset, as all its records are new to the tables.
+    """
+    offsets = {p: EARLIEST for p in partitions} | dict(starting)
+    return json.dumps({topic: {str(p): o for p, o in sorted(offsets.items())}})
+
+
 def to_bronze(kafka_rows: DataFrame) -> DataFrame:
     from pyspark.sql import functions as F
 
@@ -172,9 +187,10 @@ def start_ingest(
     """
     options = source_options(topic, client_config)
     if starting is not None:
-        options["startingOffsets"] = json.dumps(
-            {topic.name: {str(p): o for p, o in sorted(starting.items())}}
-        )
+        from kafkalake.spark.driver_kafka import partition_ids
+
+        now = partition_ids(spark, client_config, topic.name)
+        options["startingOffsets"] = starting_offsets_option(topic.name, starting, now)
     source = spark.readStream.format("kafka").options(**options).load()
     query = (
         to_bronze(source)

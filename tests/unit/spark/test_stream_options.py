@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+import json
 from datetime import timedelta
 
 import pytest
 
 from kafkalake.config.topic import TopicConfig
 from kafkalake.kafka.client_config import java_client_config
-from kafkalake.spark.stream import FETCH_DEFAULTS, ISOLATION_DEFAULTS, TIMEOUT_DEFAULTS, source_options
+from kafkalake.spark.stream import (
+    FETCH_DEFAULTS,
+    ISOLATION_DEFAULTS,
+    TIMEOUT_DEFAULTS,
+    source_options,
+    starting_offsets_option,
+)
 
 CLIENT = {"bootstrap.servers": "broker:9092", "security.protocol": "PLAINTEXT"}
 
@@ -121,3 +128,11 @@ def test_options_spark_rejects_never_reach_the_source(key, value):
     extra = {"bootstrap.servers": "b:9092", "group.id": "my-group", key: value}
     options = source_options(topic(), java_client_config(extra))
     assert f"kafka.{key}" not in options
+
+
+def test_a_rebuilt_start_names_every_partition_the_topic_has_now():
+    # The tables' position knows partitions 0 and 1; the topic grew a 2 since. Spark fails a query
+    # whose specific startingOffsets leave a partition out, so 2 starts at its earliest (-2).
+    option = starting_offsets_option("t.x", {1: 7, 0: 150}, [0, 1, 2])
+    assert json.loads(option) == {"t.x": {"0": 150, "1": 7, "2": -2}}
+    assert starting_offsets_option("t", {0: 3}, [0]) == '{"t": {"0": 3}}'
