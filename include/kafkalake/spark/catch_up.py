@@ -12,15 +12,16 @@ nothing. After each chunk the backlog's start moves past it; when all is parsed 
 from __future__ import annotations
 
 import logging
-import time
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
+from kafkalake.config.tables import topic_tables
 from kafkalake.config.topic import TopicConfig
 from kafkalake.core import kill_points
 from kafkalake.kafka.windows import Window, chunk_records, chunks
 from kafkalake.lake import parsed_backlog
+from kafkalake.lake.txn_versions import first_txn_version
 from kafkalake.spark.batch_writer import BatchWriter, in_ranges
 from kafkalake.spark.topic_parser import RunStats
 
@@ -84,9 +85,8 @@ def catch_up(spark: SparkSession, topic: TopicConfig, backlog: parsed_backlog.Ba
     window = Window(topic.name, datetime.now(UTC), dict(backlog.start), _bronze_ends(bronze, backlog.start))
     log.info("topic %s: catching the parsed tables up from bronze: %s", topic.name, window.describe())
     writer = CatchUpWriter(spark, topic, f"kafkalake-catch-up:{topic.name}")
-    # txnVersion: Delta skips a write whose version is not above the last one recorded for the app id;
-    # the anti-joins keep rows from landing twice, a version from the clock keeps later catch-ups apart.
-    first_version = time.time_ns() // 1_000_000 * 10_000
+    # The anti-joins keep rows from landing twice; the versions only have to be new (txn_versions).
+    first_version = first_txn_version([t.location for t in topic_tables(topic)[1:]], writer.app_id)
     current = backlog
     for number, piece in enumerate(chunks(window, chunk_records(topic.max_offsets_per_trigger))):
         writer(bronze.where(in_ranges(piece)), first_version + number)

@@ -25,16 +25,17 @@ from __future__ import annotations
 
 import json
 import logging
-import time
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING
 
+from kafkalake.config.tables import topic_tables
 from kafkalake.config.topic import TopicConfig
 from kafkalake.kafka.windows import Window, chunk_records, chunks, resolve_window
 from kafkalake.lake.checkpoint_lock import checkpoint_lock
+from kafkalake.lake.txn_versions import first_txn_version
 from kafkalake.spark.batch_cache import cached
 from kafkalake.spark.batch_writer import BatchWriter
 
@@ -128,10 +129,8 @@ def land_window(
 ) -> GapWriter:
     """Land the window's records each table lacks; the caller holds the checkpoint's run lock."""
     writer = GapWriter(spark, topic, window.app_id)
-    # txnVersion: Delta skips a write whose version is not above the last one recorded for the app
-    # id. The anti-joins are what keep rows from landing twice; a version from the clock only keeps
-    # a later re-ingest from the same start time from being mistaken for this one.
-    first_version = time.time_ns() // 1_000_000 * 10_000
+    # The anti-joins keep rows from landing twice; the versions only have to be new (txn_versions).
+    first_version = first_txn_version([t.location for t in topic_tables(topic)], window.app_id)
     max_records = chunk_records(topic.max_offsets_per_trigger)
     try:
         for number, piece in enumerate(chunks(window, max_records)):
