@@ -89,6 +89,8 @@ def run_ingest(spark: Any, topic: TopicConfig, bootstrap: str, topic_id: str | N
     """One availableNow run of the topic's stream, as the ingest job does it."""
     writer = BatchWriter(spark, topic)
     writer.topic_id = topic_id
+    if not topic.fail_on_data_loss:
+        writer.loss_client_config = {"bootstrap.servers": bootstrap}
     plan = plan_start(topic, topic_id)
     if plan.rebuild_from is None:
         check_safe_to_start(topic)

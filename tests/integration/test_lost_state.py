@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -135,6 +136,38 @@ def test_a_recreated_topic_is_never_silently_skipped_whether_or_not_it_refilled(
         with pytest.raises(TopicRecreatedError, match=re.escape(f"read from topic ID {first_id}")):
             run(spark, topic, bootstrap, new_id)  # and the job, should it be started anyway
     assert len(read_rows(Path(topic.path))) == 100  # nothing was written
+
+
+def test_a_recreated_topic_that_accepts_data_loss_records_what_it_lost_in_the_gaps_table(
+    spark, kafka, tmp_path
+):
+    # No topic ID to tell (the job started by hand): Spark, told not to fail on data loss, plans
+    # nothing for a log shorter than where the stream was and goes on from its end, so the new
+    # log's first records are never read. They are recorded as lost, not skipped silently.
+    name = "it-recreated-lossy"
+    bootstrap = kafka.bootstrap_servers
+    config = {"bootstrap.servers": bootstrap}
+    topic = replace(make_topic(tmp_path, name, ParsedConfig(enabled=False)), fail_on_data_loss=False)
+    producer.create_topic(bootstrap, name, partitions=1)
+    producer.produce(bootstrap, name, [Record(None, f"{i}".encode(), 0) for i in range(100)])
+    run(spark, topic, bootstrap)
+    admin = AdminClient(config)  # kept: a collected client cancels its requests
+    admin.delete_topics([name])[name].result(timeout=30)
+    wait_for(lambda: topic_id(config, name) is None, what="the topic to be deleted", timeout=60, every=0.5)
+    producer.create_topic(bootstrap, name, partitions=1)
+    producer.produce(bootstrap, name, [Record(None, b"new", 0) for _ in range(40)])
+    run(spark, topic, bootstrap)
+    gaps = read_rows(Path(topic.gaps_path))
+    assert [(g["partition"], g["first_offset"], g["end_offset"], g["offsets"]) for g in gaps] == [
+        (0, 0, 40, 40)
+    ]
+    # The stream goes on from the new log's end: later records land, once.
+    producer.produce(bootstrap, name, [Record(None, b"later", 0) for _ in range(10)])
+    run(spark, topic, bootstrap)
+    bronze = read_rows(Path(topic.path))
+    assert len(bronze) == 110
+    assert sorted(r["offset"] for r in bronze if r["value"] != b"later")[-1] == 99
+    assert sorted(r["offset"] for r in bronze if r["value"] == b"later") == list(range(40, 50))
 
 
 # --- the same two losses end to end: the topic's DAG on the real broker --------------------------

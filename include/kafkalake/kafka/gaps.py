@@ -30,8 +30,13 @@ class Gap:
 
 
 def at_risk(start: Mapping[int, int], end: Mapping[int, int], earliest: Mapping[int, int]) -> set[int]:
-    """Partitions whose planned range begins below Kafka's earliest offset: those may have lost some."""
-    return {p for p, stop in end.items() if min(earliest.get(p, 0), stop) > start.get(p, 0)}
+    """Partitions whose planned range begins below Kafka's earliest offset, or ends before it begins
+    (a shorter log than the stream had read): those may have lost some."""
+    return {
+        p
+        for p, stop in end.items()
+        if stop < start.get(p, 0) or min(earliest.get(p, 0), stop) > start.get(p, 0)
+    }
 
 
 def lost_ranges(
@@ -49,6 +54,15 @@ def lost_ranges(
     gaps = []
     for partition, stop in sorted(end.items()):
         begin = start.get(partition, 0)
+        if stop < begin:
+            # The partition's log ends below where the stream was: the topic was deleted and
+            # re-created (without a topic ID to tell), or a leader lost records. Spark plans nothing
+            # for it and goes on from ``stop``, so the new log's records below it are never read
+            # (those the batch holds all the same were read).
+            low, high = earliest.get(partition, 0), min(first_read.get(partition, stop), stop)
+            if high > low:
+                gaps.append(Gap(partition, low, high))
+            continue
         gap_end = min(earliest.get(partition, 0), first_read.get(partition, stop), stop)
         if gap_end > begin:
             gaps.append(Gap(partition, begin, gap_end))

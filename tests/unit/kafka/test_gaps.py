@@ -38,3 +38,15 @@ def test_a_partition_new_to_the_stream_is_planned_from_zero() -> None:
 def test_an_empty_range_loses_nothing() -> None:
     assert at_risk({0: 200}, {0: 200}, {0: 300}) == set()
     assert lost_ranges({0: 200}, {0: 200}, {0: 300}, {}) == []
+
+
+def test_a_log_shorter_than_the_stream_had_read_is_a_gap_of_the_new_log() -> None:
+    # The topic was re-created (no topic ID to tell): the stream was at 100, the new log holds 0..39.
+    # Spark plans nothing for the partition and goes on from 40, so 0..39 of the new log are lost.
+    assert at_risk({0: 100}, {0: 40}, {0: 0}) == {0}
+    assert lost_ranges({0: 100}, {0: 40}, {0: 0}, {}) == [Gap(0, 0, 40)]
+    # Retention already moved the new log's start to 10; an empty new log loses nothing.
+    assert lost_ranges({0: 100}, {0: 40}, {0: 10}, {}) == [Gap(0, 10, 40)]
+    assert lost_ranges({0: 100, 1: 5}, {0: 0, 1: 9}, {0: 0, 1: 0}, {1: 5}) == []
+    # Had Spark read the new log from its start, nothing would be lost: what a batch holds was read.
+    assert lost_ranges({0: 100}, {0: 40}, {0: 0}, {0: 0}) == []
