@@ -170,6 +170,42 @@ def test_a_recreated_topic_that_accepts_data_loss_records_what_it_lost_in_the_ga
     assert sorted(r["offset"] for r in bronze if r["value"] == b"later") == list(range(40, 50))
 
 
+def test_a_batch_cut_between_its_parsed_and_dead_letter_commits_then_a_lost_checkpoint_loses_nothing(
+    spark, kafka, tmp_path
+):
+    # Two faults in a row: a run killed after a batch's parsed commit and before its dead-letter
+    # commit, then the checkpoint lost before the rerun. The position is rebuilt from the tables,
+    # so the parsed commit must not claim the batch whole: only the batch's last commit records it.
+    name = "it-half-batch"
+    bootstrap = kafka.bootstrap_servers
+    topic = make_topic(tmp_path, name, ParsedConfig(), max_offsets=300)
+    producer.create_topic(bootstrap, name, partitions=2)
+    records = [Record(None, json.dumps({"n": i}).encode() if i % 29 else b"[", i % 2) for i in range(600)]
+    producer.produce(bootstrap, name, records)
+    run(spark, topic, bootstrap)
+    dead_log = Path(topic.dead_letter_path) / "_delta_log"
+    last = max(int(f.stem) for f in dead_log.glob("*.json"))
+    dead_before = len(read_rows(Path(topic.dead_letter_path)))
+    assert dead_before == 21  # 0, 29, ..., 580
+    # The kill: the dead-letter table's commit of the last batch never happened.
+    for leftover in [
+        *dead_log.glob(f"{last:020d}.*"),
+        *dead_log.glob(f".{last:020d}.*"),
+    ]:  # Hadoop's .crc too
+        leftover.unlink()
+    assert len(read_rows(Path(topic.dead_letter_path))) < dead_before
+    shutil.rmtree(topic.checkpoint_path)
+    writer = run(spark, topic, bootstrap)
+    assert "checkpoint is missing" in writer.recovered
+    bronze = read_rows(Path(topic.path))
+    assert_exactly_once(bronze, name, bootstrap)
+    spots = [(r["_kafka"]["partition"], r["_kafka"]["offset"]) for r in read_rows(Path(topic.parsed_path))]
+    dead = read_rows(Path(topic.dead_letter_path))
+    assert len(dead) == dead_before
+    spots += [(r["partition"], r["offset"]) for r in dead]
+    assert sorted(spots) == sorted((r["partition"], r["offset"]) for r in bronze)
+
+
 # --- the same two losses end to end: the topic's DAG on the real broker --------------------------
 
 DAG_TOPIC = "it-lost-dag"  # parsed, latest_by_key, in the session catalog

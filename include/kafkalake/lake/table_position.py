@@ -1,12 +1,13 @@
 """Which Kafka offsets a table holds, recorded in its own Delta log: the checkpoint is only a cache.
 
-Every micro-batch's commit to bronze and to the parsed-side tables carries, in the commit's
-``userMetadata`` (readable by any Delta reader: ``DESCRIBE HISTORY``, delta-rs ``history()``), the
-Kafka offsets the table holds through that commit: ``{"kafkalake": {"end": {partition: next
-offset}, "batch": id, "query": id}}``. Kafka-delta-ingest keeps its progress in the table the same
-way. When the streaming checkpoint is lost, corrupt, or ahead of the table (the table was restored
-to an older version), the ingest rebuilds its position from here instead of re-reading Kafka from
-the start.
+Every micro-batch's commit to bronze, and its last commit on the parsed side (the parsed rows, the
+dead letters or the latest-row MERGE: :func:`kafkalake.spark.batch_writer.position_carrier`),
+carries in the commit's ``userMetadata`` (readable by any Delta reader: ``DESCRIBE HISTORY``,
+delta-rs ``history()``) the Kafka offsets the table holds through that commit:
+``{"kafkalake": {"end": {partition: next offset}, "batch": id, "query": id}}``. Kafka-delta-ingest
+keeps its progress in the table the same way. When the streaming checkpoint is lost, corrupt, or
+ahead of the table (the table was restored to an older version), the ingest rebuilds its position
+from here instead of re-reading Kafka from the start.
 
 The newest recorded commit of the table's *current* state counts: a ``RESTORE`` to version v
 hides every commit after v, so the walk jumps back to v. Commits without the record (OPTIMIZE,

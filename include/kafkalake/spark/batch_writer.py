@@ -85,6 +85,21 @@ def in_ranges(ranges: Mapping[int, tuple[int, int]]) -> Column:
     return condition
 
 
+def position_carrier(latest_by_key: bool, dead_letters: int) -> str:
+    """The parsed-side table whose commit records the batch's Kafka position: the batch's last write
+    (the latest-row MERGE, else the dead letters when there are any, else the parsed rows).
+
+    Only the last: a run killed between two of the batch's commits must not leave a table claiming
+    the batch whole. The position rebuilt after a lost checkpoint is the parsed side's furthest
+    (:func:`kafkalake.lake.table_position.furthest`); had the parsed rows' commit recorded it, the
+    dead letters the kill kept from their table would never be written. As it is, the rebuild parses
+    the batch again from bronze, and each table takes only the rows it lacks.
+    """
+    if latest_by_key:
+        return "latest"
+    return "dead_letter" if dead_letters else "parsed"
+
+
 class BatchWriter:
     """The ``foreachBatch`` function of a topic's stream; keeps the run's stats and its failure."""
 
@@ -350,25 +365,43 @@ class BatchWriter:
             # A table with no rows from this batch gets no commit: an empty write still costs a
             # scan of the cached frame and a Delta commit (bench: ~2 s of a 25 s batch with no dead
             # letters). The counts are the batch's own, so a replayed batch skips the same writes.
+            last = position_carrier(self.config.latest_by_key, parsed.dead_letters)
             if parsed.parsed_rows:
                 # mergeSchema: the history decides the schema (new fields added, or accepted); the
                 # table follows.
                 with self._step("parsed"):
-                    write_idempotent(rows, self.topic.parsed_path, app_id, batch_id, True, self._metadata)
+                    write_idempotent(
+                        rows, self.topic.parsed_path, app_id, batch_id, True, self._carried("parsed", last)
+                    )
             if parsed.dead_letters:
                 with self._step("dead letters"):
                     write_idempotent(
-                        dead, self.topic.dead_letter_path, app_id, batch_id, metadata=self._metadata
+                        dead,
+                        self.topic.dead_letter_path,
+                        app_id,
+                        batch_id,
+                        metadata=self._carried("dead_letter", last),
                     )
             if self.config.latest_by_key:
                 from kafkalake.spark.latest import latest_schema, merge_latest
 
                 self._create_once("latest", latest_schema(frame))
                 with self._step("latest"):
-                    merge_latest(self.spark, frame, self.topic.latest_path, app_id, batch_id, self._metadata)
+                    merge_latest(
+                        self.spark,
+                        frame,
+                        self.topic.latest_path,
+                        app_id,
+                        batch_id,
+                        self._carried("latest", last),
+                    )
             self.parser.add_stats(parsed.counts)
         finally:
             frame.unpersist()
+
+    def _carried(self, kind: str, last: str) -> str | None:
+        """The batch's position metadata for the ``kind`` table's commit, if it carries it."""
+        return self._metadata if kind == last else None
 
     def _write_direct(self, bronze: DataFrame, batch_id: int, app_id: str) -> bool:
         """The parsed table written straight from the parse (:meth:`TopicParser.direct`); False when
