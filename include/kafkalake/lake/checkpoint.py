@@ -57,21 +57,23 @@ OFFSETS_LINES = 3
 COMMIT_LINES = 2
 
 
-def _check_written(location: str, lines_needed: int) -> None:
-    """Raise ValueError when a log file Spark reads as it starts is empty or cut short.
+def _written_text(location: str, lines_needed: int) -> str | None:
+    """The text of a log file Spark reads as it starts (None: no such file); ValueError when it is
+    empty or cut short.
 
     A crash or power loss can leave a file renamed into place before its bytes reached the disk.
     Spark then fails every start ("Incomplete log file"), however often the run is retried.
     """
     text = store_files.read_text(location)
     if text is None:
-        return
+        return None
     lines = [line.strip() for line in text.replace("\x00", "").splitlines() if line.strip()]
     if len(lines) < lines_needed or not lines[0].startswith("v"):
         raise ValueError(f"{location} is empty or cut short ({len(text)} bytes)")
     for line in lines[1:]:
         if line != "-":  # Spark's mark for a source without an offset
             json.loads(line)
+    return text
 
 
 def read_checkpoint(checkpoint: Location, topic: str) -> CheckpointState | None:
@@ -95,13 +97,16 @@ def read_checkpoint(checkpoint: Location, topic: str) -> CheckpointState | None:
         committed_batches = set(commits)
         # The newest committed batch's end offsets are what the table holds.
         done = [b for b in offset_batches if b in committed_batches]
-        for batch in sorted({newest, newest - 1, *done[-1:]} & set(offset_batches)):
-            _check_written(join(checkpoint, "offsets", str(batch)), OFFSETS_LINES)
+        # Read once: checked whole, and the newest committed batch's parsed from the same text.
+        texts = {
+            batch: _written_text(join(checkpoint, "offsets", str(batch)), OFFSETS_LINES)
+            for batch in sorted({newest, newest - 1, *done[-1:]} & set(offset_batches))
+        }
         if committed_batches:
-            _check_written(join(checkpoint, "commits", str(max(committed_batches))), COMMIT_LINES)
+            _written_text(join(checkpoint, "commits", str(max(committed_batches))), COMMIT_LINES)
         committed: Offsets = {}
-        if done:
-            committed = _read(join(checkpoint, "offsets", str(done[-1])), topic) or {}
+        if done and (text := texts[done[-1]]) is not None:
+            committed = _offsets_line(text, topic) or {}
         elif (initial := _initial_offsets(checkpoint, topic)) is not None:
             committed = initial
         return CheckpointState(committed, unfinished_batch=newest not in committed_batches)

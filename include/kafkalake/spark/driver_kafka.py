@@ -21,7 +21,10 @@ TIMEOUT_S = 30
 
 
 @contextlib.contextmanager
-def _consumer(spark: SparkSession, client_config: Mapping[str, str], client_id: str) -> Iterator[Any]:
+def _consumer(
+    spark: SparkSession, client_config: Mapping[str, str], client_id: str
+) -> Iterator[tuple[Any, Any]]:
+    """The driver's JVM and a Kafka consumer in it (closed on leaving), which joins no group."""
     jvm = spark.sparkContext._jvm
     assert jvm is not None
     props = jvm.java.util.Properties()
@@ -32,7 +35,7 @@ def _consumer(spark: SparkSession, client_config: Mapping[str, str], client_id: 
     props.setProperty("client.id", client_id)
     consumer = jvm.org.apache.kafka.clients.consumer.KafkaConsumer(props)
     try:
-        yield consumer
+        yield jvm, consumer
     finally:
         consumer.close()
 
@@ -41,9 +44,7 @@ def earliest_offsets(
     spark: SparkSession, client_config: Mapping[str, str], topic: str, partitions: Iterable[int]
 ) -> dict[int, int]:
     """Kafka's earliest offset of each of ``partitions`` of ``topic``."""
-    jvm = spark.sparkContext._jvm
-    assert jvm is not None
-    with _consumer(spark, client_config, f"kafkalake-gaps-{topic}") as consumer:
+    with _consumer(spark, client_config, f"kafkalake-gaps-{topic}") as (jvm, consumer):
         asked = [jvm.org.apache.kafka.common.TopicPartition(topic, p) for p in sorted(partitions)]
         wanted = jvm.java.util.ArrayList()
         for tp in asked:
@@ -54,8 +55,6 @@ def earliest_offsets(
 
 def partition_ids(spark: SparkSession, client_config: Mapping[str, str], topic: str) -> list[int]:
     """The partitions ``topic`` has now."""
-    jvm = spark.sparkContext._jvm
-    assert jvm is not None
-    with _consumer(spark, client_config, f"kafkalake-partitions-{topic}") as consumer:
+    with _consumer(spark, client_config, f"kafkalake-partitions-{topic}") as (jvm, consumer):
         found = consumer.partitionsFor(topic, jvm.java.time.Duration.ofSeconds(TIMEOUT_S))
         return sorted(int(info.partition()) for info in found)

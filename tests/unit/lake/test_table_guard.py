@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
 import pyarrow as pa
 from deltalake import write_deltalake
 
@@ -77,18 +80,28 @@ def test_a_first_run_is_a_plain_start():
     assert decide_start(None, CheckpointFacts(None, None), {}) == StartPlan()
 
 
-def test_a_checkpoint_whose_newest_offsets_file_is_empty_is_rebuilt_from_the_table(tmp_path):
-    # A power loss after Spark renamed offsets/1 into place, before its bytes reached the disk:
-    # Spark fails every start on it, so the checkpoint that agrees with the table by its ids must
-    # not be used.
+#: An offset-log file of batch 0 that read 100 offsets of partition 0 of topic "orders".
+BATCH_0_OFFSETS = 'v1\n{"batchWatermarkMs":0}\n{"orders":{"0":100}}'
+
+
+def write_checkpoint(tmp_path: Path, offsets: Mapping[str, str], commits: Sequence[str]) -> Path:
+    """A checkpoint of query ``Q`` with these offset-log files (batch → text) and committed batches."""
     root = tmp_path / "checkpoint"
     (root / "offsets").mkdir(parents=True)
     (root / "commits").mkdir()
     (root / "metadata").write_text(f'{{"id":"{Q}"}}')
-    (root / "offsets" / "0").write_text('v1\n{"batchWatermarkMs":0}\n{"orders":{"0":100}}')
-    (root / "offsets" / "1").write_text("")
-    for batch in ("0", "1"):
+    for batch, text in offsets.items():
+        (root / "offsets" / batch).write_text(text)
+    for batch in commits:
         (root / "commits" / batch).write_text('v1\n{"nextBatchWatermarkMs":0}')
+    return root
+
+
+def test_a_checkpoint_whose_newest_offsets_file_is_empty_is_rebuilt_from_the_table(tmp_path):
+    # A power loss after Spark renamed offsets/1 into place, before its bytes reached the disk:
+    # Spark fails every start on it, so the checkpoint that agrees with the table by its ids must
+    # not be used.
+    root = write_checkpoint(tmp_path, {"0": BATCH_0_OFFSETS, "1": ""}, commits=("0", "1"))
     facts = checkpoint_facts(root, "orders")
     assert facts == CheckpointFacts(None, None)
     assert landed_records(root, "orders") is None
@@ -99,13 +112,7 @@ def test_a_checkpoint_whose_newest_offsets_file_is_empty_is_rebuilt_from_the_tab
 def test_a_checkpoint_whose_offset_log_lost_the_committed_batch_is_rebuilt_from_the_table(tmp_path):
     # commits/1 without offsets/1: resumed, Spark would plan batch 1 again, and Delta would skip
     # it (batch 1 of this query id is committed) with whatever new records it covers.
-    root = tmp_path / "checkpoint"
-    (root / "offsets").mkdir(parents=True)
-    (root / "commits").mkdir()
-    (root / "metadata").write_text(f'{{"id":"{Q}"}}')
-    (root / "offsets" / "0").write_text('v1\n{"batchWatermarkMs":0}\n{"orders":{"0":100}}')
-    for batch in ("0", "1"):
-        (root / "commits" / batch).write_text('v1\n{"nextBatchWatermarkMs":0}')
+    root = write_checkpoint(tmp_path, {"0": BATCH_0_OFFSETS}, commits=("0", "1"))
     plan = decide_start(TablePosition(3, {0: 150}, batch=1, query=Q), checkpoint_facts(root, "orders"), {})
     assert plan.rebuild_from == {0: 150}
 
