@@ -325,3 +325,14 @@ def test_a_dag_run_over_mutual_tls_lands_every_record_once(secured, secured_env,
     assert secret not in run.output
     assert files_containing(Path(secured_env["AIRFLOW_HOME"]), secret) == []
     assert files_containing(work["tmp"], secret) == []
+
+
+def test_the_broker_keeps_its_admin_password_off_command_lines_and_out_of_readable_files(secured):
+    # The storage format took the SCRAM passwords through an @-file, removed once java exited.
+    assert not list(secured.directory.glob(".java-args-*"))
+    for name in ("server.properties", "admin.password"):
+        assert (secured.directory / name).stat().st_mode & 0o077 == 0, name
+    assert secured.admin_password in (secured.directory / "server.properties").read_text()
+    pid = secured.running_pid()
+    assert pid is not None
+    assert secured.admin_password.encode() not in Path(f"/proc/{pid}/cmdline").read_bytes()

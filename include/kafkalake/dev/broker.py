@@ -149,6 +149,9 @@ class LocalKafka:
                 raise BrokerError(f"port {port} is taken: stop what uses it or pick another with --port")
         self._prepare()
         props = self.directory / "server.properties"
+        # 0600: the secured broker's inter-broker login (a password) is in it.
+        props.touch(mode=0o600)
+        props.chmod(0o600)
         props.write_text(self._server_properties())
         (self.directory / "log4j2.properties").write_text(_LOG4J2.format(log_file=self.log_file))
         java = shutil.which("java")
@@ -157,9 +160,9 @@ class LocalKafka:
         classpath = os.pathsep.join(str(p) for p in jar_files("kafka"))
         if not (self.directory / "data" / "meta.properties").exists():
             cluster_id = new_cluster_id()
-            subprocess.run(
+            formatted = processes.run_java_quietly(
+                java,
                 [
-                    java,
                     # A one-shot tool: C1 only, its compiles would never pay back.
                     "-XX:TieredStopAtLevel=1",
                     "-cp",
@@ -173,10 +176,12 @@ class LocalKafka:
                     str(props),
                     *self._format_args(),
                 ],
-                check=True,
-                capture_output=True,
-                text=True,
+                self.directory,
             )
+            if formatted.returncode != 0:
+                # Not the arguments: they may hold SCRAM passwords.
+                tail = (formatted.stderr or formatted.stdout).strip()[-2000:]
+                raise BrokerError(f"formatting the broker's storage failed ({formatted.returncode}): {tail}")
         with self.log_file.open("ab") as out:
             process = subprocess.Popen(
                 [

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import tempfile
 import time
+from collections.abc import Sequence
 from contextlib import suppress
 from pathlib import Path
 
@@ -33,3 +36,26 @@ def stop(pid_file: Path, timeout: float) -> None:
     if running_pid(pid_file) is not None:
         os.kill(pid, signal.SIGKILL)
     pid_file.unlink(missing_ok=True)
+
+
+def _argfile_quoted(arg: str) -> str:
+    # The java launcher's @-file syntax: inside double quotes a backslash escapes the next
+    # character and \n, \r, \t are control characters; '#' outside quotes starts a comment.
+    escaped = arg.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("\r", "\\r")
+    return f'"{escaped}"\n'
+
+
+def run_java_quietly(java: str, args: Sequence[str], workdir: Path) -> subprocess.CompletedProcess[str]:
+    """Run ``java <args>`` with every argument in an @-file, not on the command line.
+
+    For arguments that carry secrets (the storage tool's SCRAM passwords): a command line is
+    readable by every user of the machine in ``/proc/<pid>/cmdline`` and lands in error messages.
+    The @-file is created 0600 in ``workdir`` and removed when java exits, whatever happens.
+    """
+    fd, name = tempfile.mkstemp(prefix=".java-args-", dir=workdir)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            out.writelines(_argfile_quoted(a) for a in args)
+        return subprocess.run([java, f"@{name}"], capture_output=True, text=True, check=False)
+    finally:
+        Path(name).unlink(missing_ok=True)
