@@ -119,7 +119,7 @@ def load_catalog(file: Path, lake_root: Path, *, strict: bool = True) -> Catalog
         raise CatalogError(file, f"cannot be read: {err.strerror or err}") from None
     except yaml.YAMLError as err:
         raise CatalogError(file, f"not valid YAML: {err}") from None
-    _refuse_duplicate_keys(file, text)
+    _refuse_hidden_readings(file, text)
     if not isinstance(raw, Mapping) or not isinstance(raw.get("topics"), list):
         raise CatalogError(file, "expected a mapping with a 'topics' list")
     # As text: YAML keys may be numbers, booleans or null, which do not sort with strings.
@@ -174,11 +174,19 @@ def load_topic(file: Path, lake_root: Path, name: str) -> TopicConfig:
     return catalog.topic(name)
 
 
-def _refuse_duplicate_keys(file: Path, text: str) -> None:
-    """A key given twice in one mapping fails the load, naming the topic and the field.
+_INT_TAG, _FLOAT_TAG = "tag:yaml.org,2002:int", "tag:yaml.org,2002:float"
+# YAML 1.1 (PyYAML, so the catalog) reads 010 as 8 and 1:30 as 90; YAML 1.2 tools, editors and
+# the people reading the file take them as 10 and a time.
+_OCTAL = re.compile(r"[-+]?0[0-7_]+")
 
-    YAML keeps the last one silently, so a second ``freshness_sla`` further down a topic would win
-    unseen. The file is composed into nodes (it parsed already) and walked with the path to each
+
+def _refuse_hidden_readings(file: Path, text: str) -> None:
+    """A key given twice in one mapping, or a number YAML 1.1 reads unlike its reader, fails the
+    load, naming the topic and the field.
+
+    YAML keeps the last key silently, so a second ``freshness_sla`` further down a topic would win
+    unseen; ``max_offsets_per_trigger: 010`` would be 8 and ``spark.…: 1:30`` would reach Spark
+    as "90". The file is composed into nodes (it parsed already) and walked with the path to each
     mapping; merge keys (``<<``) are YAML's own way to combine mappings and are left alone. An
     alias is the node of its anchor: each node is walked once, so an alias inside its own anchor
     (``&t [*t]``) or aliases of aliases cannot make the walk endless or exponential.
@@ -201,6 +209,9 @@ def _refuse_duplicate_keys(file: Path, text: str) -> None:
                     item_topic = names[-1] if names else f"#{index + 1}"
                 stack.append((item, "" if path == "topics" else f"{path}[{index}]", item_topic))
             continue
+        if isinstance(node, yaml.ScalarNode):
+            _refuse_hidden_number(file, node, path, topic)
+            continue
         if not isinstance(node, yaml.MappingNode):
             continue
         first: dict[str, int] = {}
@@ -220,6 +231,26 @@ def _refuse_duplicate_keys(file: Path, text: str) -> None:
                 )
             first[name] = line
             stack.append((value, field, topic))
+
+
+def _refuse_hidden_number(file: Path, node: yaml.ScalarNode, path: str, topic: str | None) -> None:
+    if node.style is not None or node.tag not in (_INT_TAG, _FLOAT_TAG):
+        return  # quoted, or not a number
+    text = node.value
+    if ":" in text:
+        reading = "a base-60 number"
+    elif node.tag == _INT_TAG and _OCTAL.fullmatch(text):
+        reading = "an octal number"
+    else:
+        return
+    value = yaml.safe_load(text)
+    raise CatalogError(
+        file,
+        f"{text} (line {node.start_mark.line + 1}) is read by YAML as {reading}, {value}: write the "
+        f"number without a leading zero or a colon, or quote it ('{text}') to keep it as text",
+        topic,
+        path or None,
+    )
 
 
 def _drop_clashes(

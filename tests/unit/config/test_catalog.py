@@ -696,6 +696,50 @@ def test_duplicate_keys_anywhere_name_where_they_are(tmp_path, lake_root, text, 
     assert_names_where(caught.value, file, topic, field_name)
 
 
+@pytest.mark.parametrize(
+    ("value", "field_name", "says"),
+    [
+        (
+            "max_offsets_per_trigger: 010",
+            "max_offsets_per_trigger",
+            "010 (line 4) is read by YAML as an octal number, 8",
+        ),
+        (
+            "spark_conf: {spark.sql.shuffle.partitions: 010}",
+            "spark_conf.spark.sql.shuffle.partitions",
+            "octal",
+        ),
+        (
+            "spark_conf: {spark.network.timeout: 1:30}",
+            "spark_conf.spark.network.timeout",
+            "base-60 number, 90:",
+        ),
+        ("spark_conf: {spark.x: 1:30.5}", "spark_conf.spark.x", "base-60 number, 90.5"),
+        ("tags: [a, -007]", "tags[1]", "octal number, -7"),
+    ],
+)
+def test_numbers_yaml_1_1_reads_unlike_their_reader_are_refused(tmp_path, lake_root, value, field_name, says):
+    text = f"topics:\n  - name: a\n    freshness_sla: 1h\n    {value}\n"
+    file = write_catalog(tmp_path, text)
+    with pytest.raises(CatalogError) as caught:
+        load_catalog(file, lake_root)
+    assert_names_where(caught.value, file, "a", field_name)
+    assert says in str(caught.value)
+    assert "quote it" in str(caught.value)
+
+
+def test_quoted_or_plain_numbers_are_taken_as_written(tmp_path, lake_root):
+    text = (
+        "topics:\n  - name: a\n    freshness_sla: 1h\n    max_offsets_per_trigger: 10\n"
+        "    spark_conf: {spark.a: '010', spark.b: \"1:30\", spark.c: 0, spark.d: 0x10,\n"
+        "                 spark.e: 08, spark.f: 0.5}\n"
+    )
+    topic = load_catalog(write_catalog(tmp_path, text), lake_root).topics[0]
+    assert topic.max_offsets_per_trigger == 10
+    as_given = {"a": "010", "b": "1:30", "c": "0", "d": "16", "e": "08", "f": "0.5"}
+    assert dict(topic.spark_conf) == {f"spark.{k}": v for k, v in as_given.items()}
+
+
 def test_yaml_merge_keys_are_not_duplicates(tmp_path, lake_root):
     text = (
         "common: &common\n  freshness_sla: 1h\n"
