@@ -40,7 +40,6 @@ from kafkalake.config.topic import (
 )
 from kafkalake.core.durations import format_duration, parse_duration
 from kafkalake.core.errors import CatalogError, ParsedConfigError
-from kafkalake.core.metrics import metric_prefix
 
 # Kafka's own rule for topic names.
 _TOPIC_NAME = re.compile(r"[A-Za-z0-9._-]{1,249}")
@@ -279,10 +278,7 @@ def _drop_clashes(
             if found := claimed.find(kind, value):
                 other = found[1]
                 message = "listed twice" if other == topic.name else f"clashes with topic {other!r}: "
-                if kind == "metrics":
-                    # Two topics' metrics in one series would hide one topic's lag behind the other's.
-                    message += f"both report their metrics as {value}.* ('.' becomes '__' in metric names)"
-                elif other != topic.name:
+                if other != topic.name:
                     message += f"both give {value!r}" if found[0] == value else _how(value, found[0])
                 err = CatalogError(file, message, topic.name, field_name)
                 break
@@ -303,7 +299,6 @@ def _claims_of(topic: TopicConfig) -> list[tuple[str, str, str]]:
     claims = [
         ("name", topic.name, "name"),
         ("dag_id", topic.dag_id, "name"),
-        ("metrics", metric_prefix(topic.name), "name"),
         ("table", topic.qualified_table, "table"),
         ("path", _one_spelling(topic.path), "path"),
     ]

@@ -305,14 +305,9 @@ def topic_segment(topic: str) -> str:
     return segment
 
 
-def metric_prefix(topic: str) -> str:
-    """``kafkalake.<topic>``: what every metric name of the topic starts with."""
-    return f"{METRIC_ROOT}.{topic_segment(topic)}"
-
-
 def metric_name(topic: str, metric: str) -> str:
     """``kafkalake.<topic>.<metric>``; Airflow adds its prefix (``statsd_prefix``/``otel_prefix``)."""
-    return f"{metric_prefix(topic)}.{metric}"
+    return f"{METRIC_ROOT}.{topic_segment(topic)}.{metric}"
 
 
 def metric_points(metrics: RunMetrics) -> list[MetricPoint]:

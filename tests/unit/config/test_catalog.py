@@ -550,13 +550,6 @@ CLASHES = [
         "path",
         "would hold the table at '/data/t/x'",
     ),
-    # Distinct DAG ids and tables, but one metric series: '.' is '__' in a metric name.
-    (
-        "{name: a.b, freshness_sla: 1h}\n  - {name: a__b, freshness_sla: 1h}",
-        "a__b",
-        "name",
-        "clashes with topic 'a.b': both report their metrics as kafkalake.a__b.*",
-    ),
 ]
 
 
