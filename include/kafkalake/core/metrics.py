@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -289,20 +290,27 @@ class MetricPoint:
     tags: dict[str, str]
 
 
+# A topic whose segment could also be another topic's: `a__b` (as `a.b` is), `a_.b` (as `a._b`
+# is), or a character outside Kafka's own set. Without these, underscores in a segment read back
+# one way only (a lone `_` is `_`, a run of 2k is k dots), so two topics never share a series.
+_AMBIGUOUS = re.compile(r"__|_\.|\._|[^A-Za-z0-9._-]")
+
+
 def topic_segment(topic: str) -> str:
-    """The topic as one segment of a metric name.
+    """The topic as one segment of a metric name, never the same for two topics.
 
     Kafka topic names use only characters Airflow allows in metric names (letters, digits, ``.``,
     ``_``, ``-``), but a ``.`` would split the name into more StatsD levels: it becomes ``__``, as
-    Airflow does for task ids in its own names. An overlong name keeps its start and a hash.
+    Airflow does for task ids in its own names. A name that could then read as another (``a__b``
+    beside ``a.b``), or an overlong one, ends with a hash of the topic.
     """
     segment = "".join(
         c if c.isascii() and (c.isalnum() or c in "_-") else "_" for c in topic.replace(".", "__")
     )
+    digest = hashlib.sha1(topic.encode()).hexdigest()[:8]
     if len(segment) > MAX_TOPIC_SEGMENT:
-        digest = hashlib.sha1(topic.encode()).hexdigest()[:8]
-        segment = f"{segment[: MAX_TOPIC_SEGMENT - 9]}-{digest}"
-    return segment
+        return f"{segment[: MAX_TOPIC_SEGMENT - 9]}-{digest}"
+    return f"{segment}-{digest}" if _AMBIGUOUS.search(topic) else segment
 
 
 def metric_name(topic: str, metric: str) -> str:

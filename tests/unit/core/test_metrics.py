@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import replace
 from datetime import UTC, datetime
 
@@ -21,6 +22,7 @@ from kafkalake.core.metrics import (
     metric_name,
     metric_points,
     partition_lag,
+    topic_segment,
 )
 from kafkalake.spark.topic_parser import RunStats
 
@@ -267,6 +269,22 @@ def test_a_dotted_topic_keeps_one_level_and_a_long_one_stays_unique():
     long_a, long_b = metric_name("a" * 200 + "1", "rows"), metric_name("a" * 200 + "2", "rows")
     assert long_a != long_b
     assert len(long_a.split(".")[1]) == MAX_TOPIC_SEGMENT
+
+
+def test_no_two_topics_share_a_metric_series():
+    # Each group would have shared one series: '.' is '__' in a metric name.
+    groups = [["a.b", "a__b"], ["a._b", "a_.b", "a___b"], ["a..b", "a____b", "a_._b"], ["é", "_"]]
+    for group in groups:
+        segments = [metric_name(t, "rows") for t in group]
+        assert len(set(segments)) == len(group), segments
+    # Names that cannot read as another's keep the plain form, the one dashboards already use.
+    assert [topic_segment(t) for t in ("a.b", "a_b", "a..b", "a-b.c_d")] == [
+        "a__b",
+        "a_b",
+        "a____b",
+        "a-b__c_d",
+    ]
+    assert re.fullmatch(r"a__b-[0-9a-f]{8}", topic_segment("a__b"))
 
 
 def test_xcom_value_is_small_json_with_string_partitions():
