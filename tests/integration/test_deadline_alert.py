@@ -65,6 +65,9 @@ def test_run_past_its_deadline_fires_the_sla_miss_alert(airflow_server: AirflowS
     run_id = body["run_id"]
     assert body["text"].startswith(f"SLA miss: DAG {dag_id} run {run_id} ")
     assert "freshness SLA of 3m" in body["text"]
+    # The triggerer could ask Airflow whether an ingest landed the topic since the run's pre-flight
+    # began (the pre-flight's count in XCom, the count now): none had, so the alert went.
+    assert body["landing_checked"] is True
 
     # The deadline is measured from the run's queued time, and the run really had not finished.
     state, queued_at, end_date = run_row(airflow_server, run_id)

@@ -23,7 +23,7 @@ from airflow.sdk.exceptions import AirflowNotFoundException
 from kafkalake.airflow import runbook
 from kafkalake.airflow.assets import topic_assets
 from kafkalake.airflow.pools import SPARK_POOL
-from kafkalake.airflow.sla_alerts import deadline_alert
+from kafkalake.airflow.sla_alerts import INGEST_TASK_ID, PREFLIGHT_TASK_ID, deadline_alert
 from kafkalake.airflow.tasks import (
     FollowUpOperator,
     IngestOperator,
@@ -188,7 +188,7 @@ def dag_for(topic: TopicConfig, catalog: Catalog, lake: Any) -> DAG:
     )
     with dag:
         preflight = ShortCircuitOperator(
-            task_id="check_new_offsets",
+            task_id=PREFLIGHT_TASK_ID,
             python_callable=check_new_offsets,
             op_kwargs={
                 "topic_name": topic.name,
@@ -210,7 +210,10 @@ def dag_for(topic: TopicConfig, catalog: Catalog, lake: Any) -> DAG:
             "execution_timeout": topic.spark_task_timeout,
         }
         ingest = IngestOperator(
-            task_id="ingest", kafka_conn_id=topic.kafka_conn_id, outlets=topic_assets(topic), **spark_args
+            task_id=INGEST_TASK_ID,
+            kafka_conn_id=topic.kafka_conn_id,
+            outlets=topic_assets(topic),
+            **spark_args,
         )
         register = RegisterOperator(task_id="register_table", **spark_args)
         maintain = MaintenanceOperator(task_id="maintain_table", trigger_rule="none_failed", **spark_args)

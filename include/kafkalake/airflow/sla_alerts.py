@@ -15,6 +15,7 @@ The HTTP connection: ``host`` is the server or a whole URL; ``schema`` the schem
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Mapping
 from datetime import timedelta
@@ -35,6 +36,12 @@ ENV_WEBHOOK_CONN_ID = "KAFKALAKE_SLA_WEBHOOK_CONN_ID"
 #: Set to 0 to build DAGs without a Deadline Alert (``airflow dags test`` only: see local_airflow).
 ENV_DEADLINE_ALERTS = "KAFKALAKE_DEADLINE_ALERTS"
 WEBHOOK_TIMEOUT_SECONDS = 10.0
+#: The task whose success means a run brought the table up to what Kafka held when it started.
+INGEST_TASK_ID = "ingest"
+PREFLIGHT_TASK_ID = "check_new_offsets"
+#: The pre-flight's XCom: how many ingests of its DAG had succeeded when it began.
+LANDED_COUNT_XCOM_KEY = "landed_ingests_before"
+MARK_ATTEMPTS, MARK_WAIT_SECONDS = 6, 2.0
 
 
 def miss_message(
@@ -52,7 +59,14 @@ def miss_message(
 
 
 def payload(
-    context: Mapping[str, Any] | None, message: str, *, topic: str, table: str, sla: str, deadline: str
+    context: Mapping[str, Any] | None,
+    message: str,
+    *,
+    topic: str,
+    table: str,
+    sla: str,
+    deadline: str,
+    landing_checked: bool = False,
 ) -> dict[str, Any]:
     run = (context or {}).get("dag_run") or {}
     due = (context or {}).get("deadline") or {}
@@ -67,6 +81,8 @@ def payload(
         "table": table,
         "freshness_sla": sla,
         "deadline_after_queued": deadline,
+        # False: Airflow could not be asked whether an ingest landed the topic since (on_sla_miss).
+        "landing_checked": landing_checked,
     }
 
 
@@ -99,6 +115,56 @@ def redacted_url(url: str) -> str:
     parts = httpx.URL(url)
     port = f":{parts.port}" if parts.port else ""
     return f"{parts.scheme}://{parts.host}{port}/***"
+
+
+async def landed_since_preflight(dag_id: str, run_id: str) -> bool:
+    """Whether an ``ingest`` of this DAG succeeded after the late run's pre-flight began.
+
+    Airflow keeps a run's deadline when the run fails (apache/airflow#60927), so a run that failed
+    fast fires its SLA-miss alert even when the next run, a minute later, landed everything: the
+    table is fresh and on-call is paged for nothing. Each pre-flight records how many ingests of
+    its DAG had succeeded (:func:`record_landed_count`); more now means one succeeded since: a
+    later run's, or the late run's own when only a step after it failed. That ingest read Kafka
+    after the late run was queued, so the table holds what Kafka held then, and by the deadline
+    (SLA - interval after the queue) it is within its SLA. A count that went down meanwhile (a
+    task cleared, ``airflow db clean``) can only hide a landing, never invent one.
+
+    Asked from the triggerer the way Airflow's own SDK asks (its previous-task question cannot be
+    used there: Airflow 3.3's trigger runner cannot decode the answer). Raises when Airflow cannot
+    be asked or the run's pre-flight recorded nothing.
+    """
+    from airflow.sdk.execution_time import task_runner
+    from airflow.sdk.execution_time.comms import GetTICount, GetXCom, TICount, XComResult
+    from airflow.sdk.execution_time.xcom import XCom
+
+    comms = task_runner.SUPERVISOR_COMMS
+    ask = GetXCom(key=LANDED_COUNT_XCOM_KEY, dag_id=dag_id, run_id=run_id, task_id=PREFLIGHT_TASK_ID)
+    mark = await comms.asend(ask)
+    for _ in range(MARK_ATTEMPTS - 1):
+        if isinstance(mark, XComResult) and mark.value is not None:
+            break
+        # A pre-flight try that is starting has had its XComs cleared and not yet recorded again.
+        await asyncio.sleep(MARK_WAIT_SECONDS)
+        mark = await comms.asend(ask)
+    if not isinstance(mark, XComResult) or mark.value is None:
+        raise RuntimeError(f"the pre-flight of run {run_id} recorded no count of landed ingests")
+    before = int(XCom.deserialize_value(mark))
+    now = await comms.asend(GetTICount(dag_id=dag_id, task_ids=[INGEST_TASK_ID], states=["success"]))
+    if not isinstance(now, TICount):
+        raise RuntimeError(f"Airflow answered {type(now).__name__} to a task count")
+    return bool(now.count > before)
+
+
+def record_landed_count(ti: Any) -> None:
+    """In the pre-flight: how many ingests of this DAG have succeeded (see landed_since_preflight).
+
+    Never fails the run: without the mark, an SLA miss of this run is sent as before.
+    """
+    try:
+        count = ti.get_ti_count(dag_id=ti.dag_id, task_ids=[INGEST_TASK_ID], states=["success"])
+        ti.xcom_push(key=LANDED_COUNT_XCOM_KEY, value=int(count))
+    except Exception as err:
+        log.warning("could not record the count of landed ingests for the SLA-miss check: %r", err)
 
 
 class WebhookError(RuntimeError):
@@ -154,9 +220,23 @@ async def on_sla_miss(
         # runs: its lateness says nothing about the table's freshness. Log it, page no one.
         log.info("not an SLA miss: backfill run %s does not ingest (%s)", _run_id(run), message)
         return message
+    checked = False
+    if run.get("dag_id") and _run_id(run) != "?":
+        try:
+            landed = await landed_since_preflight(str(run["dag_id"]), _run_id(run))
+            checked = True
+        except Exception as err:
+            # A check that cannot run must not swallow the alert: page as before.
+            log.warning("could not ask Airflow whether an ingest landed the topic since: %r", err)
+            landed = False
+        if landed:
+            log.info("not an SLA miss: an ingest succeeded after this run's pre-flight began (%s)", message)
+            return message
     log.error("%s", message)
     if webhook_conn_id:
-        body = payload(context, message, topic=topic, table=table, sla=sla, deadline=deadline)
+        body = payload(
+            context, message, topic=topic, table=table, sla=sla, deadline=deadline, landing_checked=checked
+        )
         status = await post_webhook(webhook_conn_id, body)
         log.info("SLA miss sent to webhook connection %r (HTTP %d)", webhook_conn_id, status)
     return message

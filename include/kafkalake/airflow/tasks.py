@@ -22,6 +22,7 @@ from airflow.sdk import BaseHook
 from airflow.sdk.exceptions import AirflowException, AirflowNotFoundException, AirflowSkipException
 
 from kafkalake.airflow import metrics as airflow_metrics
+from kafkalake.airflow import sla_alerts
 from kafkalake.airflow.connections import (
     kafka_config_for,
     mask_secrets,
@@ -76,6 +77,9 @@ def check_new_offsets(
     An idle run publishes its run metrics here (lag 0, the age of the table's newest record), since
     no ingest task will: a topic whose producers stopped shows a growing age, not a gap.
     """
+    if ti is not None:
+        # First, before anything can fail: a run that fails fast is the one it is for.
+        sla_alerts.record_landed_count(ti)
     mode = current_mode(dag_run, params)
     if mode.note:
         log.info("%s", mode.note)

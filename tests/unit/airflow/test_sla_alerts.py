@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from kafkalake.airflow import sla_alerts
 from kafkalake.airflow.sla_alerts import (
     WebhookError,
     callback_kwargs,
@@ -34,6 +35,55 @@ CONTEXT = {
     "deadline": {"id": "0b7c", "deadline_time": "2026-11-22T10:04:01.5+00:00"},
 }
 KWARGS = {"topic": "orders", "table": "bronze.orders", "sla": "6h", "deadline": "4h"}
+
+
+REAL_LANDED_SINCE_PREFLIGHT = sla_alerts.landed_since_preflight
+
+
+def landed(answer: bool | Exception) -> Any:
+    async def landed_since_preflight(dag_id: str, run_id: str) -> bool:
+        assert (dag_id, run_id) == ("ingest_orders", CONTEXT["dag_run"]["dag_run_id"])
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    return landed_since_preflight
+
+
+@pytest.fixture(autouse=True)
+def nothing_landed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Outside a triggerer there is no Airflow to ask: by default no ingest landed since."""
+    monkeypatch.setattr(sla_alerts, "landed_since_preflight", landed(False))
+
+
+class FakeTI:
+    dag_id = "ingest_orders"
+
+    def __init__(self, count: int | Exception) -> None:
+        self.count, self.pushed, self.asked = count, {}, []
+
+    def get_ti_count(self, **filters: Any) -> int:
+        self.asked.append(filters)
+        if isinstance(self.count, Exception):
+            raise self.count
+        return self.count
+
+    def xcom_push(self, key: str, value: Any) -> None:
+        self.pushed[key] = value
+
+
+def test_the_preflight_records_how_many_ingests_had_landed():
+    ti = FakeTI(7)
+    sla_alerts.record_landed_count(ti)
+    assert ti.asked == [{"dag_id": "ingest_orders", "task_ids": ["ingest"], "states": ["success"]}]
+    assert ti.pushed == {"landed_ingests_before": 7}
+
+
+def test_a_count_airflow_cannot_give_never_fails_the_preflight(caplog):
+    ti = FakeTI(RuntimeError("execution API down"))
+    sla_alerts.record_landed_count(ti)
+    assert ti.pushed == {}
+    assert "could not record the count of landed ingests" in caplog.text
 
 
 class Receiver(BaseHTTPRequestHandler):
@@ -61,6 +111,13 @@ def receiver() -> Iterator[tuple[type[Receiver], int]]:
     yield handler, server.server_address[1]
     server.shutdown()
     server.server_close()
+
+
+def use_webhook(monkeypatch: pytest.MonkeyPatch, port: int) -> None:
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_KAFKALAKE_TEST_SLA_HOOK",
+        json.dumps({"conn_type": "http", "host": "127.0.0.1", "port": port}),
+    )
 
 
 def test_message_names_dag_run_sla_and_deadline():
@@ -142,36 +199,17 @@ def test_webhook_connection_gets_the_alert_as_json(monkeypatch, receiver):
         "table": "bronze.orders",
         "freshness_sla": "6h",
         "deadline_after_queued": "4h",
+        "landing_checked": True,
     }
 
 
 def test_webhook_error_fails_the_callback_so_airflow_records_it(monkeypatch, receiver):
     handler, port = receiver
     handler.status = 500
-    monkeypatch.setenv(
-        "AIRFLOW_CONN_KAFKALAKE_TEST_SLA_HOOK",
-        json.dumps({"conn_type": "http", "host": "127.0.0.1", "port": port}),
-    )
+    use_webhook(monkeypatch, port)
     with pytest.raises(Exception, match="500"):
         asyncio.run(on_sla_miss(CONTEXT, **KWARGS, webhook_conn_id="kafkalake_test_sla_hook"))
     assert len(handler.received) == 1
-
-
-def test_a_late_backfill_run_pages_no_one(monkeypatch, receiver, caplog):
-    """Backfill runs never ingest and queue behind each other: their deadline is not the table's."""
-    handler, port = receiver
-    monkeypatch.setenv(
-        "AIRFLOW_CONN_KAFKALAKE_TEST_SLA_HOOK",
-        json.dumps({"conn_type": "http", "host": "127.0.0.1", "port": port}),
-    )
-    context = {**CONTEXT, "dag_run": {**CONTEXT["dag_run"], "run_type": "backfill"}}
-
-    with caplog.at_level("INFO", logger="kafkalake.airflow.sla_alerts"):
-        asyncio.run(on_sla_miss(context, **KWARGS, webhook_conn_id="kafkalake_test_sla_hook"))
-
-    assert handler.received == []
-    assert [r.levelname for r in caplog.records] == ["INFO"]
-    assert "not an SLA miss: backfill run" in caplog.text
 
 
 @pytest.mark.parametrize("status", [404, 500])
@@ -215,3 +253,47 @@ def test_redacted_url_keeps_scheme_host_and_port_only():
         == "https://hooks.slack.com/***"
     )
     assert redacted_url("http://10.0.0.1:8443/a") == "http://10.0.0.1:8443/***"
+
+
+@pytest.mark.parametrize(
+    ("run", "landed_since", "says"),
+    [
+        # Backfill runs never ingest and queue behind each other: their deadline is not the table's.
+        ({"run_type": "backfill"}, False, "not an SLA miss: backfill run"),
+        # apache/airflow#60927: a run that failed fast keeps its deadline; the next run kept the
+        # table fresh.
+        ({"state": "failed"}, True, "not an SLA miss: an ingest succeeded after this run's pre-flight began"),
+    ],
+    ids=["backfill", "landed by a later run"],
+)
+def test_a_late_run_that_says_nothing_of_the_table_pages_no_one(
+    monkeypatch, receiver, caplog, run, landed_since, says
+):
+    handler, port = receiver
+    use_webhook(monkeypatch, port)
+    monkeypatch.setattr(sla_alerts, "landed_since_preflight", landed(landed_since))
+    context = {**CONTEXT, "dag_run": {**CONTEXT["dag_run"], **run}}
+
+    with caplog.at_level("INFO", logger="kafkalake.airflow.sla_alerts"):
+        asyncio.run(on_sla_miss(context, **KWARGS, webhook_conn_id="kafkalake_test_sla_hook"))
+
+    assert handler.received == []
+    assert [r.levelname for r in caplog.records] == ["INFO"]
+    assert says in caplog.text
+
+
+@pytest.mark.parametrize(
+    "answer", [RuntimeError("no supervisor"), None], ids=["cannot ask", "outside a triggerer"]
+)
+def test_when_airflow_cannot_be_asked_the_alert_still_goes(monkeypatch, receiver, caplog, answer):
+    handler, port = receiver
+    use_webhook(monkeypatch, port)
+    check = landed(answer) if answer is not None else REAL_LANDED_SINCE_PREFLIGHT
+    monkeypatch.setattr(sla_alerts, "landed_since_preflight", check)
+
+    with caplog.at_level("WARNING", logger="kafkalake.airflow.sla_alerts"):
+        asyncio.run(on_sla_miss(CONTEXT, **KWARGS, webhook_conn_id="kafkalake_test_sla_hook"))
+
+    [request] = handler.received
+    assert request["json"]["landing_checked"] is False
+    assert "could not ask Airflow whether an ingest landed the topic since" in caplog.text
