@@ -126,6 +126,13 @@ _STORE_BUCKET = re.compile(
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
+def without_colour(err: BaseException) -> None:
+    """Take a terminal's colour escapes out of ``err``'s message, in place: the same exception, with
+    its type and traceback, reads cleanly in a task log (delta-rs colours its error chains)."""
+    if any(isinstance(a, str) and "\x1b[" in a for a in err.args):
+        err.args = tuple(_ANSI.sub("", a) if isinstance(a, str) else a for a in err.args)
+
+
 def store_refusal(text: str) -> tuple[Kind, str] | None:
     """``(kind, cause)`` when an error text shows the object store refusing a request, else None.
 

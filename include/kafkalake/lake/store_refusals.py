@@ -6,7 +6,7 @@ S3's error code, and left so a wrong secret key would be retried three times as 
 inside :func:`named`, it becomes ``authentication_failed``, ``authorization_failed``, ``bad_config``
 or the transient ``store_unreachable`` (:func:`kafkalake.core.job_failures.store_failure`), with the
 connection named: the Airflow tasks' retry policy and the jobs' own reporting of typed errors act on
-it. Anything else passes through unchanged.
+it. Anything else passes through as it is, but for a terminal's colour escapes.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from kafkalake.core.errors import KafkalakeError
-from kafkalake.core.job_failures import exception_text, store_failure
+from kafkalake.core.job_failures import exception_text, store_failure, without_colour
 
 
 @contextmanager
@@ -28,5 +28,6 @@ def named(topic: str, conn_id: str | None) -> Iterator[None]:
     except Exception as err:
         refused = store_failure(topic, exception_text(err), conn_id)
         if refused is None:
+            without_colour(err)
             raise
         raise refused.error() from err

@@ -60,3 +60,13 @@ def test_anything_else_passes_through_unchanged(error):
             raise error
     assert raised.value is error
     assert not isinstance(raised.value, NonRetryableError)
+
+
+def test_an_unknown_error_loses_only_its_colour_escapes():
+    # delta-rs's shape: a coloured error chain in an OSError's message.
+    error = OSError("\x1b[1m\x1b[31mGeneric error\x1b[0m: \x1b[33mcaused by\x1b[0m: something new")
+    with pytest.raises(OSError) as raised:
+        with store_refusals.named("orders", "lake_s3"):
+            raise error
+    assert raised.value is error
+    assert str(raised.value) == "Generic error: caused by: something new"
