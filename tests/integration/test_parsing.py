@@ -120,6 +120,21 @@ def test_fail_on_new_columns_rescues_new_fields_and_dead_letters_a_type_mismatch
         assert out[name]["_rescued_data"] is None, name
 
 
+def test_a_schema_field_given_twice_keeps_both_values(spark):
+    """``{"id": 1, "id": "x"}``: the typed parse keeps 1 (the last value does not convert), so the
+    last value, which the record means, must be rescued; it was lost, ``_rescued_data`` read ``{}``."""
+    now = datetime(2026, 11, 23, tzinfo=UTC)
+    values = [b'{"id": 1, "id": "x"}', b'{"id": 1, "id": 2, "amount": 1.5}']
+    rows = [(None, v, [], "t", 0, i, now, 0, now) for i, v in enumerate(values)]
+    frame = parse_columns.parse_batch(spark.createDataFrame(rows, bronze_schema()), SCHEMA, ParsedConfig())
+    out = sorted((r.asDict(recursive=True) for r in frame.collect()), key=lambda r: r["_kafka"]["offset"])
+
+    assert [r[parse_columns.REASON] for r in out] == [None, None]
+    assert out[0]["_rescued_data"] is not None and '"x"' in out[0]["_rescued_data"]
+    assert out[1]["id"] == 2 and out[1]["amount"] == 1.5
+    assert out[1]["_rescued_data"] is not None and '"id":2' in out[1]["_rescued_data"]
+
+
 def test_the_catalogs_rule_check_agrees_with_sparks_parser(spark):
     """Every rule the load-time check accepts, Spark's SQL parser accepts; every one it refuses,
     Spark refuses too, but for a column with an alias (``a b``), which is no boolean rule."""

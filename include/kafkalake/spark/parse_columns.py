@@ -227,6 +227,7 @@ def parse_batch(bronze: DataFrame, schema: Schema, config: ParsedConfig) -> Data
     # are unknown is only spelled out (arrays, lambdas, a third parse) for the few that need it.
     mismatched = _flagged(lost, names)
     needs_rescue = F.col("_kafka_needs_rescue")
+    raw_keys = F.map_keys(raw_fields)
     frame = frame.withColumn(
         "_kafka_rescued",
         F.when(
@@ -234,7 +235,14 @@ def parse_batch(bronze: DataFrame, schema: Schema, config: ParsedConfig) -> Data
             F.to_json(
                 F.map_filter(
                     F.from_json(TEXT, "map<string,variant>"),
-                    lambda k, _v: ~k.isin(names) | F.array_contains(mismatched, k),
+                    # A schema field's key given twice: the typed parse keeps the first value when
+                    # the last does not convert, so its values are rescued (each of them, as given),
+                    # as a field given twice inside a struct is rescued whole (_has_unknown).
+                    lambda k, _v: (
+                        ~k.isin(names)
+                        | F.array_contains(mismatched, k)
+                        | (F.size(F.filter(raw_keys, lambda r: r == k)) > 1)
+                    ),
                 )
             ),
         ),
