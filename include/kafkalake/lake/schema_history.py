@@ -325,11 +325,16 @@ def _is_struct(data_type: Any) -> bool:
     return isinstance(data_type, dict) and data_type.get("type") == "struct"
 
 
-def with_type_hints(schema: Schema, hints: Iterable[tuple[str, Any]]) -> Schema:
+def with_type_hints(
+    schema: Schema, hints: Iterable[tuple[str, Any]], persisted: Schema | None = None
+) -> Schema:
     """Force the type at each dotted path (adding the field when missing): the catalog wins.
 
     A path's names match fields as their columns would (regardless of case, as Spark resolves
-    them): a hint never adds a second spelling of a field the data has.
+    them): a hint never adds a second spelling of a field the data has. With ``persisted`` (the
+    current version, whose fields the parsed table has as columns), a field it has keeps its type:
+    Delta cannot change a column's type, so a hint changed in the catalog for an existing column
+    would make every later write of the parsed table fail; it applies to new fields only.
     """
     result: Schema = json.loads(json.dumps(schema))
     for path, data_type in hints:
@@ -348,6 +353,8 @@ def with_type_hints(schema: Schema, hints: Iterable[tuple[str, Any]]) -> Schema:
             node["fields"].append({"name": leaf, "type": data_type, "nullable": True, "metadata": {}})
         else:
             field["type"] = data_type
+    if persisted is not None:
+        return merge(persisted, result).schema
     return result
 
 

@@ -82,7 +82,7 @@ def schema_current(topic: TopicConfig, stats: RunStats | None) -> str | None:
     if stats is None or not fit_whole(topic.parsed.evolution, stats):
         return None
     current = SchemaHistory(topic.schema_dir).current()
-    if current is None or with_catalog_hints(current.schema, topic.parsed) != current.schema:
+    if current is None or with_catalog_hints(current.schema, topic.parsed, current.schema) != current.schema:
         return None
     written = f"; versions written by its batches: {stats.schema_versions}" if stats.schema_versions else ""
     return (

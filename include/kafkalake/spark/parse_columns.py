@@ -527,6 +527,8 @@ def pinned_schema(config: ParsedConfig) -> Schema | None:
     return {"type": "struct", "fields": fields}
 
 
-def with_catalog_hints(schema: Schema, config: ParsedConfig) -> Schema:
-    """``schema`` with the catalog's ``type_hints`` forced onto it."""
-    return with_type_hints(schema, [(path, ddl_type_json(t)) for path, t in config.type_hints])
+def with_catalog_hints(schema: Schema, config: ParsedConfig, persisted: Schema | None = None) -> Schema:
+    """``schema`` with the catalog's ``type_hints`` forced onto it; with ``persisted`` (the current
+    version), onto the fields it lacks only (:func:`with_type_hints`)."""
+    hints = [(path, ddl_type_json(t)) for path, t in config.type_hints]
+    return with_type_hints(schema, hints, persisted)

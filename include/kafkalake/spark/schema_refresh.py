@@ -66,6 +66,7 @@ def refresh(spark: SparkSession, topic: TopicConfig, now: datetime | None = None
     if current is not None and config.evolution != "addNewColumns":
         return Refresh(sampled, None, drift)
     written = history.write(
-        parse_columns.with_catalog_hints(merged.schema, config), source=f"refresh of {sampled} sampled values"
+        parse_columns.with_catalog_hints(merged.schema, config, current.schema if current else None),
+        source=f"refresh of {sampled} sampled values",
     )
     return Refresh(sampled, written, drift)

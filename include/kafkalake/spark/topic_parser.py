@@ -382,7 +382,7 @@ class TopicParser:
             log.warning("topic %s: %s", self.topic.name, "; ".join(skipped))
         if not merged.added:
             return False
-        new_schema = parse_columns.with_catalog_hints(merged.schema, self.config)
+        new_schema = parse_columns.with_catalog_hints(merged.schema, self.config, self.schema)
         fields = ", ".join(str(c) for c in merged.added)
         if self.config.evolution == "failOnNewColumns":
             self.history.propose(new_schema, f"new fields in {source}: {fields}")

@@ -94,6 +94,23 @@ def test_type_hints_match_fields_as_their_columns_do():
     assert type_string(hinted) == "struct<Amount:decimal(10,2),customer:struct<ID:string>>"
 
 
+def test_a_hint_never_changes_the_type_of_a_column_the_table_has():
+    """Delta cannot change a column's type: a hint changed in the catalog for an existing field,
+    written into the next version, failed every later write of the parsed table
+    (DELTA_FAILED_TO_MERGE_FIELDS). It applies to the fields the persisted version lacks."""
+    persisted = struct(field("id", "long"), field("customer", struct(field("id", "long"))))
+    grown = struct(*persisted["fields"], field("coupon", "long"))
+    hints = [("ID", "string"), ("customer.id", "string"), ("coupon", "string"), ("customer.tier", "int")]
+
+    hinted = with_type_hints(grown, hints, persisted)
+
+    assert type_string(hinted) == "struct<id:bigint,customer:struct<id:bigint,tier:int>,coupon:string>"
+    # Without a persisted version (the topic's first schema), the catalog wins everywhere.
+    assert type_string(with_type_hints(grown, hints)) == (
+        "struct<id:string,customer:struct<id:string,tier:int>,coupon:string>"
+    )
+
+
 def test_a_version_is_linked_into_place_whole_and_never_over_another(tmp_path):
     history = SchemaHistory(tmp_path)
     first = history.write(struct(field("a", "long")), "batch 0")
