@@ -188,6 +188,38 @@ def test_a_decimal_that_would_be_rounded_is_rescued_not_rounded(spark):
     assert rescued(out["too_big"]) == {"amount": 123456789012.5}
 
 
+def test_a_fraction_is_rescued_from_a_decimal_of_38_digits(spark):
+    """Inference types whole numbers past 64 bits decimal(38,0); a decimal(38, s) left the check no
+    fraction digit to compare, so ``1.5`` landed as 2 and ``1.234`` in a decimal(38,2) as 1.23."""
+    big = "1" * 38
+    schema = {
+        "type": "struct",
+        "fields": [
+            {"name": "big", "type": "decimal(38,0)", "nullable": True, "metadata": {}},
+            {"name": "m", "type": "decimal(38,2)", "nullable": True, "metadata": {}},
+        ],
+    }
+    values = {
+        "whole": f'{{"big": {big}, "m": 1.23}}'.encode(),
+        "exponent": b'{"big": 1e2}',
+        "fraction": b'{"big": 1.5}',
+        "fraction_down": b'{"big": 2.4}',
+        "scale": b'{"m": 1.234}',
+        "long_fraction": f'{{"big": {big}.4}}'.encode(),
+    }
+    now = datetime(2026, 11, 23, tzinfo=UTC)
+    rows = [(k.encode(), v, [], "t", 0, i, now, 0, now) for i, (k, v) in enumerate(values.items())]
+    frame = parse_columns.parse_batch(spark.createDataFrame(rows, bronze_schema()), schema, ParsedConfig())
+    out = {r["_kafka"]["key"].decode(): r.asDict(recursive=True) for r in frame.collect()}
+
+    assert str(out["whole"]["big"]) == big and out["whole"]["_rescued_data"] is None
+    assert str(out["exponent"]["big"]) == "100" and out["exponent"]["_rescued_data"] is None
+    assert rescued(out["fraction"]) == {"big": 1.5}
+    assert rescued(out["fraction_down"]) == {"big": 2.4}
+    assert rescued(out["scale"]) == {"m": 1.234}
+    assert out["long_fraction"]["_rescued_data"] is not None
+
+
 #: A flat schema with every scalar kind inference gives, a decimal and a struct: the records the
 #: clean-record shortcut may skip, and the ones it must not.
 SHORTCUT_SCHEMA = {

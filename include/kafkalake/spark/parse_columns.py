@@ -100,8 +100,17 @@ def _lossy(raw: Column, parsed: Column, data_type: Any, unknown_lost: bool = Tru
         # The raw number with as many fraction digits as a decimal(38) with the column's integer
         # digits holds: a value from_json rounded to the column's scale differs from it. (A JSON
         # float's raw text is what a double reads, 17 significant digits.)
-        exact = raw.try_cast(f"decimal(38,{38 - (precision - scale)})")
-        rounded = F.coalesce(parsed != exact, F.lit(False))
+        fraction = 38 - (precision - scale)
+        if fraction > scale:
+            exact = raw.try_cast(f"decimal(38,{fraction})")
+            rounded = F.coalesce(parsed != exact, F.lit(False))
+        else:
+            # A decimal(38, s) (inference's decimal(38,0) for whole numbers past 64 bits) leaves no
+            # fraction digit to compare with: one more, and a number too long for that (its integer
+            # part fills the column) counts as rounded when written with a fraction or an exponent.
+            # Both sides in that type: compared as they are, Spark would round both to the column's.
+            wider = f"decimal(38,{min(scale + 1, 38)})"
+            rounded = F.coalesce(parsed.try_cast(wider) != raw.try_cast(wider), raw.rlike("[.eE]"))
         return present & (parsed.isNull() | rounded)
     return present & parsed.isNull()
 
