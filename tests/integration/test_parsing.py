@@ -220,6 +220,45 @@ def test_a_fraction_is_rescued_from_a_decimal_of_38_digits(spark):
     assert out["long_fraction"]["_rescued_data"] is not None
 
 
+def test_the_latest_row_of_a_key_that_moved_partition_is_its_newest_record(spark, tmp_path):
+    """Partitions added to a topic move keys to others. Ordered by (partition, offset), a key's
+    records in a new partition with a lower number never replaced its old row (nor deleted it)."""
+    from datetime import timedelta
+
+    from kafkalake.spark.latest import latest_per_key, merge_latest
+
+    schema = {"type": "struct", "fields": [{"name": "v", "type": "long", "nullable": True, "metadata": {}}]}
+    t0 = datetime(2026, 11, 23, tzinfo=UTC)
+
+    def batch(*records: tuple[bytes, bytes | None, int, int, int]) -> Any:
+        rows = [
+            (key, value, [], "t", p, o, t0 + timedelta(seconds=s), 0, t0) for key, value, p, o, s in records
+        ]
+        config = ParsedConfig(changelog=True)
+        return parse_columns.parse_batch(spark.createDataFrame(rows, bronze_schema()), schema, config)
+
+    def latest(path: str) -> dict[bytes, int]:
+        rows = spark.read.format("delta").load(path).collect()
+        return {bytes(r["_kafka"]["key"]): r["v"] for r in rows}
+
+    # Before the move: partition 3; after it: partition 1, later in time, lower offsets.
+    before = [(b"k", b'{"v": 1}', 3, 100, 0), (b"gone", b'{"v": 1}', 3, 101, 0)]
+    after = [(b"k", b'{"v": 2}', 1, 5, 10), (b"gone", None, 1, 6, 10)]
+    # Within one batch, and the same partition: the higher offset, whatever its timestamp.
+    same = batch((b"s", b'{"v": 1}', 0, 1, 50), (b"s", b'{"v": 2}', 0, 2, 40))
+    assert {bytes(r["_kafka"]["key"]): r["v"] for r in latest_per_key(same).collect()} == {b"s": 2}
+    one = {bytes(r["_kafka"]["key"]): r["v"] for r in latest_per_key(batch(*before, *after)).collect()}
+    assert one == {b"k": 2, b"gone": None}
+
+    path = str(tmp_path / "latest")
+    merge_latest(spark, batch(*before), path, "app", 0)
+    merge_latest(spark, batch(*after), path, "app", 1)
+    assert latest(path) == {b"k": 2}
+    # A replay of the older batch changes no row.
+    merge_latest(spark, batch(*before), path, "app-replay", 0)
+    assert latest(path)[b"k"] == 2
+
+
 #: A flat schema with every scalar kind inference gives, a decimal and a struct: the records the
 #: clean-record shortcut may skip, and the ones it must not.
 SHORTCUT_SCHEMA = {

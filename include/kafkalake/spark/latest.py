@@ -1,7 +1,11 @@
 """The latest-row-per-key table: one row per Kafka key, like a database table fed by a changelog.
 
-Each micro-batch is reduced to its latest record per key (highest offset), then MERGEd: a newer
-record replaces the key's row, a tombstone (null value, on a changelog topic) deletes it. A row is
+Each micro-batch is reduced to its latest record per key, then MERGEd: a newer record replaces the
+key's row, a tombstone (null value, on a changelog topic) deletes it. Newer is a higher offset in the
+same partition; Kafka orders nothing across partitions, where a key's records meet when it moved
+(partitions were added to the topic, so keys hash to others): there the later Kafka timestamp wins
+(then partition, offset), never the higher partition number, which kept a key's row from before the
+move for good when its new partition had a lower number. A row is
 replaced only by a record that comes later in Kafka, so replaying a batch changes nothing; on top
 of that the MERGE carries the batch's (txnAppId, txnVersion), which Delta records and skips when
 seen again. Records without a key cannot be upserted and are left to the parsed table.
@@ -19,7 +23,11 @@ if TYPE_CHECKING:
     from pyspark.sql.types import StructType
 
 _TOMBSTONE_FLAG = "_kafka_is_tombstone"
-_NEWER = "struct(s._kafka.partition, s._kafka.offset) > struct(t._kafka.partition, t._kafka.offset)"
+_NEWER = (
+    "CASE WHEN s._kafka.partition = t._kafka.partition THEN s._kafka.offset > t._kafka.offset"
+    " ELSE struct(s._kafka.timestamp, s._kafka.partition, s._kafka.offset)"
+    " > struct(t._kafka.timestamp, t._kafka.partition, t._kafka.offset) END"
+)
 _TXN_APP_ID = "spark.databricks.delta.write.txnAppId"
 _TXN_VERSION = "spark.databricks.delta.write.txnVersion"
 _USER_METADATA = "spark.databricks.delta.commitInfo.userMetadata"
@@ -38,10 +46,16 @@ def latest_per_key(frame: DataFrame) -> DataFrame:
     record = F.struct(
         *columns, F.coalesce(reason == parse_columns.TOMBSTONE, F.lit(False)).alias(_TOMBSTONE_FLAG)
     )
-    order = F.struct(F.col("_kafka.partition"), F.col("_kafka.offset"))
+    # Each partition's last record of the key, then the latest of those (as _NEWER orders them).
+    key = F.col("_kafka.key").alias("_kafka_group_key")
+    per_partition = rows.groupBy(key, F.col("_kafka.partition").alias("_kafka_group_partition")).agg(
+        F.max_by(record, F.col("_kafka.offset")).alias("latest")
+    )
+    kafka = F.col("latest._kafka")
+    order = F.struct(kafka["timestamp"], kafka["partition"], kafka["offset"])
     return (
-        rows.groupBy(F.col("_kafka.key").alias("_kafka_group_key"))
-        .agg(F.max_by(record, order).alias("latest"))
+        per_partition.groupBy("_kafka_group_key")
+        .agg(F.max_by("latest", order).alias("latest"))
         .select("latest.*")
     )
 
