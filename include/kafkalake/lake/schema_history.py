@@ -67,6 +67,16 @@ def empty_schema() -> Schema:
     return {"type": "struct", "fields": []}
 
 
+def is_unicode(name: str) -> bool:
+    """Whether ``name`` is text Spark can take: a JSON key may hold a lone surrogate escape
+    (``"\\ud800"``), which Python reads but no UTF-8 can carry to the JVM (py4j fails on it)."""
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def is_reserved(name: str) -> bool:
     """Whether a top-level JSON key's column would be one of the table's own."""
     column = column_name(name).lower()
@@ -101,6 +111,9 @@ def schema_problems(schema: Schema) -> list[str]:
             for f in data_type["fields"]:
                 name = f["name"]
                 where = f"{path}.{name}" if path else name
+                if not is_unicode(name):
+                    problems.append(f"{where!r}: not Unicode text (a lone surrogate)")
+                    continue
                 if clash_key(name) in seen:
                     problems.append(f"{where!r}: would be the same column as {seen[clash_key(name)]!r}")
                 seen[clash_key(name)] = name
@@ -123,7 +136,7 @@ def schema_problems(schema: Schema) -> list[str]:
 
 def repaired(schema: Schema) -> Schema:
     """``schema`` without what no table could take: of fields sharing a column, the first; a nested
-    struct without fields as a string (its JSON text).
+    struct without fields as a string (its JSON text); a field whose name is no Unicode text.
 
     For versions recorded before :func:`schema_problems` guarded the history (Spark's inference made
     ``Name`` and ``name`` two fields, and the table could never be created): the table never had
@@ -138,7 +151,7 @@ def repaired(schema: Schema) -> Schema:
             seen: set[str] = set()
             fields = []
             for f in data_type["fields"]:
-                if clash_key(f["name"]) in seen:
+                if clash_key(f["name"]) in seen or not is_unicode(f["name"]):
                     continue
                 seen.add(clash_key(f["name"]))
                 inner = fix(f["type"])

@@ -21,7 +21,8 @@ are left to the parser, which keeps them in ``_rescued_data`` (never a silent nu
   column would be the same (``Name`` beside ``name``, ``first name`` beside ``first_name``; Spark and
   Delta resolve names regardless of case): the most frequent is the field and the others are
   rescued. Top-level keys whose column the table keeps for its own (``_rescued_data``,
-  ``_kafka*``) are rescued too.
+  ``_kafka*``) are rescued too, as are keys holding a lone surrogate escape (``"\\ud800"``), which
+  no UTF-8 can carry to Spark.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kafkalake.config.parsed import clash_key
-from kafkalake.lake.schema_history import Schema, is_reserved
+from kafkalake.lake.schema_history import Schema, is_reserved, is_unicode
 
 _INT64 = (-(2**63), 2**63 - 1)
 _DECIMAL_DIGITS = 38
@@ -162,7 +163,8 @@ def _admit(node: _Node, top: bool, budget: list[int]) -> list[tuple[str, _Node]]
     """The fields of an object node that become columns: one per column name, within the budget."""
     by_case: dict[str, tuple[str, _Node]] = {}
     for name, child in node.fields.items():
-        if top and is_reserved(name):
+        # A key with a lone surrogate escape can never reach Spark as a name: its values are rescued.
+        if (top and is_reserved(name)) or not is_unicode(name):
             continue
         key = clash_key(name)
         held = by_case.get(key)

@@ -106,3 +106,19 @@ def test_texts_that_are_not_json_objects_are_skipped():
 
 def test_a_key_given_twice_counts_its_last_value():
     assert type_string(infer(['{"a": "x", "a": 1}'])) == "struct<a:bigint>"
+
+
+def test_a_key_with_a_lone_surrogate_escape_is_never_a_field():
+    """Python reads ``"\\ud800"`` as a lone surrogate, which py4j cannot send to Spark as UTF-8: as a
+    field, every parse of the topic failed (UnicodeEncodeError), the version persisted, so every
+    later run too. Such keys are rescued; a version that has one is repaired."""
+    from kafkalake.lake.schema_history import repaired
+
+    schema = infer(['{"a": 1, "\\ud800": 2, "n": {"\\udfff": 1, "b": 2}, "\\ud83d\\ude00": 3}'])
+
+    assert type_string(schema) == "struct<a:bigint,n:struct<b:bigint>,\U0001f600:bigint>"
+    assert schema_problems(schema) == []
+    a, lone = ({"name": n, "type": "long", "nullable": True, "metadata": {}} for n in ("a", "\ud800"))
+    recorded = {"type": "struct", "fields": [a, lone]}
+    assert len(schema_problems(recorded)) == 1
+    assert repaired(recorded) == {"type": "struct", "fields": [a]}
