@@ -259,6 +259,45 @@ def test_the_latest_row_of_a_key_that_moved_partition_is_its_newest_record(spark
     assert latest(path)[b"k"] == 2
 
 
+@pytest.mark.parametrize("evolution", ["rescue", "none"])
+def test_a_first_batch_without_a_json_object_records_no_schema(spark, tmp_path, evolution):
+    """A topic's first batch of a test message or a tombstone was inferred as a schema without
+    fields and recorded: under the modes that add no field, every later field was rescued or
+    dropped for good. The next batch with objects now gives the first version."""
+    from datetime import timedelta
+
+    from kafkalake.config.topic import TopicConfig
+    from kafkalake.lake.schema_history import SchemaHistory
+    from kafkalake.spark.topic_parser import TopicParser
+
+    topic = TopicConfig(
+        name="first",
+        freshness_sla=timedelta(hours=1),
+        table="first",
+        path=str(tmp_path / "first"),
+        parsed=ParsedConfig(evolution=evolution),
+    )
+    parser = TopicParser(spark, topic)
+    now = datetime(2026, 11, 23, tzinfo=UTC)
+
+    def parse(batch: int, *values: bytes | None) -> list[dict[str, Any]]:
+        rows = [(None, v, [], "first", 0, batch * 10 + i, now, 0, now) for i, v in enumerate(values)]
+        parsed = parser.parse(spark.createDataFrame(rows, bronze_schema()), f"batch {batch}")
+        try:
+            return [r.asDict(recursive=True) for r in parsed.frame.collect()]
+        finally:
+            parsed.frame.unpersist()
+
+    first = parse(0, b"hello", None)
+    assert [r[parse_columns.REASON] for r in first] == ["malformed_json", "empty_value"]
+    assert SchemaHistory(topic.schema_dir).current() is None
+
+    (row,) = parse(1, b'{"id": 7}')
+    assert row["id"] == 7 and row[parse_columns.REASON] is None
+    current = SchemaHistory(topic.schema_dir).current()
+    assert current is not None and [f["name"] for f in current.schema["fields"]] == ["id"]
+
+
 #: A flat schema with every scalar kind inference gives, a decimal and a struct: the records the
 #: clean-record shortcut may skip, and the ones it must not.
 SHORTCUT_SCHEMA = {

@@ -65,6 +65,10 @@ def refresh(spark: SparkSession, topic: TopicConfig, now: datetime | None = None
     drift = tuple(c for c in merged.changes if c.kind in ("added", "conflict"))
     if current is not None and config.evolution != "addNewColumns":
         return Refresh(sampled, None, drift)
+    if current is None and not merged.schema["fields"]:
+        # No JSON object with a field in the sample: recorded, this empty schema would be the
+        # topic's for good under the modes that add no field (see TopicParser._first_schema).
+        return Refresh(sampled, None, drift)
     written = history.write(
         parse_columns.with_catalog_hints(merged.schema, config, current.schema if current else None),
         source=f"refresh of {sampled} sampled values",

@@ -198,6 +198,8 @@ class TopicParser:
         self.history = SchemaHistory(topic.schema_dir)
         current = self.history.current()
         self.schema: Schema | None = current.schema if current else None
+        #: The schema is this run's guess, not recorded: no sample had a JSON object with a field.
+        self._provisional = False
         self.stats = stats if stats is not None else RunStats()
 
     def parse(self, bronze: DataFrame, source: str) -> ParsedFrame:
@@ -230,7 +232,7 @@ class TopicParser:
     def ensure_schema(self, bronze: DataFrame, source: str) -> None:
         """The schema to parse ``bronze`` with: the current one (repaired if no table could take
         it), or the topic's first (pinned, or inferred from these rows)."""
-        if self.schema is None:
+        if self.schema is None or self._provisional:
             self.schema = self._first_schema(bronze, source)
         elif problems := schema_problems(self.schema):
             self.schema = self._repair(self.schema, problems)
@@ -335,7 +337,14 @@ class TopicParser:
         return aggregates
 
     def _first_schema(self, bronze: DataFrame, source: str) -> Schema:
-        """The topic's first schema: pinned in the catalog, or inferred from these rows."""
+        """The topic's first schema: pinned in the catalog, or inferred from these rows.
+
+        Rows with no JSON object that has a field (a test message, a tombstone, malformed values)
+        teach nothing: their schema is used for them but not recorded, and the next batch infers
+        again. Recorded, it was the topic's schema for good under the modes that add no field
+        (``rescue``, ``none``: every later field rescued or dropped) and refused every field under
+        ``failOnNewColumns``.
+        """
         pinned = parse_columns.pinned_schema(self.config)
         if pinned is not None:
             schema = pinned
@@ -343,8 +352,17 @@ class TopicParser:
         else:
             schema = parse_columns.infer_schema(parse_columns.sample_texts(bronze, self.config), self.config)
             origin = f"inferred from {source}"
+        provisional = pinned is None and not schema["fields"]
         schema = parse_columns.with_catalog_hints(schema, self.config)
-        self._persist(schema, origin)
+        if provisional:
+            log.info(
+                "topic %s: %s has no JSON object with a field; no schema recorded yet",
+                self.topic.name,
+                source,
+            )
+            self._provisional = True
+        else:
+            self._persist(schema, origin)
         return schema
 
     def _repair(self, schema: Schema, problems: list[str]) -> Schema:
@@ -360,6 +378,7 @@ class TopicParser:
 
     def _persist(self, schema: Schema, origin: str) -> None:
         written = self.history.write(schema, origin)
+        self._provisional = False
         if written:
             self.stats.schema_versions.append(written.version)
             log.info(
