@@ -298,6 +298,19 @@ def test_a_first_batch_without_a_json_object_records_no_schema(spark, tmp_path, 
     assert current is not None and [f["name"] for f in current.schema["fields"]] == ["id"]
 
 
+def test_a_null_value_without_a_key_is_a_dead_letter_on_a_changelog_topic(spark):
+    """A tombstone lands in the latest table only, which drops keyless records: a null value with
+    a null key was counted a tombstone and landed in no table."""
+    now = datetime(2026, 11, 23, tzinfo=UTC)
+    rows = [(b"k", None, [], "t", 0, 0, now, 0, now), (None, None, [], "t", 0, 1, now, 0, now)]
+    config = ParsedConfig(changelog=True)
+    frame = parse_columns.parse_batch(spark.createDataFrame(rows, bronze_schema()), SCHEMA, config)
+    reasons = {r["_kafka"]["offset"]: r[parse_columns.REASON] for r in frame.collect()}
+
+    assert reasons == {0: parse_columns.TOMBSTONE, 1: "empty_value"}
+    assert [r["offset"] for r in parse_columns.dead_letter_rows(frame).collect()] == [1]
+
+
 #: A flat schema with every scalar kind inference gives, a decimal and a struct: the records the
 #: clean-record shortcut may skip, and the ones it must not.
 SHORTCUT_SCHEMA = {

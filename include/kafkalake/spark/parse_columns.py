@@ -257,7 +257,14 @@ def parse_batch(bronze: DataFrame, schema: Schema, config: ParsedConfig) -> Data
         ),
     )
     rescued = F.col("_kafka_rescued")
-    empty_value = F.lit(TOMBSTONE) if config.changelog else F.lit("empty_value")
+    # A tombstone lands in the latest table only, which keeps no keyless record: without a key, a
+    # null value is a dead letter, or it would be in no table at all.
+    keyed = F.col(KAFKA_COLUMN)["key"].isNotNull()
+    empty_value = (
+        F.when(keyed, F.lit(TOMBSTONE)).otherwise(F.lit("empty_value"))
+        if config.changelog
+        else F.lit("empty_value")
+    )
     reason = (
         F.when(F.col(VALUE).isNull(), empty_value)
         .when(F.octet_length(VALUE) == 0, F.lit("empty_value"))
