@@ -38,7 +38,15 @@ def metastore_lock(metastore: Path) -> Iterator[None]:
 
 
 def _normalise(location: str) -> str:
-    return location.removeprefix("file:").rstrip("/")
+    """One spelling of a local location: the catalog's ``file:///data/t`` (or ``file://localhost/data/t``)
+    is the ``file:/data/t`` the metastore gives back, and both are ``/data/t``."""
+    if location.startswith("file:"):
+        rest = location.removeprefix("file:")
+        if rest.startswith("//"):
+            authority, _, path = rest[2:].partition("/")
+            rest = "/" + path if authority in ("", "localhost") else rest
+        location = rest
+    return location.rstrip("/")
 
 
 def register(spark: SparkSession, topic: TopicConfig, registry: Path | None = None) -> list[str]:
