@@ -82,7 +82,8 @@ def register_table(spark: SparkSession, table: Table) -> str:
                 "removes only the catalog entry of an external table) or pick another table name."
             )
         return f"{table.name} already registered at {existing}"
-    location = table.location.replace("'", "\\'")
+    # A SQL string literal: a backslash would start an escape (`\t` a tab), so it is doubled first.
+    location = table.location.replace("\\", "\\\\").replace("'", "\\'")
     kill_points.reached("register:before_create")
     spark.sql(f"CREATE TABLE IF NOT EXISTS {table.name} USING DELTA LOCATION '{location}'")
     return f"registered {table.name} at {table.location}"
