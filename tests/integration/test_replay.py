@@ -232,3 +232,33 @@ def test_a_replay_killed_between_its_commits_completes_when_run_again(
         (r["partition"], r["offset"]) for r in read_rows(Path(topic.path))
     )
     assert not set(parsed) & set(dead)
+
+
+def test_a_replay_that_creates_the_parsed_tables_partitions_them_as_the_catalog_says(spark, tmp_path):
+    """A topic that was bronze only, now parsed with partition_by: the replay creates the parsed and
+    dead-letter tables as an ingest would, so the next ingest's partitioning check passes."""
+    from kafkalake.config.maintenance import MaintenanceConfig
+    from kafkalake.config.tables import topic_tables
+    from kafkalake.spark.stream import bronze_schema
+    from kafkalake.spark.table_settings import check_partitioning, create_table, existing_tables
+
+    topic = make_topic(
+        tmp_path,
+        "it-replay-creates",
+        ParsedConfig(schema=(("id", "bigint"),)),
+        maintenance=MaintenanceConfig(partition_by="ingestion_date"),
+    )
+    now = datetime.now(UTC)
+    values = [b'{"id": 1}', b'{"id": 2}', b"not json"]
+    rows = [(None, v, [], topic.name, 0, i, now, 0, now) for i, v in enumerate(values)]
+    bronze = topic_tables(topic)[0]
+    create_table(spark, topic, bronze, bronze_schema(), "bronze")
+    spark.createDataFrame(rows, bronze_schema()).write.format("delta").mode("append").save(topic.path)
+
+    replay(spark, topic)
+
+    for path in (topic.parsed_path, topic.dead_letter_path):
+        assert DeltaTable(path).metadata().partition_columns == ["ingestion_date"], path
+    check_partitioning(topic, existing_tables(spark, topic))
+    assert sorted(r["id"] for r in read_rows(Path(topic.parsed_path))) == [1, 2]
+    assert [r["offset"] for r in read_rows(Path(topic.dead_letter_path))] == [2]

@@ -315,6 +315,7 @@ def _replay(spark: SparkSession, topic: TopicConfig, selection: Selection) -> Re
         done = {
             topic.parsed_path: _replace(
                 spark,
+                topic,
                 parse_columns.parsed_rows(parsed.frame),
                 topic.parsed_path,
                 window_predicate(max_offsets, selection, PARSED_COLUMNS),
@@ -325,6 +326,7 @@ def _replay(spark: SparkSession, topic: TopicConfig, selection: Selection) -> Re
         done |= {
             topic.dead_letter_path: _replace(
                 spark,
+                topic,
                 parse_columns.dead_letter_rows(parsed.frame),
                 topic.dead_letter_path,
                 window_predicate(max_offsets, selection, DEAD_LETTER_COLUMNS),
@@ -350,7 +352,12 @@ def _committed_version(spark: SparkSession, path: str) -> int:
 
 
 def _replace(
-    spark: SparkSession, rows: DataFrame, path: str, predicate: str, merge_schema: bool = False
+    spark: SparkSession,
+    topic: TopicConfig,
+    rows: DataFrame,
+    path: str,
+    predicate: str,
+    merge_schema: bool = False,
 ) -> int:
     """Replace the rows matching ``predicate`` with ``rows`` in one commit; return its version."""
     from delta.tables import DeltaTable
@@ -358,7 +365,15 @@ def _replace(
     if DeltaTable.isDeltaTable(spark, path):
         writer = rows.write.format("delta").mode("overwrite").option("replaceWhere", predicate)
     else:
-        # A topic parsed for the first time (it was bronze only): the replay creates the table.
+        # A topic parsed for the first time (it was bronze only): the replay creates the table, with
+        # the catalog's partitioning and properties as an ingest would (a plain append made it
+        # unpartitioned, and every later ingest then failed its partitioning check).
+        from kafkalake.config.tables import topic_tables
+        from kafkalake.spark.table_settings import create_table
+
+        table = next(t for t in topic_tables(topic) if t.location == path)
+        kind = table.kind.replace("_", "-")
+        create_table(spark, topic, table, rows.schema, f"Kafka topic {topic.name}: {kind} table, by a replay")
         writer = rows.write.format("delta").mode("append")
     if merge_schema:
         writer = writer.option("mergeSchema", "true")
