@@ -22,7 +22,7 @@ from kafkalake.lake.checkpoint_lock import checkpoint_lock
 from kafkalake.spark import object_store
 from kafkalake.spark.follow_ups import MAINTENANCE_REPORT
 from kafkalake.spark.job_args import report
-from kafkalake.spark.table_care import maintain
+from kafkalake.spark.table_care import holds_run_lock, maintain
 
 log = logging.getLogger("kafkalake.maintain")
 
@@ -45,8 +45,8 @@ def main(argv: list[str] | None = None) -> int:
     object_store.configure(spark)
     # Locally Delta's log store refuses a second commit of one version, so OPTIMIZE may run beside
     # an ingest (a backfill run's table care does); on S3 it cannot, and a commit could be lost:
-    # there the care holds the topic's run lock.
-    guard = checkpoint_lock(topic.checkpoint_path) if topic.on_object_store else contextlib.nullcontext()
+    # there the care holds the topic's run lock, as it does for a VACUUM below the 7-day guard.
+    guard = checkpoint_lock(topic.checkpoint_path) if holds_run_lock(topic) else contextlib.nullcontext()
     try:
         with guard, store_refusals.named(topic.name, topic.storage_conn_id):
             for table_report in maintain(spark, topic, force=args.force):

@@ -68,6 +68,16 @@ def layout_plan(
     return plan
 
 
+def holds_run_lock(topic: TopicConfig) -> bool:
+    """Whether the topic's table care must hold its run lock, keeping ingests, replays and re-ingests out.
+
+    On an object store a commit beside another could be lost. And a VACUUM that retains less than
+    Delta's 7-day guard could delete the data files a running ingest has written but not committed
+    yet (unreferenced, and as old as the retention): the commit would then name files that are gone.
+    """
+    return topic.on_object_store or topic.maintenance.vacuum_retain < DELTA_MIN_RETENTION
+
+
 def retain_hours(retain: timedelta) -> int:
     """VACUUM's RETAIN in whole hours, rounded up (never retains less than asked)."""
     return math.ceil(retain.total_seconds() / 3600)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -13,7 +14,7 @@ from kafkalake.config.topic import TopicConfig
 from kafkalake.core.errors import NonRetryableError
 from kafkalake.lake.care_due import TableState, decide, is_due
 from kafkalake.lake.table_guard import TableFacts, refusal
-from kafkalake.spark.table_care import LayoutError, layout_plan, retain_hours
+from kafkalake.spark.table_care import LayoutError, holds_run_lock, layout_plan, retain_hours
 
 NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
 DAY = timedelta(days=1)
@@ -169,3 +170,13 @@ def test_guard_refuses(table, landed, says):
 )
 def test_guard_allows(table, landed):
     assert refusal(topic(), table, landed) is None
+
+
+def test_table_care_holds_the_run_lock_on_an_object_store_and_for_a_vacuum_below_the_guard():
+    # VACUUM RETAIN 0 HOURS beside a running ingest deletes the files it has not committed yet.
+    below = MaintenanceConfig(vacuum_retain=timedelta(hours=1), allow_vacuum_retain_below_7d=True)
+    assert holds_run_lock(topic(maintenance=below))
+    assert holds_run_lock(topic(maintenance=replace(below, vacuum_retain=timedelta(0))))
+    assert holds_run_lock(replace(topic(), path="s3a://bucket/o"))
+    assert not holds_run_lock(topic())
+    assert not holds_run_lock(topic(maintenance=MaintenanceConfig(vacuum_retain=timedelta(days=30))))
