@@ -299,3 +299,33 @@ def test_care_in_the_ingest_session_when_due_and_only_then(spark, tmp_path, caps
     time.sleep(1)
     assert care_in_session(spark, broken) is None  # its task then runs the job and fails bad_config
     assert DeltaTable(broken.path).version() == version
+
+
+def test_vacuum_keeps_files_for_the_whole_vacuum_retain_not_delta_s_default_7_days(spark, tmp_path):
+    """Delta 4 ignores VACUUM's RETAIN (other than 0 hours) unless told not to: vacuum_retain: 30d
+    then kept files 7 days only. Files compacted away 10 days ago must still be there."""
+    import json
+    import os
+    import time
+
+    topic = bronze_topic(tmp_path / "care_retain", vacuum_retain=timedelta(days=30))
+    landed(spark, topic, runs=3)
+    old_files = data_files(topic.path)
+    maintain(spark, topic, force=True)  # OPTIMIZE: the 3 files are now tombstones
+    ten_days_ago = time.time() - 10 * 86400
+    log = Path(topic.path) / "_delta_log"
+    for commit in sorted(log.glob("*.json")):
+        actions = [json.loads(line) for line in commit.read_text().splitlines() if line]
+        for action in actions:
+            if "remove" in action:
+                action["remove"]["deletionTimestamp"] = int(ten_days_ago * 1000)
+        commit.write_text("".join(json.dumps(a) + "\n" for a in actions))
+    for crc in log.glob("*.crc"):
+        crc.unlink()
+    for name in old_files:
+        os.utime(Path(topic.path) / name, (ten_days_ago, ten_days_ago))
+
+    (report,) = maintain(spark, topic, force=True)
+
+    assert "VACUUM RETAIN 720 HOURS" in report.actions
+    assert old_files <= data_files(topic.path)

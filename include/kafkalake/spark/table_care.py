@@ -15,7 +15,12 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
-from kafkalake.config.maintenance import DELTA_MIN_RETENTION, MaintenanceConfig
+from kafkalake.config.maintenance import (
+    DELTA_MIN_RETENTION,
+    RETENTION_PROPERTY,
+    MaintenanceConfig,
+    interval_of,
+)
 from kafkalake.config.tables import Table, topic_tables
 from kafkalake.config.topic import TopicConfig
 from kafkalake.core import kill_points
@@ -76,6 +81,16 @@ def holds_run_lock(topic: TopicConfig) -> bool:
     yet (unreferenced, and as old as the retention): the commit would then name files that are gone.
     """
     return topic.on_object_store or topic.maintenance.vacuum_retain < DELTA_MIN_RETENTION
+
+
+def vacuum_retention(config: MaintenanceConfig, properties: Mapping[str, str]) -> timedelta:
+    """What VACUUM retains: ``vacuum_retain``, or the table's ``delta.deletedFileRetentionDuration``
+    when that is longer (Delta refuses a shorter RETAIN, and readers were promised the longer one)."""
+    try:
+        table = interval_of(properties.get(RETENTION_PROPERTY, ""))
+    except ValueError:
+        table = None
+    return max(config.vacuum_retain, table) if table is not None else config.vacuum_retain
 
 
 def retain_hours(retain: timedelta) -> int:
@@ -150,7 +165,7 @@ def maintain(
             kill_points.reached("maintain:after_optimize")
         if force or due.vacuum:
             kill_points.reached("maintain:before_vacuum")
-            report.actions.append(_vacuum(spark, table, config))
+            report.actions.append(_vacuum(spark, table, config, {**state.properties, **changed}))
         report.after = _size(table)
         log.info("%s", report)
         reports.append(report)
@@ -176,20 +191,27 @@ def _optimize(spark: SparkSession, table: Table, config: MaintenanceConfig, colu
 
 
 _RETENTION_CHECK = "spark.databricks.delta.retentionDurationCheck.enabled"
+_RETENTION_IGNORE = "spark.databricks.delta.vacuum.retentionWindowIgnore.enabled"
 _LISTING_PARALLELISM = "spark.sql.sources.parallelPartitionDiscovery.parallelism"
 
 
-def _vacuum(spark: SparkSession, table: Table, config: MaintenanceConfig) -> str:
+def _vacuum(
+    spark: SparkSession, table: Table, config: MaintenanceConfig, properties: Mapping[str, str]
+) -> str:
     """VACUUM with the catalog's retention. Directories starting with ``_`` (``_delta_log``,
     ``_kafkalake`` with the checkpoint and schema history) are never touched by Delta's VACUUM."""
-    hours = retain_hours(config.vacuum_retain)
+    retain = vacuum_retention(config, properties)
+    hours = retain_hours(retain)
     # A VACUUM END commit in the log is how the next run knows when VACUUM last ran.
     spark.conf.set("spark.databricks.delta.vacuum.logging.enabled", "true")
+    # Delta 4 ignores RETAIN (other than 0 hours) by default and keeps only the table's retention
+    # (7 days unless set): a vacuum_retain of 30d deleted files 8 days old.
+    spark.conf.set(_RETENTION_IGNORE, "false")
     if not spark.sparkContext.getConf().contains(_LISTING_PARALLELISM):
         # VACUUM lists the table in this many tasks (default 10,000): on 2 cores that alone took
         # 193 s for a 5-file table (22-54 s with 8). A topic's spark_conf can still set it.
         spark.conf.set(_LISTING_PARALLELISM, str(max(8, 4 * spark.sparkContext.defaultParallelism)))
-    below_guard = config.vacuum_retain < DELTA_MIN_RETENTION
+    below_guard = retain < DELTA_MIN_RETENTION
     if below_guard:
         if not config.allow_vacuum_retain_below_7d:  # the catalog refuses this already
             raise BadConfigError(f"{table.name}: vacuum_retain below 7 days without the opt-in")

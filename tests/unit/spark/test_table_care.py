@@ -14,7 +14,13 @@ from kafkalake.config.topic import TopicConfig
 from kafkalake.core.errors import NonRetryableError
 from kafkalake.lake.care_due import TableState, decide, is_due
 from kafkalake.lake.table_guard import TableFacts, refusal
-from kafkalake.spark.table_care import LayoutError, holds_run_lock, layout_plan, retain_hours
+from kafkalake.spark.table_care import (
+    LayoutError,
+    holds_run_lock,
+    layout_plan,
+    retain_hours,
+    vacuum_retention,
+)
 
 NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
 DAY = timedelta(days=1)
@@ -180,3 +186,17 @@ def test_table_care_holds_the_run_lock_on_an_object_store_and_for_a_vacuum_below
     assert holds_run_lock(replace(topic(), path="s3a://bucket/o"))
     assert not holds_run_lock(topic())
     assert not holds_run_lock(topic(maintenance=MaintenanceConfig(vacuum_retain=timedelta(days=30))))
+
+
+def test_vacuum_retains_the_longer_of_the_catalog_and_the_table_retention():
+    month = {"delta.deletedFileRetentionDuration": "interval 30 days"}
+    assert vacuum_retention(MaintenanceConfig(), {}) == timedelta(days=7)
+    assert vacuum_retention(MaintenanceConfig(vacuum_retain=timedelta(days=30)), {}) == timedelta(days=30)
+    assert vacuum_retention(MaintenanceConfig(), month) == timedelta(days=30)
+    below = MaintenanceConfig(vacuum_retain=timedelta(hours=1), allow_vacuum_retain_below_7d=True)
+    assert vacuum_retention(below, {"delta.deletedFileRetentionDuration": "interval 2 hours"}) == timedelta(
+        hours=2
+    )
+    assert vacuum_retention(below, {"delta.deletedFileRetentionDuration": "calendarinterval"}) == timedelta(
+        hours=1
+    )
