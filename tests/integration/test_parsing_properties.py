@@ -184,8 +184,9 @@ def test_any_json_lands_in_exactly_one_place_and_the_parsed_table_opens_in_delta
     # The schema stays within the limits and fit for every engine.
     history = SchemaHistory(topic.schema_dir)
     current = history.current()
-    assert current is not None
-    schema = current.schema
+    # None: no batch held a JSON object with a field, so nothing was recorded yet (their schema
+    # was used for them alone: TopicParser._first_schema).
+    schema = current.schema if current is not None else {"type": "struct", "fields": []}
     assert schema_problems(schema) == []
     assert count_fields(schema) <= max_columns
     assert all(_depth(f["type"]) <= max_depth for f in schema["fields"])
