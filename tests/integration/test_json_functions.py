@@ -21,7 +21,7 @@ import pytest
 from pyspark.sql.types import ArrayType, DataType, MapType, StringType, StructType
 
 from kafkalake.spark import parse_columns
-from kafkalake.spark.json_functions import from_json, from_json_keyed, utf8_text
+from kafkalake.spark.json_functions import TRAILING_KEYS, from_json, from_json_keyed, utf8_text
 
 from .test_parsing import SHORTCUT_SCHEMA, SHORTCUT_VALUES
 
@@ -40,6 +40,11 @@ ODD_VALUES: list[bytes | None] = [
     b'{"s"\x00: 1}',
     b'\x00{"s": "a"}',
     b'{"s": "a"}\x00',
+    # More after the object (keys is TRAILING_KEYS), and what is no content (whitespace, NULs).
+    b'{"s": "a"} {"s": "b"}',
+    b'{"s": "a"}[1]',
+    b'{"s": "a"}x',
+    b'{"s": "a"}\x00\x00 \r\n',
     b'{"s": "caf\xc3\xa9"}',
     b'{"s": "caf\xe9"}',
     b'{"s": "\xc0\xaf"}',
@@ -126,6 +131,7 @@ def _compare(spark: Any, values: list[bytes | None], schema: DataType) -> None:
     rows = frame.select(*columns).collect()
     assert len(rows) == len(values)
     read_only_by_from_json: list[bytes | None] = []
+    trailing: list[bytes | None] = []
     for row in rows:
         value = values[row["i"]]
         # repr: a NaN parsed from the same text is the same value, though nan != nan.
@@ -139,6 +145,12 @@ def _compare(spark: Any, values: list[bytes | None], schema: DataType) -> None:
         if keyed is None:
             continue
         assert repr(keyed["value"]) == repr(row["spark"]), f"{value!r}"
+        if keyed["keys"] == TRAILING_KEYS:
+            # Spark read an object and stopped; the parse found more after it (not whitespace or
+            # NULs). Such a record is never clean: it is a dead letter (test_parsing).
+            assert row["spark"] is not None, f"{value!r}"
+            trailing.append(value)
+            continue
         if keyed["keys"] is not None:
             # The count is of the keys from_json's parser read: json_object_keys' parser refuses
             # some records it reads (NaN), never the other way round.
@@ -152,6 +164,14 @@ def _compare(spark: Any, values: list[bytes | None], schema: DataType) -> None:
         # is null.
         if "_corrupt_record" not in names:
             assert row["clean"] or not row["clean_before"], f"{value!r}"
+    if values is ODD_VALUES and isinstance(schema, StructType):
+        assert set(trailing) == {
+            b'{"s": "a"} trailing',
+            b'{"s": "a"}{"n": 2}',
+            b'{"s": "a"} {"s": "b"}',
+            b'{"s": "a"}[1]',
+            b'{"s": "a"}x',
+        }
     # What only from_json's parser reads is its non-numeric numbers (allowNonNumericNumbers).
     assert all(v and any(word in v for word in (b"NaN", b"Inf", b"INF")) for v in read_only_by_from_json)
 

@@ -311,6 +311,38 @@ def test_a_null_value_without_a_key_is_a_dead_letter_on_a_changelog_topic(spark)
     assert [r["offset"] for r in parse_columns.dead_letter_rows(frame).collect()] == [1]
 
 
+@pytest.mark.parametrize("evolution", ["addNewColumns", "none"])
+def test_text_after_the_json_object_makes_a_dead_letter_not_a_silent_loss(spark, evolution):
+    """Spark's parse reads a record's first JSON value and drops the rest: two documents in one
+    message landed as the first alone, the second in no table. Whitespace and NUL bytes (a C
+    producer's string terminator) after the object are no content."""
+    now = datetime(2026, 11, 23, tzinfo=UTC)
+    values = [
+        b'{"id": 1} {"id": 2}',
+        b'{"id": 3}{"id": 4}',
+        b'{"id": 5}x',
+        b'{"id": 6} \r\n\t',
+        b'{"id": 7}\x00\x00',
+        b'{"id": 8, "amount": 1.5}',
+    ]
+    rows = [(None, v, [], "t", 0, offset, now, 0, now) for offset, v in enumerate(values)]
+    config = ParsedConfig(evolution=evolution)
+    frame = parse_columns.parse_batch(spark.createDataFrame(rows, bronze_schema()), SCHEMA, config)
+    got = {r["_kafka"]["offset"]: r for r in frame.collect()}
+
+    trailing = "text after the JSON object (two JSON documents in one message?)"
+    for offset in (0, 1, 2):
+        assert (got[offset][parse_columns.REASON], got[offset][parse_columns.DETAIL]) == (
+            "malformed_json",
+            trailing,
+        ), values[offset]
+        assert got[offset][parse_columns.VALUE] == values[offset]  # the dead letter keeps the bytes
+    for offset, expected in ((3, 6), (4, 7), (5, 8)):
+        assert got[offset][parse_columns.REASON] is None, values[offset]
+        assert got[offset]["id"] == expected
+    assert sorted(r["offset"] for r in parse_columns.dead_letter_rows(frame).collect()) == [0, 1, 2]
+
+
 #: A flat schema with every scalar kind inference gives, a decimal and a struct: the records the
 #: clean-record shortcut may skip, and the ones it must not.
 SHORTCUT_SCHEMA = {
@@ -405,11 +437,13 @@ def test_the_clean_record_shortcut_changes_no_record(spark, monkeypatch, evoluti
         # repr: a NaN parsed from the same text is the same record, though nan != nan.
         assert repr(with_shortcut[offset]) == repr(row), f"{SHORTCUT_VALUES[offset]!r}"
     # The shortcut skips the checks where the full checks find nothing to rescue either (offsets in
-    # SHORTCUT_VALUES): plain records, a trailing text the parsers both ignore, a value Spark's
-    # string column keeps as its JSON text, Infinity for 1e400, NaN (the typed parse reads it, and
-    # counts its key), an escaped key, single quotes, a quote and a colon inside a value, a time.
-    assert taken == {0, 1, 5, 6, 14, 15, 16, 17, 20, 21, 23, 32, 33}, taken
+    # SHORTCUT_VALUES): plain records, a value Spark's string column keeps as its JSON text,
+    # Infinity for 1e400, NaN (the typed parse reads it, and counts its key), an escaped key, single
+    # quotes, a quote and a colon inside a value, a time. Not text after the object (16, 17): a dead
+    # letter (test_text_after_the_json_object_makes_a_dead_letter_not_a_silent_loss).
+    assert taken == {0, 1, 5, 6, 14, 15, 20, 21, 23, 32, 33}, taken
     # The corpus does exercise both sides: clean records parse, the others are rescued or dead.
     reasons = {offset: row[parse_columns.REASON] for offset, row in without.items()}
     assert reasons[0] is None and reasons[1] is None
+    assert reasons[16] == reasons[17] == "malformed_json"
     assert {"malformed_json", "not_an_object", "empty_value", "invalid_utf8"} <= set(reasons.values())

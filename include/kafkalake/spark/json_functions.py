@@ -23,10 +23,16 @@ def from_json(text: Column, schema: DataType) -> Column:
     return F.call_function("kafkalake_from_json", text, F.lit(schema.json()))
 
 
+#: ``keys`` of a record whose JSON object is followed by more than whitespace (or NUL bytes): a
+#: second document, or other text, which ``from_json`` would drop without a word.
+TRAILING_KEYS = -1
+
+
 def from_json_keyed(text: Column, schema: StructType) -> Column:
     """A struct of ``value``, ``from_json(text, schema)``, and ``keys``: the number of the record's
     top-level keys that parse read, where it read a JSON object whole (every value converted); null
-    where it did not. Where ``keys`` is not null it is ``size(json_object_keys(text))``."""
+    where it did not; :data:`TRAILING_KEYS` where more follows the object. Where ``keys`` is neither,
+    it is ``size(json_object_keys(text))``."""
     from pyspark.sql import functions as F
 
     return F.call_function("kafkalake_from_json_keyed", text, F.lit(schema.json()))

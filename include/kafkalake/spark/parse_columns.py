@@ -38,8 +38,8 @@ from kafkalake.lake.schema_history import (
     with_type_hints,
     without_reserved,
 )
+from kafkalake.spark.json_functions import TRAILING_KEYS, from_json_keyed, utf8_text
 from kafkalake.spark.json_functions import from_json as json_from_json
-from kafkalake.spark.json_functions import from_json_keyed, utf8_text
 from kafkalake.spark.table_settings import quote_identifier
 
 if TYPE_CHECKING:
@@ -260,6 +260,7 @@ def parse_batch(bronze: DataFrame, schema: Schema, config: ParsedConfig) -> Data
     # A tombstone lands in the latest table only, which keeps no keyless record: without a key, a
     # null value is a dead letter, or it would be in no table at all.
     keyed = F.col(KAFKA_COLUMN)["key"].isNotNull()
+    trailing = F.coalesce(F.col("_kafka_parsed")["keys"] == TRAILING_KEYS, F.lit(False))
     empty_value = (
         F.when(keyed, F.lit(TOMBSTONE)).otherwise(F.lit("empty_value"))
         if config.changelog
@@ -272,6 +273,8 @@ def parse_batch(bronze: DataFrame, schema: Schema, config: ParsedConfig) -> Data
         # Present, not empty, not over the limit: no text now means not UTF-8 (_text), which
         # spares a second scan of every value's bytes.
         .when(F.col(TEXT).isNull(), F.lit("invalid_utf8"))
+        # A second JSON value or other text after the object: the parse read the first only.
+        .when(trailing, F.lit("malformed_json"))
         .when(
             ~clean & raw_fields.isNull(),
             F.when(F.expr(f"try_parse_json({TEXT})").isNull(), F.lit("malformed_json")).otherwise(
@@ -284,6 +287,9 @@ def parse_batch(bronze: DataFrame, schema: Schema, config: ParsedConfig) -> Data
         F.format_string(
             f"value is %d bytes, over max_value_bytes {config.max_value_bytes}", F.octet_length(VALUE)
         ),
+    ).when(
+        F.col(TEXT).isNotNull() & trailing,
+        F.lit("text after the JSON object (two JSON documents in one message?)"),
     )
     if config.evolution == "failOnNewColumns":
         # New fields (at any depth) are rescued, and stop the parsed side until they are accepted;

@@ -108,9 +108,13 @@ final class KeyCount {
   var keys = 0
   /** Whether the parse read the record to its end without a failure. */
   var whole = false
+  /** Whether the record holds more than its JSON value: a second value (`{"a": 1} {"a": 2}`, two
+   *  documents in one message) or other text after it. Spark's parse reads the first value and
+   *  never looks further, so what follows would be in no parsed column, rescue or dead letter. */
+  var trailing = false
   private var started = false
 
-  def reset(): Unit = { objectRoot = false; keys = 0; whole = false; started = false }
+  def reset(): Unit = { objectRoot = false; keys = 0; whole = false; trailing = false; started = false }
 
   /** A parser that counts what `parser` reads, from zero. Spark's JacksonParser moves only by
    *  nextToken and skips what it does not need with skipChildren, which reads no key of the
@@ -130,12 +134,43 @@ final class KeyCount {
         }
         token
       }
+
+      // Spark's parse closes its parser when it has read the record's value (tryWithResource):
+      // where that value is whole at the root, what the parser has not read yet is what follows.
+      override def close(): Unit = {
+        try {
+          if (started && delegate.currentToken() != null && delegate.getParsingContext.inRoot()) {
+            trailing = !blankRest(delegate)
+          }
+        } catch {
+          case NonFatal(_) => () // cannot tell: the record reads as Spark reads it
+        } finally {
+          delegate.close()
+        }
+      }
     }
   }
 
+  private val restBytes = new java.io.ByteArrayOutputStream(64)
+  private val restChars = new java.io.CharArrayWriter(64)
+
+  /** Whether what `parser` has not read is only JSON whitespace or NUL bytes (a C producer's
+   *  string terminator, which Spark's parse never saw either). The byte parser holds the whole
+   *  record; the reader-based one (Utf8Bytes' fallback) only its buffer, whose end is all it sees. */
+  private def blankRest(parser: JsonParser): Boolean = {
+    def blank(c: Int): Boolean = c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == 0
+    restBytes.reset()
+    if (parser.releaseBuffered(restBytes) >= 0) return restBytes.size == 0 || restBytes.toByteArray.forall(b => blank(b))
+    restChars.reset()
+    if (parser.releaseBuffered(restChars) >= 0) return restChars.size == 0 || restChars.toCharArray.forall(c => blank(c))
+    true
+  }
+
   /** The count, where the parse read a JSON object whole: null for anything else (not an object,
-   *  not JSON, a value the typed parse could not convert, a record it read only in part). */
-  def result: java.lang.Integer = if (whole && objectRoot) keys else null
+   *  not JSON, a value the typed parse could not convert, a record it read only in part); -1 where
+   *  the object is followed by more than whitespace (``trailing``). */
+  def result: java.lang.Integer =
+    if (whole && objectRoot) (if (trailing) -1 else keys) else null
 }
 
 /** from_json's evaluation (JsonToStructsEvaluator, Spark 4.2) of a struct, array or map, over bytes;
