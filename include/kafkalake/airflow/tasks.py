@@ -105,7 +105,9 @@ def _has_new_offsets(
     if mode.mode is Mode.REINGEST:
         assert mode.reingest_from is not None
         window = windows.resolve_window(topic_name, checkpoint, config, mode.reingest_from)
-        log.info("re-ingest window: %s", window.describe())
+        log.log(
+            logging.WARNING if window.emptied else logging.INFO, "re-ingest window: %s", window.describe()
+        )
         if not window.records:
             log.info("skipping the Spark job: Kafka has nothing in the window the stream has passed")
         return window.records > 0

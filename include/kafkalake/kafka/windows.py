@@ -35,6 +35,9 @@ class Window:
     since: datetime
     start: Offsets
     end: Offsets
+    #: Partitions retention emptied (Kafka deleted every record up to its end offset): whatever of
+    #: the window they held is gone, and Kafka cannot tell whether there was any.
+    emptied: tuple[int, ...] = ()
 
     @property
     def ranges(self) -> dict[int, tuple[int, int]]:
@@ -53,7 +56,14 @@ class Window:
 
     def describe(self) -> str:
         parts = ", ".join(f"partition {p}: {s}..{e - 1}" for p, (s, e) in self.ranges.items()) or "none"
-        return f"{self.records} records of topic {self.topic!r} since {self.since.isoformat()} ({parts})"
+        text = f"{self.records} records of topic {self.topic!r} since {self.since.isoformat()} ({parts})"
+        if self.emptied:
+            listed = ", ".join(map(str, self.emptied))
+            text += (
+                f"; partition(s) {listed} hold no record now (retention deleted them all): what of "
+                "the window was there cannot be read again"
+            )
+        return text
 
 
 def plan_window(
@@ -95,7 +105,14 @@ def plan_window(
     for p, (_low, high) in marks.items():
         offset = at_time.get(p)
         start[p] = min(high if offset is None else offset, end[p])
-    return Window(topic, since, start, end)
+    # No offset for the time in a partition that holds nothing, though it held records the tables
+    # read: refusing would block every re-ingest of the topic until the partition gets a record.
+    emptied = tuple(
+        p
+        for p, (earliest, high) in sorted(marks.items())
+        if 0 < earliest == high and end[p] > 0 and at_time.get(p) is None
+    )
+    return Window(topic, since, start, end, emptied)
 
 
 def chunks(window: Window, max_records: int) -> Iterator[dict[int, tuple[int, int]]]:

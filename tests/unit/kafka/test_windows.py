@@ -57,6 +57,18 @@ def test_a_window_starting_before_what_kafka_still_holds_is_refused():
     assert "deleted by retention" in message and "Nothing was written" in message
 
 
+def test_a_partition_retention_emptied_is_named_as_unreadable_not_left_out_silently():
+    window = plan_window(
+        "t", SINCE, {0: 5, 1: None, 2: None}, {0: (0, 10), 1: (100, 100), 2: (0, 0)}, {0: 10, 1: 100}
+    )
+
+    assert window.ranges == {0: (5, 10)} and window.emptied == (1,)
+    assert "partition(s) 1 hold no record now" in window.describe()
+    assert "cannot be read again" in window.describe()
+    whole = plan_window("t", SINCE, {0: 5}, {0: (0, 10)}, {0: 10})
+    assert whole.emptied == () and "no record now" not in whole.describe()
+
+
 def test_offset_zero_is_never_expired():
     assert plan_window("t", SINCE, {0: 0}, {0: (0, 10)}, {0: 10}).ranges == {0: (0, 10)}
 
