@@ -10,7 +10,9 @@
 // Jackson's byte-based parser takes the bytes as they are, with recycled buffers.
 //
 // The results are Spark's, record for record: the same JacksonParser, options, failure handling
-// and corrupt-record rule as from_json (JsonToStructsEvaluator). Where the two parsers could read the bytes
+// and corrupt-record rule as from_json (JsonToStructsEvaluator). One addition: the keyed function's
+// count is -1 where more than whitespace or NUL bytes follows the object (KeyCount.trailing), which
+// Spark's parse drops unseen. Where the two parsers could read the bytes
 // differently, the record goes to Spark's reader-based parser: invalid UTF-8 (the reader replaces
 // it with U+FFFD, the byte parser stops), a byte-order mark or a zero byte in the first four (the
 // byte parser would take the record for UTF-16 or UTF-32, or skip the mark), and any record the
