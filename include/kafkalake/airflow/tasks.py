@@ -381,7 +381,11 @@ class FollowUpOperator(TopicSparkSubmitOperator):
     def done_by_ingest(self, context: Any) -> bool:
         """Whether the ingest job did this task's work (then logged here); never on a retry."""
         ti = context.get("ti")
-        done = ti.xcom_pull(task_ids="ingest", key=FOLLOW_UPS_XCOM_KEY) if ti is not None else None
+        done = (
+            ti.xcom_pull(task_ids=sla_alerts.INGEST_TASK_ID, key=FOLLOW_UPS_XCOM_KEY)
+            if ti is not None
+            else None
+        )
         if first_try(context) and isinstance(done, dict) and self.task_id in done:
             self.log.info(
                 "done in the ingest job's Spark application (no JVM started): %s", done[self.task_id]
