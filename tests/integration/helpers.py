@@ -51,6 +51,28 @@ def assert_exactly_once(rows: list[dict[str, Any]], topic: str, bootstrap: str |
     assert len(rows) == len(expected)
 
 
+def newest_spots(records: Any) -> dict[Any, Spot]:
+    """Each key's newest (partition, offset), as the latest table orders records: the higher offset
+    within a partition; across partitions, where Kafka orders nothing, the later timestamp (then
+    partition, offset). ``records``: (key, partition, offset, timestamp) tuples."""
+    per_partition: dict[tuple[Any, int], tuple[int, Any]] = {}
+    for key, partition, offset, timestamp in records:
+        held = per_partition.get((key, partition))
+        if held is None or offset > held[0]:
+            per_partition[(key, partition)] = (offset, timestamp)
+    newest: dict[Any, tuple[Any, int, int]] = {}
+    for (key, partition), (offset, timestamp) in per_partition.items():
+        order = (timestamp, partition, offset)
+        if key not in newest or order > newest[key]:
+            newest[key] = order
+    return {key: (partition, offset) for key, (_, partition, offset) in newest.items()}
+
+
+def kafka_spots(rows: list[dict[str, Any]]) -> list[tuple[Any, int, int, Any]]:
+    """(key, partition, offset, timestamp) of parsed rows, from their ``_kafka`` column."""
+    return [(k["key"], k["partition"], k["offset"], k["timestamp"]) for k in (r["_kafka"] for r in rows)]
+
+
 def headers_of(row: dict[str, Any]) -> list[tuple[str, bytes | None]]:
     return [(h["key"], h["value"]) for h in row["headers"] or []]
 

@@ -26,7 +26,7 @@ from kafkalake.kafka.client_config import ENV_CLIENT_CONFIG_FILE, ENV_KEEP_CLIEN
 from kafkalake.kafka.offsets import decide, end_offsets
 from kafkalake.lake.checkpoint import read_checkpoint
 
-from .helpers import assert_exactly_once, read_rows
+from .helpers import assert_exactly_once, newest_spots, read_rows
 
 pytestmark = pytest.mark.integration
 
@@ -207,14 +207,14 @@ def test_sigkill_at_each_commit_point_then_rerun_every_table_holds_each_offset_o
     assert_exactly_once(rows, KILL_TOPIC, kafka.bootstrap_servers)
     parsed, dead = parsed_side_matches(topic, rows)
     assert len(dead) == sum(1 for i in range(produced) if i % 41 == 0)
-    # The latest table holds each key's last parsed record (by partition, offset), whatever was replayed.
+    # The latest table holds each key's last parsed record, whatever was replayed.
     latest = read_rows(Path(topic.latest_path))
     valid = {(r["_kafka"]["partition"], r["_kafka"]["offset"]) for r in parsed}
-    expected = {}
-    for r in rows:
-        spot = (r["partition"], r["offset"])
-        if spot in valid and spot > expected.get(r["key"], (-1, -1)):
-            expected[r["key"]] = spot
+    expected = newest_spots(
+        (r["key"], r["partition"], r["offset"], r["kafka_timestamp"])
+        for r in rows
+        if (r["partition"], r["offset"]) in valid
+    )
     assert {r["_kafka"]["key"]: (r["_kafka"]["partition"], r["_kafka"]["offset"]) for r in latest} == expected
 
 

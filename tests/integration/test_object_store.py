@@ -45,7 +45,7 @@ from kafkalake.lake import lease_lock, registry, storage, store_files, store_ref
 from kafkalake.lake.checkpoint import read_checkpoint
 from kafkalake.lake.lease_lock import LeaseLock
 
-from .helpers import assert_exactly_once
+from .helpers import assert_exactly_once, kafka_spots, newest_spots
 
 pytestmark = [pytest.mark.integration, pytest.mark.objectstore]
 
@@ -144,10 +144,7 @@ def assert_tables_agree(topic: TopicConfig, kafka: LocalKafka) -> None:
     both = Counter(spot(r) for r in parsed + dead)
     assert set(both) == expected and max(both.values()) == 1
     assert {r["reason"] for r in dead} == {"malformed_json"}
-    last: dict[bytes, tuple[int, int]] = {}
-    for row in parsed:
-        key = row["_kafka"]["key"]
-        last[key] = max(last.get(key, spot(row)), spot(row))
+    last = newest_spots(kafka_spots(parsed))
     assert {r["_kafka"]["key"]: spot(r) for r in rows(topic.latest_path)} == last
 
 

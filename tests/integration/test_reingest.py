@@ -35,7 +35,7 @@ from kafkalake.dev.producer import Record
 from kafkalake.lake.checkpoint import read_checkpoint
 from kafkalake.spark.reingest import reingest
 
-from .helpers import assert_exactly_once, read_rows, run_ingest
+from .helpers import assert_exactly_once, kafka_spots, newest_spots, read_rows, run_ingest
 
 pytestmark = pytest.mark.integration
 
@@ -105,15 +105,11 @@ def assert_tables_agree(topic: TopicConfig, expected: set[tuple[int, int]]) -> N
     parsed_rows = read_rows(Path(topic.parsed_path))
     both = spots_of(parsed_rows) + spots_of(read_rows(Path(topic.dead_letter_path)))
     assert set(both) == expected and max(both.values()) == 1
-    last: dict[bytes, tuple[int, int]] = {}
-    for row in parsed_rows:
-        spot = (row["_kafka"]["partition"], row["_kafka"]["offset"])
-        last[row["_kafka"]["key"]] = max(last.get(row["_kafka"]["key"], spot), spot)
     latest = {
         r["_kafka"]["key"]: (r["_kafka"]["partition"], r["_kafka"]["offset"])
         for r in read_rows(Path(topic.latest_path))
     }
-    assert latest == last
+    assert latest == newest_spots(kafka_spots(parsed_rows))
 
 
 def test_reingest_fills_each_tables_gaps_once_and_leaves_unread_records_to_the_stream(
