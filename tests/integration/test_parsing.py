@@ -67,6 +67,19 @@ def rescued(row: dict[str, Any]) -> Any:
     return None if row["_rescued_data"] is None else json.loads(row["_rescued_data"])
 
 
+def parse_frame(spark: Any, values: list[bytes], config: ParsedConfig) -> Any:
+    """``values`` as keyless records at offsets 0, 1, ... of one partition, parsed with SCHEMA."""
+    now = datetime(2026, 11, 23, tzinfo=UTC)
+    rows = [(None, v, [], "t", 0, offset, now, 0, now) for offset, v in enumerate(values)]
+    return parse_columns.parse_batch(spark.createDataFrame(rows, bronze_schema()), SCHEMA, config)
+
+
+def parse_values(spark: Any, values: list[bytes], config: ParsedConfig) -> list[dict[str, Any]]:
+    """:func:`parse_frame`'s rows, in offset order."""
+    rows = parse_frame(spark, values, config).collect()
+    return sorted((r.asDict(recursive=True) for r in rows), key=lambda r: r["_kafka"]["offset"])
+
+
 def test_rescue_keeps_unknown_and_mistyped_fields_as_json_and_nothing_else(spark):
     out = parse(spark, ParsedConfig(evolution="rescue"))
 
@@ -123,16 +136,30 @@ def test_fail_on_new_columns_rescues_new_fields_and_dead_letters_a_type_mismatch
 def test_a_schema_field_given_twice_keeps_both_values(spark):
     """``{"id": 1, "id": "x"}``: the typed parse keeps 1 (the last value does not convert), so the
     last value, which the record means, must be rescued; it was lost, ``_rescued_data`` read ``{}``."""
-    now = datetime(2026, 11, 23, tzinfo=UTC)
-    values = [b'{"id": 1, "id": "x"}', b'{"id": 1, "id": 2, "amount": 1.5}']
-    rows = [(None, v, [], "t", 0, i, now, 0, now) for i, v in enumerate(values)]
-    frame = parse_columns.parse_batch(spark.createDataFrame(rows, bronze_schema()), SCHEMA, ParsedConfig())
-    out = sorted((r.asDict(recursive=True) for r in frame.collect()), key=lambda r: r["_kafka"]["offset"])
+    out = parse_values(spark, [b'{"id": 1, "id": "x"}', b'{"id": 1, "id": 2, "amount": 1.5}'], ParsedConfig())
 
     assert [r[parse_columns.REASON] for r in out] == [None, None]
     assert out[0]["_rescued_data"] is not None and '"x"' in out[0]["_rescued_data"]
     assert out[1]["id"] == 2 and out[1]["amount"] == 1.5
     assert out[1]["_rescued_data"] is not None and '"id":2' in out[1]["_rescued_data"]
+
+
+def test_mode_none_dead_letters_a_schema_field_given_twice(spark):
+    """Mode none has no rescue column: ``{"id": 1, "id": "x"}`` landed as id 1 and "x" was in no
+    table but bronze. A known key given twice is a dead letter naming it; an unknown one is ignored
+    as every unknown key is in that mode."""
+    values = [
+        b'{"id": 1, "id": "x"}',
+        b'{"id": 1, "amount": 2.5, "id": 2, "amount": 3}',
+        b'{"id": 1, "extra": 1, "extra": 2}',
+        b'{"id": 1, "amount": 2.5}',
+    ]
+    out = parse_values(spark, values, ParsedConfig(evolution="none"))
+
+    assert [r[parse_columns.REASON] for r in out] == ["type_mismatch", "type_mismatch", None, None]
+    assert out[0][parse_columns.DETAIL].endswith("cannot be told): id")
+    assert out[1][parse_columns.DETAIL].endswith("cannot be told): id, amount")
+    assert (out[2]["id"], out[3]["id"], out[3]["amount"]) == (1, 1, 2.5)
 
 
 def test_the_catalogs_rule_check_agrees_with_sparks_parser(spark):
@@ -316,7 +343,6 @@ def test_text_after_the_json_object_makes_a_dead_letter_not_a_silent_loss(spark,
     """Spark's parse reads a record's first JSON value and drops the rest: two documents in one
     message landed as the first alone, the second in no table. Whitespace and NUL bytes (a C
     producer's string terminator) after the object are no content."""
-    now = datetime(2026, 11, 23, tzinfo=UTC)
     values = [
         b'{"id": 1} {"id": 2}',
         b'{"id": 3}{"id": 4}',
@@ -325,9 +351,7 @@ def test_text_after_the_json_object_makes_a_dead_letter_not_a_silent_loss(spark,
         b'{"id": 7}\x00\x00',
         b'{"id": 8, "amount": 1.5}',
     ]
-    rows = [(None, v, [], "t", 0, offset, now, 0, now) for offset, v in enumerate(values)]
-    config = ParsedConfig(evolution=evolution)
-    frame = parse_columns.parse_batch(spark.createDataFrame(rows, bronze_schema()), SCHEMA, config)
+    frame = parse_frame(spark, values, ParsedConfig(evolution=evolution))
     got = {r["_kafka"]["offset"]: r for r in frame.collect()}
 
     trailing = "text after the JSON object (two JSON documents in one message?)"

@@ -298,6 +298,18 @@ def parse_batch(bronze: DataFrame, schema: Schema, config: ParsedConfig) -> Data
         reason, detail = _type_mismatch(reason, detail, type_lost, names)
     if not rescue_mode:
         reason, detail = _type_mismatch(reason, detail, lost, names)
+        # A schema field's key given twice: the typed parse keeps one value (the first, when the
+        # last does not convert) and mode none has no rescue column for the other, which would be
+        # in no table but bronze. The other modes rescue both values.
+        twice = _given_twice(raw_keys, names)
+        reason = reason.when(~clean & (F.size(twice) > 0), F.lit("type_mismatch"))
+        detail = detail.when(
+            ~clean & (F.size(twice) > 0),
+            F.concat(
+                F.lit("fields given more than once (which value is meant cannot be told): "),
+                F.array_join(twice, ", "),
+            ),
+        )
     else:
         # What must be rescued but cannot be written as JSON (Spark's variant refused it, e.g. a
         # key twice in one object where duplicates are not allowed) is a dead letter, not a loss.
@@ -311,6 +323,22 @@ def parse_batch(bronze: DataFrame, schema: Schema, config: ParsedConfig) -> Data
     if rescue_mode:
         columns.append(F.when(F.col(REASON).isNull(), rescued).alias(RESCUED_COLUMN))
     return frame.select(*columns, F.col(REASON), F.col(DETAIL), F.col(VALUE))
+
+
+def _given_twice(raw_keys: Column, names: list[str]) -> Column:
+    """The ``names`` the record's top-level keys hold more than once, as an array (empty when none).
+
+    Spelled out only for a record with a key twice (rare): the names are each looked up in the keys."""
+    from pyspark.sql import functions as F
+
+    none = F.array().cast("array<string>")
+    if not names:
+        return none
+    repeated = F.size(F.array_distinct(raw_keys)) < F.size(raw_keys)
+    twice = F.filter(
+        F.array(*(F.lit(n) for n in names)), lambda n: F.size(F.filter(raw_keys, lambda k: k == n)) > 1
+    )
+    return F.when(F.coalesce(repeated, F.lit(False)), twice).otherwise(none)
 
 
 def _any(flags: list[Column]) -> Column:
