@@ -146,20 +146,25 @@ def test_a_schema_field_given_twice_keeps_both_values(spark):
 
 def test_mode_none_dead_letters_a_schema_field_given_twice(spark):
     """Mode none has no rescue column: ``{"id": 1, "id": "x"}`` landed as id 1 and "x" was in no
-    table but bronze. A known key given twice is a dead letter naming it; an unknown one is ignored
-    as every unknown key is in that mode."""
+    table but bronze. A known key given twice, at any depth, is a dead letter naming it; an unknown
+    one is ignored as every unknown key is in that mode."""
     values = [
         b'{"id": 1, "id": "x"}',
         b'{"id": 1, "amount": 2.5, "id": 2, "amount": 3}',
         b'{"id": 1, "extra": 1, "extra": 2}',
         b'{"id": 1, "amount": 2.5}',
+        b'{"id": 1, "detail": {"qty": 1, "qty": "x"}}',
+        b'{"id": 1, "detail": {"qty": 1, "note": 1, "note": 2}}',
     ]
     out = parse_values(spark, values, ParsedConfig(evolution="none"))
 
-    assert [r[parse_columns.REASON] for r in out] == ["type_mismatch", "type_mismatch", None, None]
+    reasons = [r[parse_columns.REASON] for r in out]
+    assert reasons == ["type_mismatch", "type_mismatch", None, None, "type_mismatch", None]
     assert out[0][parse_columns.DETAIL].endswith("cannot be told): id")
     assert out[1][parse_columns.DETAIL].endswith("cannot be told): id, amount")
-    assert (out[2]["id"], out[3]["id"], out[3]["amount"]) == (1, 1, 2.5)
+    # Inside a struct, as a value of the wrong type there: the top-level field is named.
+    assert out[4][parse_columns.DETAIL] == "fields not of their schema type: detail"
+    assert (out[2]["id"], out[3]["id"], out[3]["amount"], out[5]["detail"]) == (1, 1, 2.5, {"qty": 1})
 
 
 def test_the_catalogs_rule_check_agrees_with_sparks_parser(spark):

@@ -82,18 +82,23 @@ def _has_unknown(raw_fields: Column, names: Sequence[str]) -> Column:
     return F.size(raw_fields) > known
 
 
-def _lossy(raw: Column, parsed: Column, data_type: Any, unknown_lost: bool = True) -> Column:
+def _lossy(
+    raw: Column, parsed: Column, data_type: Any, unknown_lost: bool = True, twice_lost: bool = False
+) -> Column:
     """True where the raw JSON text holds something the parsed value lost (at any depth).
 
     Args:
         unknown_lost: whether a struct's key that the schema does not know counts as lost (to
-            rescue), or is ignored (mode ``none``, at every depth as at the top).
+            rescue), or is ignored (mode ``none``, at every depth as at the top). A known key given
+            twice is one more key than the schema knows, so it counts too.
+        twice_lost: where unknown keys do not count, whether a known key given twice does (mode
+            ``none``, which has no rescue column for the value the parse did not keep).
     """
     from pyspark.sql import functions as F
 
     present = raw.isNotNull()
     if isinstance(data_type, dict) and data_type["type"] in ("struct", "array"):
-        return present & _lossy_nested(raw, parsed, data_type, unknown_lost)
+        return present & _lossy_nested(raw, parsed, data_type, unknown_lost, twice_lost)
     decimal = _DECIMAL.fullmatch(data_type) if isinstance(data_type, str) else None
     if decimal is not None:
         precision, scale = int(decimal.group(1)), int(decimal.group(2))
@@ -115,17 +120,25 @@ def _lossy(raw: Column, parsed: Column, data_type: Any, unknown_lost: bool = Tru
     return present & parsed.isNull()
 
 
-def _lossy_nested(raw: Column, parsed: Column, data_type: Any, unknown_lost: bool) -> Column:
+def _lossy_nested(
+    raw: Column, parsed: Column, data_type: Any, unknown_lost: bool, twice_lost: bool
+) -> Column:
     """:func:`_lossy` of a struct or an array whose raw text is present."""
     from pyspark.sql import functions as F
 
     if data_type["type"] == "struct":
         fields = data_type["fields"]
         raw_fields = F.from_json(raw, "map<string,string>")
-        lost = _has_unknown(raw_fields, [f["name"] for f in fields]) if unknown_lost else F.lit(False)
+        names = [f["name"] for f in fields]
+        if unknown_lost:
+            lost = _has_unknown(raw_fields, names)
+        elif twice_lost:
+            lost = F.size(_given_twice(F.map_keys(raw_fields), names)) > 0
+        else:
+            lost = F.lit(False)
         for field in fields:
             name = field["name"]
-            lost = lost | _lossy(raw_fields[name], parsed[name], field["type"], unknown_lost)
+            lost = lost | _lossy(raw_fields[name], parsed[name], field["type"], unknown_lost, twice_lost)
         return parsed.isNull() | lost
     element = data_type["elementType"]
     raw_elements = F.from_json(raw, "array<string>")
@@ -133,7 +146,7 @@ def _lossy_nested(raw: Column, parsed: Column, data_type: Any, unknown_lost: boo
         isinstance(element, str) and _DECIMAL.fullmatch(element)
     ):
         inner = F.exists(
-            F.zip_with(raw_elements, parsed, lambda r, p: _lossy(r, p, element, unknown_lost)),
+            F.zip_with(raw_elements, parsed, lambda r, p: _lossy(r, p, element, unknown_lost, twice_lost)),
             lambda x: x,
         )
     else:
@@ -220,7 +233,7 @@ def parse_batch(bronze: DataFrame, schema: Schema, config: ParsedConfig) -> Data
     # common-subexpression elimination does not reach, and every map lookup ran four times over
     # (bench: parse_batch of 500,000 records 8.4 s -> see README).
     flags = [
-        (~clean & _lossy(raw_fields[n], parsed[n], t, rescue_mode)).alias(f"_kafka_lost_{i}")
+        (~clean & _lossy(raw_fields[n], parsed[n], t, rescue_mode, not rescue_mode)).alias(f"_kafka_lost_{i}")
         for i, (n, t) in enumerate(zip(names, types, strict=True))
     ]
     flags.append((~clean & _has_unknown(raw_fields, names)).alias("_kafka_unknown"))
