@@ -72,6 +72,7 @@ from kafkalake.spark import reingest as landing_gaps
 from kafkalake.spark.batch_writer import BatchWriter
 from kafkalake.spark.catch_up import catch_up_if_behind
 from kafkalake.spark.follow_ups import run_follow_ups
+from kafkalake.spark.latest import settle_after_run
 from kafkalake.spark.recovery import apply_start_plan
 from kafkalake.spark.stream import ensure_table, start_ingest
 
@@ -157,6 +158,7 @@ def ingest(
             query = start_ingest(spark, topic, client_config, writer, plan.rebuild_from)
             streaming = time.monotonic()
             query.awaitTermination()
+            settle_after_run(spark, topic, writer.run_started, writer.latest_batches)
             behind = catch_up_parsed(spark, topic, writer)
     except KafkalakeError as err:
         # Raised by the driver itself, not by a batch: a refusal before the stream, or the run lock.

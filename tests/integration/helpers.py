@@ -20,6 +20,7 @@ from kafkalake.kafka.offsets import end_offsets
 from kafkalake.lake.table_guard import check_safe_to_start, plan_start
 from kafkalake.spark.batch_writer import BatchWriter
 from kafkalake.spark.catch_up import catch_up_if_behind
+from kafkalake.spark.latest import settle_after_run
 from kafkalake.spark.recovery import apply_start_plan
 from kafkalake.spark.stream import ensure_table, start_ingest
 
@@ -127,6 +128,7 @@ def run_ingest(spark: Any, topic: TopicConfig, bootstrap: str, topic_id: str | N
         if writer.failure is not None:
             raise writer.failure from None
         raise
+    settle_after_run(spark, topic, writer.run_started, writer.latest_batches)
     # As the job: a parsed side that fell behind catches up from bronze, or raises why it cannot.
     catch_up_if_behind(spark, topic, writer)
     return writer

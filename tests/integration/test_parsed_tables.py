@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import random
+import time
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -193,6 +194,27 @@ def test_latest_row_per_key_matches_a_fold_over_the_events(spark, kafka, tmp_pat
     tombstones = sum(r.value is None for r in records)
     assert len(read_rows(Path(topic.parsed_path))) == len(records) - tombstones
     assert read_rows(Path(topic.dead_letter_path)) == []
+
+
+def test_a_deleted_key_that_moved_partition_stays_deleted_across_batches(spark, kafka, tmp_path):
+    """A key that moved partition (partitions added): its record from before the move in partition 1,
+    its tombstone after the move in partition 0. The source splits a batch across partitions by
+    offsets, so the tombstone came in the first batch and the older record in the last, whose MERGE
+    found no row and inserted it: the deleted key came back."""
+    name = "it-moved-key"
+    topic = make_topic(tmp_path, name, ParsedConfig(latest_by_key=True, changelog=True), max_offsets=4)
+    producer.create_topic(kafka.bootstrap_servers, name, partitions=2)
+    fillers = [Record(f"f{i}".encode(), json.dumps({"seq": i}).encode(), 1) for i in range(8)]
+    producer.produce(kafka.bootstrap_servers, name, [*fillers, Record(b"k", b'{"seq": 8}', 1)])
+    time.sleep(0.05)  # the tombstone's Kafka timestamp is later: it is the key's newest record
+    producer.produce(kafka.bootstrap_servers, name, [Record(b"k", None, 0)])
+
+    writer = run(spark, topic, kafka.bootstrap_servers)
+
+    assert writer.stats.batches >= 2 and writer.latest_batches >= 2
+    assert {r["_kafka"]["key"] for r in read_rows(Path(topic.latest_path))} == {f.key for f in fillers}
+    # The record itself is kept where it belongs: in the parsed table, once.
+    assert [r["seq"] for r in read_rows(Path(topic.parsed_path)) if r["_kafka"]["key"] == b"k"] == [8]
 
 
 def test_bronze_only_topic_writes_no_parsed_tables(spark, kafka, tmp_path):

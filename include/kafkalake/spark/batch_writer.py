@@ -28,6 +28,7 @@ import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import replace
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
 from kafkalake.config.topic import TopicConfig
@@ -110,6 +111,10 @@ class BatchWriter:
         self.parser = TopicParser(spark, topic)
         #: The typed error a batch raised, kept because Spark hands the caller only a wrapped copy.
         self.failure: Exception | None = None
+        #: When the run began (bronze's ingested_at of its rows is later), and how many batches
+        #: MERGEd into the latest table (latest.settle_after_run).
+        self.run_started = datetime.now(UTC) - timedelta(seconds=1)
+        self.latest_batches = 0
         self._query_id: str | None = None
         self._started = threading.Event()
         #: Seconds per step of the batch being written (bronze, parse, parsed, ...).
@@ -386,6 +391,7 @@ class BatchWriter:
                 from kafkalake.spark.latest import latest_schema, merge_latest
 
                 self._create_once("latest", latest_schema(frame))
+                self.latest_batches += 1
                 with self._step("latest"):
                     merge_latest(
                         self.spark,

@@ -19,8 +19,12 @@ from kafkalake.spark import parse_columns
 from kafkalake.spark.table_settings import as_nullable, quote_identifier
 
 if TYPE_CHECKING:
+    from datetime import datetime
+
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import StructType
+
+    from kafkalake.config.topic import TopicConfig
 
 _TOMBSTONE_FLAG = "_kafka_is_tombstone"
 _NEWER = (
@@ -100,6 +104,53 @@ def merge_latest(
         spark.conf.unset(_TXN_APP_ID)
         spark.conf.unset(_TXN_VERSION)
         spark.conf.unset(_USER_METADATA)
+
+
+def delete_by_tombstones(spark: SparkSession, bronze: DataFrame, path: str) -> None:
+    """Apply again the tombstones among ``bronze`` rows: a key's row is deleted where its newest
+    tombstone is newer (:data:`_NEWER`) than the row. Nothing is inserted or updated, so a tombstone
+    applied before changes nothing.
+
+    Why: the Kafka source splits a micro-batch across partitions by offsets, so a key that moved
+    partition (partitions added) can have its tombstone (new partition) in an earlier batch than a
+    record from before the move (old partition). That record's MERGE finds no row, and the
+    not-matched insert, which has no memory of the delete, brought the key back."""
+    from delta.tables import DeltaTable
+    from pyspark.sql import functions as F
+
+    tombstones = bronze.where(F.col("value").isNull() & F.col("key").isNotNull()).select(
+        F.struct("key", "partition", "offset", F.col("kafka_timestamp").alias("timestamp")).alias("_kafka")
+    )
+    per_partition = tombstones.groupBy(F.col("_kafka.key").alias("k"), F.col("_kafka.partition")).agg(
+        F.max_by("_kafka", F.col("_kafka.offset")).alias("_kafka")
+    )
+    kafka = F.col("_kafka")
+    newest = per_partition.groupBy("k").agg(
+        F.max_by("_kafka", F.struct(kafka["timestamp"], kafka["partition"], kafka["offset"])).alias("_kafka")
+    )
+    (
+        DeltaTable.forPath(spark, path)
+        .alias("t")
+        .merge(newest.select("_kafka").alias("s"), "t._kafka.key = s._kafka.key")
+        .whenMatchedDelete(condition=_NEWER)
+        .execute()
+    )
+
+
+def settle_after_run(spark: SparkSession, topic: TopicConfig, run_started: datetime, batches: int) -> None:
+    """After a stream run of more than one batch on a changelog topic's latest table: the tombstones
+    bronze got in the run, applied once more (:func:`delete_by_tombstones`). A run of one batch
+    orders a key's records within it, so it needs nothing."""
+    from delta.tables import DeltaTable
+    from pyspark.sql import functions as F
+
+    parsed = topic.parsed
+    if not (parsed.enabled and parsed.latest_by_key and parsed.changelog) or batches < 2:
+        return
+    if not DeltaTable.isDeltaTable(spark, topic.latest_path):
+        return
+    landed = spark.read.format("delta").load(topic.path).where(F.col("ingested_at") >= F.lit(run_started))
+    delete_by_tombstones(spark, landed, topic.latest_path)
 
 
 def rebuild_latest(frame: DataFrame, path: str) -> None:
