@@ -21,7 +21,7 @@ from kafkalake.spark.table_settings import as_nullable, quote_identifier
 if TYPE_CHECKING:
     from datetime import datetime
 
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import Column, DataFrame, SparkSession
     from pyspark.sql.types import StructType
 
     from kafkalake.config.topic import TopicConfig
@@ -50,18 +50,22 @@ def latest_per_key(frame: DataFrame) -> DataFrame:
     record = F.struct(
         *columns, F.coalesce(reason == parse_columns.TOMBSTONE, F.lit(False)).alias(_TOMBSTONE_FLAG)
     )
-    # Each partition's last record of the key, then the latest of those (as _NEWER orders them).
+    return _newest_per_key(rows, record).select("latest.*")
+
+
+def _newest_per_key(rows: DataFrame, record: Column) -> DataFrame:
+    """``record`` (a struct with the row's ``_kafka``) of each key's newest row, as ``latest``:
+    each partition's last record of the key, then the latest of those, as :data:`_NEWER` orders
+    them."""
+    from pyspark.sql import functions as F
+
     key = F.col("_kafka.key").alias("_kafka_group_key")
     per_partition = rows.groupBy(key, F.col("_kafka.partition").alias("_kafka_group_partition")).agg(
         F.max_by(record, F.col("_kafka.offset")).alias("latest")
     )
     kafka = F.col("latest._kafka")
     order = F.struct(kafka["timestamp"], kafka["partition"], kafka["offset"])
-    return (
-        per_partition.groupBy("_kafka_group_key")
-        .agg(F.max_by("latest", order).alias("latest"))
-        .select("latest.*")
-    )
+    return per_partition.groupBy("_kafka_group_key").agg(F.max_by("latest", order).alias("latest"))
 
 
 def latest_schema(frame: DataFrame) -> StructType:
@@ -121,17 +125,11 @@ def delete_by_tombstones(spark: SparkSession, bronze: DataFrame, path: str) -> N
     tombstones = bronze.where(F.col("value").isNull() & F.col("key").isNotNull()).select(
         F.struct("key", "partition", "offset", F.col("kafka_timestamp").alias("timestamp")).alias("_kafka")
     )
-    per_partition = tombstones.groupBy(F.col("_kafka.key").alias("k"), F.col("_kafka.partition")).agg(
-        F.max_by("_kafka", F.col("_kafka.offset")).alias("_kafka")
-    )
-    kafka = F.col("_kafka")
-    newest = per_partition.groupBy("k").agg(
-        F.max_by("_kafka", F.struct(kafka["timestamp"], kafka["partition"], kafka["offset"])).alias("_kafka")
-    )
+    newest = _newest_per_key(tombstones, F.struct("_kafka")).select("latest.*")
     (
         DeltaTable.forPath(spark, path)
         .alias("t")
-        .merge(newest.select("_kafka").alias("s"), "t._kafka.key = s._kafka.key")
+        .merge(newest.alias("s"), "t._kafka.key = s._kafka.key")
         .whenMatchedDelete(condition=_NEWER)
         .execute()
     )

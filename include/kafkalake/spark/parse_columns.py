@@ -242,6 +242,9 @@ def parse_batch(bronze: DataFrame, schema: Schema, config: ParsedConfig) -> Data
             (~clean & _lossy(raw_fields[n], parsed[n], t, False)).alias(f"_kafka_type_lost_{i}")
             for i, (n, t) in enumerate(zip(names, types, strict=True))
         ]
+    if not rescue_mode:
+        # The schema fields the record gives twice (mode none's dead letter, below): once per record.
+        flags.append(F.when(~clean, _given_twice(F.map_keys(raw_fields), names)).alias("_kafka_twice"))
     frame = frame.select("*", *flags)
     lost = [F.col(f"_kafka_lost_{i}") for i in range(len(names))]
     frame = frame.withColumn("_kafka_needs_rescue", F.col("_kafka_unknown") | _any(lost))
@@ -314,10 +317,10 @@ def parse_batch(bronze: DataFrame, schema: Schema, config: ParsedConfig) -> Data
         # A schema field's key given twice: the typed parse keeps one value (the first, when the
         # last does not convert) and mode none has no rescue column for the other, which would be
         # in no table but bronze. The other modes rescue both values.
-        twice = _given_twice(raw_keys, names)
-        reason = reason.when(~clean & (F.size(twice) > 0), F.lit("type_mismatch"))
+        twice = F.col("_kafka_twice")
+        reason = reason.when(F.size(twice) > 0, F.lit("type_mismatch"))
         detail = detail.when(
-            ~clean & (F.size(twice) > 0),
+            F.size(twice) > 0,
             F.concat(
                 F.lit("fields given more than once (which value is meant cannot be told): "),
                 F.array_join(twice, ", "),
