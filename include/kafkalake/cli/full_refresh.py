@@ -114,7 +114,7 @@ def delete_tables(topic: TopicConfig, lake: Path) -> list[str]:
             raise SystemExit(
                 f"full refresh REFUSED: topic {topic.name!r}: {location} is on an object store; this "
                 "command deletes local tables only: pause the DAG and delete the topic's prefixes with "
-                "the store's own tools (README, Tables on object storage); nothing was deleted"
+                "the store's own tools (docs/object-storage.md); nothing was deleted"
             )
         if (reason := unsafe_to_delete(path, lake)) is not None:
             raise SystemExit(f"full refresh REFUSED: {reason}; nothing was deleted")

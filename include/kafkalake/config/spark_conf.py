@@ -112,7 +112,7 @@ def derby_metastore_conf(lake_root: Path) -> dict[str, str]:
 #: The Spark JVMs' garbage collector: the throughput collector, not Java's default G1. A job is a
 #: batch that ends; G1's concurrent work and write barriers bought pauses it does not need
 #: (bench --parsed, 2,000,000 events, interleaved runs: 5-19% fewer CPU-seconds, 2-26% more
-#: records/s in each of four pairs; README, Benchmark).
+#: records/s in each of four pairs; docs/benchmarks.md).
 JVM_GC_OPTIONS = "-XX:+UseParallelGC"
 #: C2, the optimising compiler, takes a method only after ten times Java's default calls. A job runs
 #: the record path millions of times, so that code still reaches C2 within its first tens of
@@ -127,7 +127,7 @@ JVM_GC_OPTIONS = "-XX:+UseParallelGC"
 #: times it ran C1's code over its first ~400,000 rows. Once the machinery had its own
 #: scaling (:data:`MACHINERY_JIT_OPTIONS`), the default measured better: four interleaved pairs, the
 #: last two in ABBA order, 107.4/90.2/101.5/104.2 -> 99.1/82.8/102.3/95.3 CPU-s, records/s higher
-#: in all four (README, Benchmark).
+#: in all four (docs/benchmarks.md).
 JVM_JIT_OPTIONS = (
     "-XX:Tier4InvocationThreshold=50000 -XX:Tier4MinInvocationThreshold=6000 -XX:Tier4CompileThreshold=150000"
 )
@@ -239,7 +239,7 @@ def for_run(conf: Mapping[str, str], short: bool) -> dict[str, str]:
     already choose the compilers (e.g. the test suite's C1 only), then as they are.
 
     Measured with ``python -m kafkalake.dev.bench --parsed --skip-idle --skip-optimize``, two
-    interleaved pairs each (README, Benchmark): 20,000 events 31-32 -> 18 CPU-s; 200,000 events 40-42
+    interleaved pairs each (docs/benchmarks.md): 20,000 events 31-32 -> 18 CPU-s; 200,000 events 40-42
     -> 28 CPU-s; 2,000,000 events 69-74 -> 89 CPU-s, so long runs keep both compilers.
     """
     options = conf.get("spark.driver.extraJavaOptions", "")

@@ -9,7 +9,7 @@ delta-rs open of the table with its version (what every pre-flight and
 idle-skip check pays), and, on the store, the run lock's take, renewal and release (boto3). The
 first append of each table creates it and is not counted. s3proxy on loopback answers in well
 under a millisecond; a real store adds its own round trip (tens of milliseconds on AWS S3) to each
-of the requests a commit makes, so read the store's figures as a floor. README "Scale" quotes them.
+of the requests a commit makes, so read the store's figures as a floor. docs/scale.md quotes them.
 """
 
 from __future__ import annotations

@@ -294,8 +294,8 @@ def _from_java(where: str, config: dict[str, str]) -> dict[str, str]:
         names = sorted(java)
         raise KafkaConfigError(
             f"{where}: {names} are Java client settings librdkafka (the pre-flight's client) cannot take; "
-            "describe the connection with the documented extra keys instead (README, 'Pointing it at a "
-            "secured Kafka cluster')"
+            "describe the connection with the documented extra keys instead (docs/security.md, 'Pointing it "
+            "at a secured Kafka cluster')"
         )
     return out
 

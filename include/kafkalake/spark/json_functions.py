@@ -4,7 +4,7 @@ Each gives Spark's own result record for record (``from_json``; with its keys, a
 ``size(json_object_keys(...))`` gives, or :data:`TRAILING_KEYS` where text follows the object, which
 Spark drops unseen), reading the record's UTF-8 bytes with Jackson's byte-based
 parser instead of a ``Reader`` built per record: half the time of Spark's pair on the bench's events
-(README, Benchmark); counting the keys in the same parse spares a second one. Their sessions get
+(docs/benchmarks.md); counting the keys in the same parse spares a second one. Their sessions get
 the functions through ``spark.sql.extensions`` (:mod:`kafkalake.config.spark_conf`).
 """
 

@@ -173,8 +173,8 @@ def _clean(parsed: Column, keys: Column, names: Sequence[str], types: Sequence[A
     value while its parsed value is not null (a nested field, an element, a rounded digit), so a
     record with one of those present is never clean; nor is ``{}`` (no typed value shows the parse
     read it). This spares most records the map of raw texts, a second JSON parse, and the lookups of
-    every field in it: ``parse_batch`` of 500,000 flat events, noop write, 3.9 s -> see README
-    Benchmark. A record that is not clean goes through the checks as before, so the result is the same.
+    every field in it: ``parse_batch`` of 500,000 flat events, noop write, 3.9 s -> see docs/benchmarks.md.
+    A record that is not clean goes through the checks as before, so the result is the same.
     """
     from pyspark.sql import functions as F
 
@@ -231,7 +231,7 @@ def parse_batch(bronze: DataFrame, schema: Schema, config: ParsedConfig) -> Data
     # Each check is a column of its own, computed once per record: written inline, a flag sits in
     # the branches of several CASEs (the reason, its detail, the rescued column), where Spark's
     # common-subexpression elimination does not reach, and every map lookup ran four times over
-    # (bench: parse_batch of 500,000 records 8.4 s -> see README).
+    # (bench: parse_batch of 500,000 records 8.4 s -> see docs/benchmarks.md).
     flags = [
         (~clean & _lossy(raw_fields[n], parsed[n], t, rescue_mode, not rescue_mode)).alias(f"_kafka_lost_{i}")
         for i, (n, t) in enumerate(zip(names, types, strict=True))

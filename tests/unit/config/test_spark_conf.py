@@ -232,7 +232,7 @@ def test_a_compiler_choice_in_the_settings_stands_in_any_run(chosen):
 
 
 def test_a_topics_jvm_options_come_after_the_projects_and_keep_them(tmp_path, monkeypatch):
-    """A topic that sets a JVM property (the README's OAuth example) keeps the metastore's home, the
+    """A topic that sets a JVM property (docs/security.md's OAuth example) keeps the metastore's home, the
     class archive and the collector; its own options come last, so they win where both set one."""
     monkeypatch.delenv(ENV_DRIVER_JAVA_OPTIONS, raising=False)
     own = "-Dorg.apache.kafka.sasl.oauthbearer.allowed.urls=https://idp.example/token -Xss4m"
