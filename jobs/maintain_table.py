@@ -15,13 +15,12 @@ import logging
 import sys
 
 from kafkalake.config.catalog import load_topic
-from kafkalake.core.errors import CatalogError, KafkalakeError, Kind, failure, failure_of
+from kafkalake.core.errors import CatalogError, Kind, failure
 from kafkalake.core.paths import catalog_path, lake_root
-from kafkalake.lake import store_refusals
 from kafkalake.lake.checkpoint_lock import checkpoint_lock
-from kafkalake.spark import object_store
 from kafkalake.spark.follow_ups import MAINTENANCE_REPORT
-from kafkalake.spark.job_args import report
+from kafkalake.spark.job_args import LOG_FORMAT, report
+from kafkalake.spark.job_session import job_session
 from kafkalake.spark.table_care import holds_run_lock, maintain
 
 log = logging.getLogger("kafkalake.maintain")
@@ -32,31 +31,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--topic", required=True, help="topic name, as in the catalog")
     parser.add_argument("--force", action="store_true", help="run every step, due or not")
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(level=logging.INFO, format=LOG_FORMAT)
     try:
         topic = load_topic(catalog_path(), lake_root(), args.topic)
     except CatalogError as err:
         return report(failure(Kind.BAD_CONFIG, f"topic {args.topic!r}: {err}"))
-
-    from pyspark.sql import SparkSession
-
-    spark = SparkSession.builder.appName(f"kafkalake-maintain-{topic.name}").getOrCreate()
-    spark.sparkContext.setLogLevel("WARN")
-    object_store.configure(spark)
     # Locally Delta's log store refuses a second commit of one version, so OPTIMIZE may run beside
     # an ingest (a backfill run's table care does); on S3 it cannot, and a commit could be lost:
     # there the care holds the topic's run lock, as it does for a VACUUM below the 7-day guard.
     guard = checkpoint_lock(topic.checkpoint_path) if holds_run_lock(topic) else contextlib.nullcontext()
-    try:
-        with guard, store_refusals.named(topic.name, topic.storage_conn_id):
-            for table_report in maintain(spark, topic, force=args.force):
-                # Also on stdout: the Airflow task log shows spark-submit's output line by line.
-                print(f"{MAINTENANCE_REPORT} {table_report}", flush=True)
-    except KafkalakeError as err:
-        return report(failure_of(err))
-    finally:
-        spark.stop()
-    return 0
+    with job_session(f"kafkalake-maintain-{topic.name}", topic) as job, guard:
+        for table_report in maintain(job.spark, topic, force=args.force):
+            # Also on stdout: the Airflow task log shows spark-submit's output line by line.
+            print(f"{MAINTENANCE_REPORT} {table_report}", flush=True)
+    return job.exit_code()
 
 
 if __name__ == "__main__":

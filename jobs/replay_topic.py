@@ -23,9 +23,8 @@ import sys
 from kafkalake.config.catalog import load_topic
 from kafkalake.core.errors import CatalogError, KafkalakeError, Kind, failure, failure_of
 from kafkalake.core.paths import catalog_path, lake_root
-from kafkalake.lake import store_refusals
-from kafkalake.spark import object_store
 from kafkalake.spark.job_args import LOG_FORMAT, report
+from kafkalake.spark.job_session import job_session
 from kafkalake.spark.replay import replay, selection_from
 
 log = logging.getLogger("kafkalake.spark.replay")
@@ -53,22 +52,11 @@ def main(argv: list[str] | None = None) -> int:
         return report(failure(Kind.BAD_CONFIG, f"topic {args.topic!r}: {err}"))
     except KafkalakeError as err:
         return report(failure_of(err))
-
-    from pyspark.sql import SparkSession
-
-    spark = SparkSession.builder.appName(f"kafkalake-replay-{topic.name}").getOrCreate()
-    spark.sparkContext.setLogLevel("WARN")
-    object_store.configure(spark)
-    try:
-        with store_refusals.named(topic.name, topic.storage_conn_id):
-            result = replay(spark, topic, selection)
-    except KafkalakeError as err:
-        return report(failure_of(err))
-    finally:
-        spark.stop()
-    # Also on stdout: the Airflow task log shows spark-submit's output line by line.
-    print(f"kafkalake replay: {result.summary()}", flush=True)
-    return 0
+    with job_session(f"kafkalake-replay-{topic.name}", topic) as job:
+        result = replay(job.spark, topic, selection)
+        # Also on stdout: the Airflow task log shows spark-submit's output line by line.
+        print(f"kafkalake replay: {result.summary()}", flush=True)
+    return job.exit_code()
 
 
 if __name__ == "__main__":

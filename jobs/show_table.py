@@ -17,7 +17,7 @@ from kafkalake.config.catalog import load_catalog
 from kafkalake.config.spark_conf import metastore_dir, metastore_uri
 from kafkalake.config.topic import TopicConfig
 from kafkalake.core.paths import catalog_path, lake_root
-from kafkalake.spark import object_store
+from kafkalake.spark.job_session import job_session
 from kafkalake.spark.registration import metastore_lock
 
 if TYPE_CHECKING:
@@ -31,14 +31,14 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     topic = load_catalog(catalog_path(), lake_root()).topic(args.topic)
 
-    from pyspark.sql import SparkSession
     from pyspark.sql import functions as F
 
     # Derby admits one JVM at a time; a metastore service takes many at once, across machines.
-    with metastore_lock(metastore_dir(lake_root())) if metastore_uri() is None else contextlib.nullcontext():
-        spark = SparkSession.builder.appName(f"kafkalake-show-{topic.name}").enableHiveSupport().getOrCreate()
-        spark.sparkContext.setLogLevel("ERROR")
-        object_store.configure(spark)
+    with (
+        metastore_lock(metastore_dir(lake_root())) if metastore_uri() is None else contextlib.nullcontext(),
+        job_session(f"kafkalake-show-{topic.name}", topic, hive=True, log_level="ERROR") as job,
+    ):
+        spark = job.spark
         table = spark.table(topic.qualified_table)
         print(f"table={topic.qualified_table}")
         print(f"rows={table.count()}")
@@ -58,8 +58,7 @@ def main(argv: list[str] | None = None) -> int:
         sample.show(args.rows, truncate=60)
         if topic.parsed.enabled and spark.catalog.tableExists(topic.parsed_table):
             show_parsed(spark, topic, args.rows)
-        spark.stop()
-    return 0
+    return job.exit_code()
 
 
 def show_parsed(spark: SparkSession, topic: TopicConfig, rows: int) -> None:

@@ -17,12 +17,8 @@ from kafkalake.config.parsed import ParsedConfig
 from kafkalake.config.topic import TopicConfig
 from kafkalake.dev.producer import Record, client_settings
 from kafkalake.kafka.offsets import end_offsets
-from kafkalake.lake.table_guard import check_safe_to_start, plan_start
 from kafkalake.spark.batch_writer import BatchWriter
-from kafkalake.spark.catch_up import catch_up_if_behind
-from kafkalake.spark.latest import settle_after_run
-from kafkalake.spark.recovery import apply_start_plan
-from kafkalake.spark.stream import ensure_table, start_ingest
+from kafkalake.spark.ingest_run import IngestRun
 
 Spot = tuple[int, int]
 
@@ -109,29 +105,15 @@ def make_topic(
 
 
 def run_ingest(spark: Any, topic: TopicConfig, bootstrap: str, topic_id: str | None = None) -> BatchWriter:
-    """One availableNow run of the topic's stream, as the ingest job does it."""
-    writer = BatchWriter(spark, topic)
-    writer.topic_id = topic_id
-    if not topic.fail_on_data_loss:
-        writer.loss_client_config = {"bootstrap.servers": bootstrap}
-    plan = plan_start(topic, topic_id)
-    if plan.rebuild_from is None:
-        check_safe_to_start(topic)
-    writer.tables_exist(ensure_table(spark, topic))
-    plan = plan_start(topic, topic_id)  # under the job's lock, as the job decides it again
-    writer.recovered = apply_start_plan(topic, plan, writer)
-    writer.resume_backlog()
-    query = start_ingest(spark, topic, {"bootstrap.servers": bootstrap}, writer, plan.rebuild_from)
-    try:
-        query.awaitTermination()
-    except Exception:
-        if writer.failure is not None:
-            raise writer.failure from None
-        raise
-    settle_after_run(spark, topic, writer.run_started, writer.latest_batches)
-    # As the job: a parsed side that fell behind catches up from bronze, or raises why it cannot.
-    catch_up_if_behind(spark, topic, writer)
-    return writer
+    """One availableNow run of the topic's stream: the ingest job's own run, in the tests' session.
+
+    Raises what stopped the run; a parsed side that could not catch up from bronze raises why.
+    """
+    run = IngestRun(spark, topic, {"bootstrap.servers": bootstrap}, topic_id=topic_id)
+    if run.land() is not None:
+        assert run.catch_up_error is not None
+        raise run.catch_up_error
+    return run.writer
 
 
 class StatsdReceiver:

@@ -104,7 +104,14 @@ def position_carrier(latest_by_key: bool, dead_letters: int) -> str:
 class BatchWriter:
     """The ``foreachBatch`` function of a topic's stream; keeps the run's stats and its failure."""
 
-    def __init__(self, spark: SparkSession, topic: TopicConfig) -> None:
+    def __init__(
+        self,
+        spark: SparkSession,
+        topic: TopicConfig,
+        *,
+        topic_id: str | None = None,
+        loss_client_config: Mapping[str, str] | None = None,
+    ) -> None:
         self.spark = spark
         self.topic = topic
         self.config = topic.parsed
@@ -138,13 +145,13 @@ class BatchWriter:
         #: How the run's start position was rebuilt from the tables ("" when the checkpoint held).
         self.recovered = ""
         #: Kafka's ID of the topic, recorded with the offsets (None when the task did not say).
-        self.topic_id: str | None = None
+        self.topic_id = topic_id
         #: Whether a batch's parsed rows are first written straight from the parse (_write_direct);
         #: not for a latest-row table, whose MERGE reads the cached parse.
         self.direct_parse = not self.config.latest_by_key
         #: The Java Kafka settings, when the topic accepts data loss: each batch then looks for
         #: offsets Kafka deleted before it read them, and records them (never silent).
-        self.loss_client_config: Mapping[str, str] | None = None
+        self.loss_client_config = loss_client_config
 
     def resume_backlog(self) -> None:
         """Pick up a backlog an earlier run left: until it is caught up, batches land bronze only."""
