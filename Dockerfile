@@ -31,4 +31,4 @@ COPY --chown=airflow:0 jobs ./jobs
 RUN pip install --no-cache-dir -r requirements.txt -e . \
  && pip check
 # The jars, resolved from Maven Central now, once: the containers never fetch anything.
-RUN python -m kafkalake.core.jars
+RUN python -m kafkalake.launch.jars

@@ -33,8 +33,8 @@ $(STAMP): requirements.txt requirements-dev.txt pyproject.toml
 	touch $(STAMP)
 
 setup: $(STAMP)  ## install Python deps into .venv, resolve the JVM jars into .jars, train the driver's class archive
-	$(PY) -m kafkalake.core.jars
-	$(PY) -m kafkalake.dev.class_archive
+	$(PY) -m kafkalake.launch.jars
+	$(PY) -m kafkalake.dev.class_archive_training
 
 $(CHROMIUM):
 	@if [ "$$(id -u)" = 0 ]; then SUDO=; elif sudo -n true 2>/dev/null; then SUDO=sudo; else \

@@ -189,7 +189,7 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     from pyspark.sql import SparkSession
 
     from kafkalake.config.spark_conf import base_conf
-    from kafkalake.core.jars import jar_files
+    from kafkalake.launch.jars import jar_files
 
     conf = {
         **base_conf(tmp_path_factory.mktemp("spark-lake")),

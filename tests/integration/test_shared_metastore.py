@@ -20,9 +20,9 @@ from deltalake import write_deltalake
 from kafkalake.config import jobs
 from kafkalake.config.catalog import load_catalog
 from kafkalake.config.spark_conf import ENV_METASTORE_URI
-from kafkalake.core import jars
 from kafkalake.dev.metastore import LocalMetastore
 from kafkalake.dev.postgres import LocalPostgres
+from kafkalake.launch import jars
 
 pytestmark = [pytest.mark.integration, pytest.mark.services]
 
@@ -35,7 +35,7 @@ READ_BY_NAME = """
 import json, sys
 from pyspark.sql import SparkSession
 from kafkalake.config.spark_conf import base_conf
-from kafkalake.core.jars import jar_files
+from kafkalake.launch.jars import jar_files
 from pathlib import Path
 builder = SparkSession.builder.master("local[1]").appName("kafkalake-read-by-name")
 conf = {**base_conf(Path(sys.argv[1]), sys.argv[2]), "spark.jars": ",".join(map(str, jar_files("spark")))}

@@ -38,13 +38,13 @@ from kafkalake.config.topic import TopicConfig, parsed_backlog_file
 from kafkalake.core import errors as failures
 from kafkalake.core import job_failures
 from kafkalake.core import metrics as run_metrics
-from kafkalake.core.jars import jar_files
 from kafkalake.core.paths import jobs_dir
 from kafkalake.core.run_mode import Mode, RunMode, run_mode
 from kafkalake.kafka import client_config as kafka_client
 from kafkalake.kafka import offsets, windows
 from kafkalake.lake import care_due, parsed_backlog, registry, store_refusals, table_position
 from kafkalake.lake.checkpoint import read_checkpoint
+from kafkalake.launch.jars import jar_files
 
 log = logging.getLogger(__name__)
 

@@ -13,8 +13,8 @@ from pathlib import Path
 
 from kafkalake.config.catalog import load_catalog
 from kafkalake.config.spark_conf import for_run, topic_conf
-from kafkalake.core.jars import jar_files
 from kafkalake.core.paths import ENV_CATALOG, ENV_LAKE_ROOT, jobs_dir
+from kafkalake.launch.jars import jar_files
 
 JOBS = ("ingest_topic", "refresh_schema", "register_table", "maintain_table", "replay_topic", "show_table")
 

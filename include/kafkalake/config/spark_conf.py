@@ -12,13 +12,13 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from kafkalake.config.topic import TopicConfig
-from kafkalake.core.class_archive import driver_java_options
-from kafkalake.core.jars import HIVE_METASTORE_VERSION
-from kafkalake.core.jvm_extension import EXTENSION_CLASS
 from kafkalake.core.paths import jars_dir
+from kafkalake.launch.class_archive import driver_java_options
+from kafkalake.launch.jars import HIVE_METASTORE_VERSION
+from kafkalake.launch.jvm_extension import EXTENSION_CLASS
 
 DELTA_SETTINGS = {
-    # Delta's, then kafkalake's own functions (core/jvm_extension: the JSON parse over bytes).
+    # Delta's, then kafkalake's own functions (launch/jvm_extension: the JSON parse over bytes).
     "spark.sql.extensions": f"io.delta.sql.DeltaSparkSessionExtension,{EXTENSION_CLASS}",
     "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
 }
@@ -202,7 +202,7 @@ def base_conf(lake_root: Path, metastore: str | None = None) -> dict[str, str]:
         **(hive_metastore_conf(uri) if uri else derby_metastore_conf(lake_root)),
         **redaction_conf(),
     }
-    # The class archive made at setup halves the driver's start-up (core/class_archive).
+    # The class archive made at setup halves the driver's start-up (launch/class_archive).
     java_options = [
         conf.get("spark.driver.extraJavaOptions", ""),
         JVM_OPTIONS,

@@ -17,10 +17,10 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from kafkalake.core import jars
 from kafkalake.core.paths import REPO_ROOT, catalog_path, lake_root
 from kafkalake.dev import local_airflow
 from kafkalake.dev.broker import LocalKafka
+from kafkalake.launch import jars
 
 log = logging.getLogger("kafkalake.dev.airflow_ui")
 

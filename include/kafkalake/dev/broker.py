@@ -1,6 +1,6 @@
 """A real single-node Kafka broker (KRaft, combined broker + controller) on loopback.
 
-Run from Apache Kafka's own jars (resolved by ``kafkalake.core.jars``); the demo and the tests use it.
+Run from Apache Kafka's own jars (resolved by ``kafkalake.launch.jars``); the demo and the tests use it.
 
     python -m kafkalake.dev.broker start [--dir .kafka] [--port 9092]
     python -m kafkalake.dev.broker stop  [--dir .kafka]
@@ -23,9 +23,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kafkalake.core.jars import jar_files
 from kafkalake.core.paths import REPO_ROOT
 from kafkalake.dev import processes
+from kafkalake.launch.jars import jar_files
 
 log = logging.getLogger(__name__)
 

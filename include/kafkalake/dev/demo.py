@@ -15,10 +15,10 @@ from collections.abc import Sequence
 
 from kafkalake.config import jobs
 from kafkalake.config.catalog import load_catalog
-from kafkalake.core import jars
 from kafkalake.core.paths import REPO_ROOT, catalog_path, lake_root
 from kafkalake.dev import local_airflow, producer
 from kafkalake.dev.broker import LocalKafka
+from kafkalake.launch import jars
 
 log = logging.getLogger("kafkalake.dev.demo")
 

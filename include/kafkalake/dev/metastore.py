@@ -1,6 +1,6 @@
 """A Hive standalone metastore service (4.0.1) on PostgreSQL, shared by every Spark job.
 
-Run from the jars of the ``metastore`` set (:mod:`kafkalake.core.jars`: the server, its runtime
+Run from the jars of the ``metastore`` set (:mod:`kafkalake.launch.jars`: the server, its runtime
 dependencies, the PostgreSQL driver, and Hive's distribution for the schema scripts). The schema is
 created with Hive's own schematool (``-initSchema -dbType postgres``) the first time.
 
@@ -31,10 +31,10 @@ from pathlib import Path
 from urllib.parse import urlparse
 from xml.sax.saxutils import escape
 
-from kafkalake.core.jars import HIVE_METASTORE_VERSION, jar_files
 from kafkalake.core.paths import jars_dir
 from kafkalake.dev.broker import free_port
 from kafkalake.dev.postgres import Database
+from kafkalake.launch.jars import HIVE_METASTORE_VERSION, jar_files
 
 log = logging.getLogger(__name__)
 
@@ -100,7 +100,7 @@ def metastore_home(directory: Path) -> Path:
     )
     if not tarball.exists():
         raise MetastoreError(
-            f"no {tarball.name} in {tarball.parent}: run `make setup` (python -m kafkalake.core.jars)"
+            f"no {tarball.name} in {tarball.parent}: run `make setup` (python -m kafkalake.launch.jars)"
         )
     scripts.mkdir(parents=True)
     with tarfile.open(tarball) as archive:

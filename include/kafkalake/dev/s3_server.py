@@ -1,7 +1,7 @@
 """A real S3 API server on loopback: s3proxy (Maven Central) with its filesystem backend.
 
 The object-store tests and anyone trying ``s3a://`` tables locally use it. It runs as a plain java
-process from the jars ``kafkalake.core.jars`` resolved (the ``s3proxy`` set), on a free port of
+process from the jars ``kafkalake.launch.jars`` resolved (the ``s3proxy`` set), on a free port of
 127.0.0.1, with an access key and secret generated at first start. The secret is kept in the
 server's folder (``credentials.json``, mode 0600), never on a command line.
 
@@ -30,11 +30,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from kafkalake.core.jars import jar_files
 from kafkalake.core.paths import REPO_ROOT
 from kafkalake.dev import processes
 from kafkalake.dev.broker import _port_open, free_port
 from kafkalake.lake import storage
+from kafkalake.launch.jars import jar_files
 
 log = logging.getLogger(__name__)
 

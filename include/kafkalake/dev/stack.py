@@ -28,7 +28,6 @@ from pathlib import Path
 from types import FrameType
 
 from kafkalake.config.spark_conf import ENV_METASTORE_URI
-from kafkalake.core import jars
 from kafkalake.core.paths import REPO_ROOT, catalog_path, lake_root
 from kafkalake.dev import local_airflow
 from kafkalake.dev.broker import LocalKafka
@@ -36,6 +35,7 @@ from kafkalake.dev.deployed_airflow import USERS_FILE, DeployedAirflow, deployed
 from kafkalake.dev.metastore import LocalMetastore
 from kafkalake.dev.postgres import LocalPostgres
 from kafkalake.dev.standalone_airflow import wait_for
+from kafkalake.launch import jars
 
 log = logging.getLogger("kafkalake.dev.stack")
 

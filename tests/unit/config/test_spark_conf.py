@@ -36,7 +36,7 @@ def test_base_conf_enables_delta_and_keeps_state_under_the_lake_root(tmp_path):
     assert (
         str(metastore_dir(tmp_path) / "metastore_db") in conf["spark.hadoop.javax.jdo.option.ConnectionURL"]
     )
-    # Then the class archive's option, when setup made one (tests/unit/core/test_class_archive.py).
+    # Then the class archive's option, when setup made one (tests/unit/launch/test_class_archive.py).
     assert (
         conf["spark.driver.extraJavaOptions"].split()[0] == f"-Dderby.system.home={metastore_dir(tmp_path)}"
     )

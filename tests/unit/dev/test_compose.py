@@ -147,7 +147,7 @@ def test_images_are_pinned_and_ours_is_built_here(compose, services):
 def test_the_image_bakes_java_and_the_jars_and_runs_unprivileged():
     dockerfile = DOCKERFILE.read_text()
     assert "openjdk-17-jre-headless" in dockerfile
-    assert "python -m kafkalake.core.jars" in dockerfile
+    assert "python -m kafkalake.launch.jars" in dockerfile
     users = re.findall(r"^USER (\S+)", dockerfile, re.MULTILINE)
     assert users[-1] == "airflow"
 

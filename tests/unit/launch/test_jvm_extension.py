@@ -6,9 +6,10 @@ import zipfile
 
 import pytest
 
-from kafkalake.core import jvm_extension
 from kafkalake.core.errors import JarsMissingError
-from kafkalake.core.jars import jars_dir, pyspark_jars_dir
+from kafkalake.core.paths import jars_dir
+from kafkalake.launch import jvm_extension
+from kafkalake.launch.jars import pyspark_jars_dir
 
 #: The Delta jars set-up resolved: the build compiles against them.
 DELTA = jvm_extension.delta_jars(jars_dir() / "spark")

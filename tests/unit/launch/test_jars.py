@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from kafkalake.core import jvm_extension
 from kafkalake.core.errors import JarsMissingError
-from kafkalake.core.jars import (
+from kafkalake.launch import jvm_extension
+from kafkalake.launch.jars import (
     EXCLUDES,
     Coordinate,
     artifact_name,

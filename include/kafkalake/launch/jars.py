@@ -27,9 +27,9 @@ from importlib.metadata import version
 from pathlib import Path
 from xml.sax.saxutils import quoteattr
 
-from kafkalake.core import jvm_extension
 from kafkalake.core.errors import JarsMissingError
 from kafkalake.core.paths import jars_dir
+from kafkalake.launch import jvm_extension
 
 log = logging.getLogger(__name__)
 
@@ -324,12 +324,12 @@ def jar_files(conf: str, target: Path | None = None) -> list[Path]:
     if not is_resolved(target, _group_of(conf)):
         raise JarsMissingError(
             f"the JVM jars are not resolved in {target}: run `make setup` "
-            "(or `python -m kafkalake.core.jars`) once, with access to Maven Central"
+            "(or `python -m kafkalake.launch.jars`) once, with access to Maven Central"
         )
     if conf == "spark" and not jvm_extension.is_built(target):
         raise JarsMissingError(
             f"kafkalake's JVM extension ({jvm_extension.SOURCE_DIR}) is not built for this source "
-            f"and pyspark in {target / conf}: run `make setup` (or `python -m kafkalake.core.jars`)"
+            f"and pyspark in {target / conf}: run `make setup` (or `python -m kafkalake.launch.jars`)"
         )
     return sorted((target / conf).glob("*.jar"))
 

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from kafkalake.config.spark_conf import ENV_DRIVER_JAVA_OPTIONS, JVM_OPTIONS, base_conf
-from kafkalake.core import class_archive
-from kafkalake.core.class_archive import (
+from kafkalake.launch import class_archive
+from kafkalake.launch.class_archive import (
     ENV_CLASS_ARCHIVE,
     archive_file,
     driver_java_options,

@@ -2,7 +2,7 @@
 
 One training run of ``jobs/train_class_archive.py`` with ``-XX:ArchiveClassesAtExit``; the archive
 is written under a temporary name, checked by a JVM that maps it, and only then put in place with
-its stamp (:mod:`kafkalake.core.class_archive` says when a JVM may use it). Up to date → nothing to
+its stamp (:mod:`kafkalake.launch.class_archive` says when a JVM may use it). Up to date → nothing to
 do. A failed training leaves no archive, and the jobs start the ordinary way.
 """
 
@@ -21,7 +21,10 @@ from pathlib import Path
 
 from kafkalake.config.jobs import job_environment
 from kafkalake.config.spark_conf import JVM_GC_OPTIONS, base_conf, metastore_dir
-from kafkalake.core.class_archive import (
+from kafkalake.core.paths import catalog_path, jars_dir, jobs_dir
+from kafkalake.dev import producer
+from kafkalake.dev.broker import LocalKafka
+from kafkalake.launch.class_archive import (
     DUMP_OPTION,
     USE_OPTION,
     archive_file,
@@ -30,10 +33,7 @@ from kafkalake.core.class_archive import (
     stamp_file,
     usable_archive,
 )
-from kafkalake.core.jars import jar_files
-from kafkalake.core.paths import catalog_path, jars_dir, jobs_dir
-from kafkalake.dev import producer
-from kafkalake.dev.broker import LocalKafka
+from kafkalake.launch.jars import jar_files
 
 log = logging.getLogger(__name__)
 

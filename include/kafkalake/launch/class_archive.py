@@ -3,7 +3,7 @@
 A Spark driver with Delta spends most of its start-up loading, parsing and verifying some 20,000
 classes (measured here: ~20 s from ``spark-submit`` to a first job, ~11 s with the archive). Java 17
 can map classes a training run loaded from an archive instead (``-XX:SharedArchiveFile``). The
-archive is made once by ``make setup`` (:mod:`kafkalake.dev.class_archive`), next to the jars.
+archive is made once by ``make setup`` (:mod:`kafkalake.dev.class_archive_training`), next to the jars.
 
 Only a JVM that matches the archive may use it: a stamp beside it records the Java binary, pyspark
 and the jars it was made with, and its size. A truncated archive crashes the JVM instead of being

@@ -75,7 +75,7 @@ def build(target: Path | None = None, *, pyspark_jars: Path, delta: list[Path] |
     if not delta:
         raise JarsMissingError(
             f"no Delta jars in {jar.parent} to compile kafkalake's JVM extension against: "
-            "run `make setup` (or `python -m kafkalake.core.jars`)"
+            "run `make setup` (or `python -m kafkalake.launch.jars`)"
         )
     with tempfile.TemporaryDirectory() as tmp:
         classes = Path(tmp, "classes")
