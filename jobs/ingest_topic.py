@@ -47,12 +47,12 @@ from kafkalake.core.job_failures import classify_spark_error, exception_text
 from kafkalake.core.metrics import ENV_METRICS_FILE
 from kafkalake.core.paths import catalog_path, lake_root
 from kafkalake.core.run_mode import parse_reingest_from
-from kafkalake.kafka.client_config import (
+from kafkalake.lake.table_position import ENV_TOPIC_ID
+from kafkalake.launch.handover import (
     ENV_CLIENT_CONFIG_FILE,
     ENV_KEEP_CLIENT_CONFIG_FILE,
     read_config_file,
 )
-from kafkalake.lake.table_position import ENV_TOPIC_ID
 from kafkalake.spark import reingest as landing_gaps
 from kafkalake.spark.follow_ups import run_follow_ups
 from kafkalake.spark.ingest_run import IngestRun

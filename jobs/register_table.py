@@ -9,9 +9,9 @@ import contextlib
 import logging
 import sys
 
-from kafkalake.config.spark_conf import metastore_dir, metastore_uri
-from kafkalake.core.paths import lake_root
+from kafkalake.core.paths import lake_root, metastore_dir
 from kafkalake.lake.registry import registry_dir
+from kafkalake.launch.spark_conf import metastore_uri
 from kafkalake.spark.job_args import topic_from_args
 from kafkalake.spark.job_session import job_session
 from kafkalake.spark.registration import metastore_lock, register

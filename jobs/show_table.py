@@ -14,9 +14,9 @@ import sys
 from typing import TYPE_CHECKING
 
 from kafkalake.config.catalog import load_catalog
-from kafkalake.config.spark_conf import metastore_dir, metastore_uri
 from kafkalake.config.topic import TopicConfig
-from kafkalake.core.paths import catalog_path, lake_root
+from kafkalake.core.paths import catalog_path, lake_root, metastore_dir
+from kafkalake.launch.spark_conf import metastore_uri
 from kafkalake.spark.job_session import job_session
 from kafkalake.spark.registration import metastore_lock
 

@@ -21,7 +21,7 @@ os.environ.setdefault("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
 # Test traffic stays on loopback: Spark would otherwise bind the machine's external address.
 os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
 # The tests' Spark jobs are short and small: C2's compilations never pay back. C1 only cut a
-# two-job test's CPU time from 192 to 140 s for the same wall time (config/spark_conf).
+# two-job test's CPU time from 192 to 140 s for the same wall time (launch/spark_conf).
 # C1 only also shrinks the JVM's code cache to 48 MiB, which the in-process session (hundreds of
 # distinct queries over a worker's run) fills: the sweeper then flushed compiled code and C1
 # compiled it again. With 256 MiB, test_reingest's first test: JVM 131.8 -> 111.0 CPU-s (sweeper
@@ -188,8 +188,8 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """One in-process SparkSession for the whole run, with the jobs' own settings and jars."""
     from pyspark.sql import SparkSession
 
-    from kafkalake.config.spark_conf import base_conf
     from kafkalake.launch.jars import jar_files
+    from kafkalake.launch.spark_conf import base_conf
 
     conf = {
         **base_conf(tmp_path_factory.mktemp("spark-lake")),

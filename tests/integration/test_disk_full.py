@@ -15,15 +15,15 @@ from pathlib import Path
 
 import pytest
 
-from kafkalake.config import jobs
 from kafkalake.config.catalog import load_catalog
 from kafkalake.config.topic import TopicConfig
 from kafkalake.core.errors import EXIT_CODES, Kind
 from kafkalake.dev import producer
 from kafkalake.dev.broker import LocalKafka
 from kafkalake.dev.producer import Record
-from kafkalake.kafka.client_config import ENV_CLIENT_CONFIG_FILE, ENV_KEEP_CLIENT_CONFIG_FILE
 from kafkalake.kafka.offsets import end_offsets
+from kafkalake.launch import jobs
+from kafkalake.launch.handover import ENV_CLIENT_CONFIG_FILE, ENV_KEEP_CLIENT_CONFIG_FILE
 
 from .helpers import assert_exactly_once, read_rows
 

@@ -19,13 +19,13 @@ from typing import Any
 import pytest
 from deltalake import DeltaTable
 
-from kafkalake.config import jobs
 from kafkalake.config.catalog import load_catalog
 from kafkalake.config.tables import topic_tables
 from kafkalake.config.topic import TopicConfig
 from kafkalake.dev import local_airflow, producer
 from kafkalake.dev.broker import LocalKafka
 from kafkalake.dev.producer import Record
+from kafkalake.launch import jobs
 
 from .helpers import (
     StatsdReceiver,

@@ -13,7 +13,6 @@ from pathlib import Path
 
 import pytest
 
-from kafkalake.config import jobs
 from kafkalake.config.catalog import load_catalog
 from kafkalake.config.topic import TopicConfig
 from kafkalake.core import kill_points
@@ -22,9 +21,10 @@ from kafkalake.dev import producer
 from kafkalake.dev.broker import LocalKafka
 from kafkalake.dev.producer import Record
 from kafkalake.dev.standalone_airflow import wait_for
-from kafkalake.kafka.client_config import ENV_CLIENT_CONFIG_FILE, ENV_KEEP_CLIENT_CONFIG_FILE
 from kafkalake.kafka.offsets import decide, end_offsets
 from kafkalake.lake.checkpoint import read_checkpoint
+from kafkalake.launch import jobs
+from kafkalake.launch.handover import ENV_CLIENT_CONFIG_FILE, ENV_KEEP_CLIENT_CONFIG_FILE
 
 from .helpers import assert_exactly_once, newest_spots, read_rows
 

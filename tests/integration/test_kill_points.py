@@ -17,7 +17,6 @@ from pathlib import Path
 import pytest
 from deltalake import DeltaTable
 
-from kafkalake.config import jobs
 from kafkalake.config.catalog import load_catalog
 from kafkalake.config.tables import topic_tables
 from kafkalake.config.topic import TopicConfig
@@ -25,8 +24,9 @@ from kafkalake.core import kill_points
 from kafkalake.dev import producer
 from kafkalake.dev.broker import LocalKafka
 from kafkalake.dev.producer import Record
-from kafkalake.kafka.client_config import ENV_CLIENT_CONFIG_FILE, ENV_KEEP_CLIENT_CONFIG_FILE
 from kafkalake.lake.registry import is_recorded, registry_dir
+from kafkalake.launch import jobs
+from kafkalake.launch.handover import ENV_CLIENT_CONFIG_FILE, ENV_KEEP_CLIENT_CONFIG_FILE
 
 from .helpers import assert_exactly_once, read_rows
 

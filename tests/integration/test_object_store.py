@@ -28,7 +28,6 @@ from typing import Any
 import pytest
 
 from kafkalake.airflow.dag_factory import REPLAY_DAG_ID
-from kafkalake.config import jobs
 from kafkalake.config.catalog import load_catalog
 from kafkalake.config.tables import topic_tables
 from kafkalake.config.topic import TopicConfig
@@ -39,11 +38,12 @@ from kafkalake.dev import local_airflow, producer
 from kafkalake.dev.broker import LocalKafka
 from kafkalake.dev.producer import Record
 from kafkalake.dev.s3_server import LocalS3
-from kafkalake.kafka.client_config import ENV_CLIENT_CONFIG_FILE, ENV_KEEP_CLIENT_CONFIG_FILE
 from kafkalake.kafka.offsets import end_offsets
 from kafkalake.lake import lease_lock, registry, storage, store_files, store_refusals
 from kafkalake.lake.checkpoint import read_checkpoint
 from kafkalake.lake.lease_lock import LeaseLock
+from kafkalake.launch import jobs
+from kafkalake.launch.handover import ENV_CLIENT_CONFIG_FILE, ENV_KEEP_CLIENT_CONFIG_FILE
 
 from .helpers import assert_exactly_once, kafka_spots, newest_spots
 

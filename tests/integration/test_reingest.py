@@ -23,7 +23,6 @@ from confluent_kafka.admin import AdminClient
 from deltalake import DeltaTable
 
 from kafkalake.cli import run_job
-from kafkalake.config import jobs
 from kafkalake.config.catalog import load_catalog
 from kafkalake.config.tables import topic_tables
 from kafkalake.config.topic import TopicConfig
@@ -33,6 +32,7 @@ from kafkalake.dev import local_airflow, producer
 from kafkalake.dev.broker import LocalKafka
 from kafkalake.dev.producer import Record
 from kafkalake.lake.checkpoint import read_checkpoint
+from kafkalake.launch import jobs
 from kafkalake.spark.reingest import reingest
 
 from .helpers import assert_exactly_once, kafka_spots, newest_spots, read_rows, run_ingest

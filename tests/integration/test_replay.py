@@ -18,7 +18,6 @@ import pytest
 from deltalake import DeltaTable
 
 from kafkalake.airflow.dag_factory import REPLAY_DAG_ID
-from kafkalake.config import jobs
 from kafkalake.config.catalog import load_catalog
 from kafkalake.config.parsed import Expectation, ParsedConfig
 from kafkalake.core import kill_points
@@ -27,6 +26,7 @@ from kafkalake.dev import local_airflow, producer
 from kafkalake.dev.producer import Record
 from kafkalake.lake.checkpoint_lock import checkpoint_lock
 from kafkalake.lake.schema_history import SchemaHistory
+from kafkalake.launch import jobs
 from kafkalake.spark.replay import Selection, replay
 
 from .helpers import assert_exactly_once, make_topic, read_rows, table_version

@@ -19,7 +19,6 @@ from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from kafkalake.cli import run_job
-from kafkalake.config import jobs
 from kafkalake.config.catalog import load_catalog
 from kafkalake.config.topic import TopicConfig
 from kafkalake.core.errors import EXIT_CODES, Kind
@@ -30,6 +29,7 @@ from kafkalake.dev.local_airflow import DagRunError
 from kafkalake.dev.producer import Record
 from kafkalake.dev.standalone_airflow import wait_for
 from kafkalake.kafka.offsets import watermarks
+from kafkalake.launch import jobs
 
 from .helpers import assert_exactly_once, read_rows
 

@@ -24,7 +24,6 @@ from pathlib import Path
 
 import pytest
 
-from kafkalake.config import jobs
 from kafkalake.config.catalog import load_catalog
 from kafkalake.core.errors import (
     AuthenticationFailedError,
@@ -38,6 +37,7 @@ from kafkalake.dev.producer import Record
 from kafkalake.dev.secured_broker import PIPELINE_USER, SecuredKafka, client_connection
 from kafkalake.kafka import client_config
 from kafkalake.kafka.offsets import watermarks
+from kafkalake.launch import handover, jobs
 
 from .helpers import assert_exactly_once, read_rows
 
@@ -227,8 +227,8 @@ def test_the_job_reports_a_wrong_password_as_authentication_failed(secured, work
     java = client_config.java_client_config(config)
     catalog, lake = work["catalog"], work["lake"]
     cmd = jobs.command("ingest_topic", DENIED_TOPIC, catalog=catalog, lake=lake)
-    with client_config.config_file(java) as path:
-        env = {**jobs.environment(catalog, lake), client_config.ENV_CLIENT_CONFIG_FILE: str(path)}
+    with handover.config_file(java) as path:
+        env = {**jobs.environment(catalog, lake), handover.ENV_CLIENT_CONFIG_FILE: str(path)}
         done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300, check=False)
         assert not path.exists(), "the job deletes its settings file once read"
     assert done.returncode == 79, done.stderr[-3000:]
@@ -277,7 +277,7 @@ def test_a_killed_run_leaves_no_credential_behind(secured, secured_env, work):
     assert files_containing(tmp, CANARY) == []
     assert not [line for line in ps.lines if CANARY in line]
     # The empty folder the killed task left is swept by the next writer on the machine.
-    assert client_config.sweep_stale(tmp)
+    assert handover.sweep_stale(tmp)
     assert list(tmp.glob("kafkalake-secrets-*")) == []
 
 

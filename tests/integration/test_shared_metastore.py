@@ -17,12 +17,11 @@ import pyarrow as pa
 import pytest
 from deltalake import write_deltalake
 
-from kafkalake.config import jobs
 from kafkalake.config.catalog import load_catalog
-from kafkalake.config.spark_conf import ENV_METASTORE_URI
 from kafkalake.dev.metastore import LocalMetastore
 from kafkalake.dev.postgres import LocalPostgres
-from kafkalake.launch import jars
+from kafkalake.launch import jars, jobs
+from kafkalake.launch.spark_conf import ENV_METASTORE_URI
 
 pytestmark = [pytest.mark.integration, pytest.mark.services]
 
@@ -34,7 +33,7 @@ JOB_TIMEOUT = 600  # two JVMs at once on 2 busy cores
 READ_BY_NAME = """
 import json, sys
 from pyspark.sql import SparkSession
-from kafkalake.config.spark_conf import base_conf
+from kafkalake.launch.spark_conf import base_conf
 from kafkalake.launch.jars import jar_files
 from pathlib import Path
 builder = SparkSession.builder.master("local[1]").appName("kafkalake-read-by-name")

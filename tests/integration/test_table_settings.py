@@ -160,7 +160,7 @@ def _encodings(table: Path) -> dict[str, set[str]]:
 
 
 def test_a_column_of_many_values_is_written_without_a_dictionary(spark, tmp_path):
-    """Parquet's dictionary stops at 128 KiB (config/spark_conf): 10,000 values of 16 bytes are
+    """Parquet's dictionary stops at 128 KiB (launch/spark_conf): 10,000 values of 16 bytes are
     written plain, three values keep their dictionary; at parquet-java's 1 MiB both would have one."""
     frame = spark.range(40_000).selectExpr(
         "format_string('value-%010d', id % 10000) AS many",

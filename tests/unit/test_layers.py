@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-BELOW = ("kafkalake.kafka", "kafkalake.lake", "kafkalake.config", "kafkalake.core")
+BELOW = ("kafkalake.kafka", "kafkalake.launch", "kafkalake.lake", "kafkalake.config", "kafkalake.core")
 ALLOWED = {
     "dags": ("kafkalake.airflow", *BELOW),
     "jobs": ("kafkalake.spark", *BELOW),

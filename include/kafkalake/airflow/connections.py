@@ -17,6 +17,7 @@ from kafkalake.config.topic import TopicConfig
 from kafkalake.core.errors import BadConfigError
 from kafkalake.kafka import client_config
 from kafkalake.lake import storage
+from kafkalake.launch import handover
 
 
 def kafka_config_for(conn_id: str) -> dict[str, str]:
@@ -69,7 +70,7 @@ def storage_settings_file(topic: TopicConfig) -> Iterator[dict[str, str]]:
     if not fields:
         yield {}
         return
-    with client_config.config_file(fields, name="storage.json") as path:
+    with handover.config_file(fields, name="storage.json") as path:
         yield {storage.ENV_STORAGE_CONFIG_FILE: str(path)}
 
 

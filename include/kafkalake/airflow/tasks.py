@@ -31,8 +31,6 @@ from kafkalake.airflow.connections import (
     use_topic_storage,
 )
 from kafkalake.airflow.pools import SPARK_POOL
-from kafkalake.config.jobs import job_environment
-from kafkalake.config.spark_conf import for_run, is_short_run, topic_conf
 from kafkalake.config.tables import topic_tables
 from kafkalake.config.topic import TopicConfig, parsed_backlog_file
 from kafkalake.core import errors as failures
@@ -44,7 +42,10 @@ from kafkalake.kafka import client_config as kafka_client
 from kafkalake.kafka import offsets, windows
 from kafkalake.lake import care_due, parsed_backlog, registry, store_refusals, table_position
 from kafkalake.lake.checkpoint import read_checkpoint
+from kafkalake.launch import handover
 from kafkalake.launch.jars import jar_files
+from kafkalake.launch.jobs import job_environment
+from kafkalake.launch.spark_conf import for_run, is_short_run, topic_conf
 
 log = logging.getLogger(__name__)
 
@@ -283,11 +284,11 @@ class IngestOperator(TopicSparkSubmitOperator):
         lag_before = airflow_metrics.lag_now(client_config, self.topic)
         self.conf = for_run(self.conf or {}, self._is_short(mode, lag_before))
         topic_id = offsets.topic_id(client_config, self.topic.name)
-        with kafka_client.config_file(java_config) as path, job_metrics_file() as metrics_path:
+        with handover.config_file(java_config) as path, job_metrics_file() as metrics_path:
             self.env_vars = {
                 **(self.env_vars or {}),
                 **({table_position.ENV_TOPIC_ID: topic_id} if topic_id else {}),
-                kafka_client.ENV_CLIENT_CONFIG_FILE: str(path),
+                handover.ENV_CLIENT_CONFIG_FILE: str(path),
                 run_metrics.ENV_METRICS_FILE: str(metrics_path),
             }
             started = time.monotonic()
@@ -319,7 +320,7 @@ class IngestOperator(TopicSparkSubmitOperator):
     def _is_short(self, mode: RunMode, lag: run_metrics.PartitionLag | None) -> bool:
         """Whether this run reads few records (the stream's backlog, nothing for the parsed side to
         catch up from bronze, no re-ingest) and has no table care due: its driver then starts with
-        the quick compiler (:func:`~kafkalake.config.spark_conf.for_run`)."""
+        the quick compiler (:func:`~kafkalake.launch.spark_conf.for_run`)."""
         if mode.mode is Mode.REINGEST or lag is None:
             return False
         records = sum(lag.values())

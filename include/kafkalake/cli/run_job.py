@@ -13,10 +13,10 @@ import sys
 from collections.abc import Iterator, Sequence
 
 from kafkalake.config.catalog import load_catalog
-from kafkalake.config.jobs import JOBS, command, environment
 from kafkalake.config.topic import TopicConfig
 from kafkalake.core.paths import catalog_path, lake_root
-from kafkalake.kafka.client_config import ENV_CLIENT_CONFIG_FILE, config_file
+from kafkalake.launch.handover import ENV_CLIENT_CONFIG_FILE, config_file
+from kafkalake.launch.jobs import JOBS, command, environment
 
 
 @contextlib.contextmanager

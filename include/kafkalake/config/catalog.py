@@ -29,7 +29,7 @@ from kafkalake.config.parsed import (
     parse_parsed,
 )
 from kafkalake.config.schedule import run_interval
-from kafkalake.config.spark_conf import CREDENTIAL_ADVICE, credential_settings
+from kafkalake.config.spark_credentials import CREDENTIAL_ADVICE, credential_settings
 from kafkalake.config.topic import (
     MAX_OFFSETS_BRONZE_ONLY,
     MAX_OFFSETS_PARSED,

@@ -31,6 +31,11 @@ def jars_dir() -> Path:
     return Path(os.environ.get(ENV_JARS_DIR, REPO_ROOT / ".jars")).resolve()
 
 
+def metastore_dir(lake_root: Path) -> Path:
+    """The embedded (Derby) metastore's folder, kept with the lake it describes."""
+    return lake_root / "_metastore"
+
+
 def jobs_dir() -> Path:
     jobs = REPO_ROOT / "jobs"
     if not jobs.is_dir():

@@ -41,9 +41,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from kafkalake.config import jobs
 from kafkalake.config.catalog import load_catalog
-from kafkalake.config.spark_conf import is_short_run
 from kafkalake.config.tables import topic_tables
 from kafkalake.config.topic import TopicConfig
 from kafkalake.core.errors import EXIT_CODES, Kind
@@ -53,7 +51,9 @@ from kafkalake.dev.bench_backlog import ensure_backlog, raw_read
 from kafkalake.dev.bench_results import MIB, Compaction, Drain, IdleRun, Parked, report
 from kafkalake.dev.broker import LocalKafka
 from kafkalake.dev.standalone_airflow import StandaloneAirflow, free_port, wait_for
-from kafkalake.kafka.client_config import ENV_CLIENT_CONFIG_FILE, ENV_KEEP_CLIENT_CONFIG_FILE
+from kafkalake.launch import jobs
+from kafkalake.launch.handover import ENV_CLIENT_CONFIG_FILE, ENV_KEEP_CLIENT_CONFIG_FILE
+from kafkalake.launch.spark_conf import is_short_run
 
 
 def drain(

@@ -19,9 +19,7 @@ import tempfile
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from kafkalake.config.jobs import job_environment
-from kafkalake.config.spark_conf import JVM_GC_OPTIONS, base_conf, metastore_dir
-from kafkalake.core.paths import catalog_path, jars_dir, jobs_dir
+from kafkalake.core.paths import catalog_path, jars_dir, jobs_dir, metastore_dir
 from kafkalake.dev import producer
 from kafkalake.dev.broker import LocalKafka
 from kafkalake.launch.class_archive import (
@@ -34,6 +32,8 @@ from kafkalake.launch.class_archive import (
     usable_archive,
 )
 from kafkalake.launch.jars import jar_files
+from kafkalake.launch.jobs import job_environment
+from kafkalake.launch.spark_conf import JVM_GC_OPTIONS, base_conf
 
 log = logging.getLogger(__name__)
 

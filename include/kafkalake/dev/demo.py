@@ -13,12 +13,11 @@ import sys
 import time
 from collections.abc import Sequence
 
-from kafkalake.config import jobs
 from kafkalake.config.catalog import load_catalog
 from kafkalake.core.paths import REPO_ROOT, catalog_path, lake_root
 from kafkalake.dev import local_airflow, producer
 from kafkalake.dev.broker import LocalKafka
-from kafkalake.launch import jars
+from kafkalake.launch import jars, jobs
 
 log = logging.getLogger("kafkalake.dev.demo")
 

@@ -27,7 +27,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from types import FrameType
 
-from kafkalake.config.spark_conf import ENV_METASTORE_URI
 from kafkalake.core.paths import REPO_ROOT, catalog_path, lake_root
 from kafkalake.dev import local_airflow
 from kafkalake.dev.broker import LocalKafka
@@ -36,6 +35,7 @@ from kafkalake.dev.metastore import LocalMetastore
 from kafkalake.dev.postgres import LocalPostgres
 from kafkalake.dev.standalone_airflow import wait_for
 from kafkalake.launch import jars
+from kafkalake.launch.spark_conf import ENV_METASTORE_URI
 
 log = logging.getLogger("kafkalake.dev.stack")
 

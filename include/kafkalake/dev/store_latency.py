@@ -23,12 +23,12 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kafkalake.config.spark_conf import OBJECT_STORE_CONF, base_conf
 from kafkalake.core.paths import REPO_ROOT
 from kafkalake.dev.s3_server import LocalS3
 from kafkalake.lake import storage
 from kafkalake.lake.lease_lock import LeaseLock
 from kafkalake.launch.jars import jar_files
+from kafkalake.launch.spark_conf import OBJECT_STORE_CONF, base_conf
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -28,29 +28,19 @@ The documented connection form::
       oauth_token_endpoint, oauth_client_id, oauth_client_secret, oauth_scope   OAUTHBEARER (OIDC
                               client credentials); client id and secret may be login and password
 
-Secrets travel to the Spark job in a file only its owner can read (:func:`config_file`), which the
-job deletes as soon as it has read it (:func:`read_config_file`); never on a command line, in a log,
-in XCom or in an exception message (:func:`scrub`).
+Secrets travel to the Spark job in a file only its owner can read, which the job deletes as soon as
+it has read it (:mod:`kafkalake.launch.handover`); never on a command line, in a log, in XCom or in
+an exception message (:func:`scrub`).
 """
 
 from __future__ import annotations
 
-import contextlib
-import json
-import os
 import re
-import shutil
-import tempfile
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from kafkalake.core.errors import KafkaConfigError
-
-#: spark-submit's environment names the file; the file holds the settings.
-ENV_CLIENT_CONFIG_FILE = "KAFKALAKE_KAFKA_CONFIG_FILE"
-#: Set to 1 in a job's environment to keep the settings file it reads (by default it is deleted).
-ENV_KEEP_CLIENT_CONFIG_FILE = "KAFKALAKE_KEEP_KAFKA_CONFIG_FILE"
 
 #: The connection's extra, documented form → librdkafka's names.
 FRIENDLY_KEYS = {
@@ -529,72 +519,3 @@ def scrub(text: str, config: Mapping[str, str]) -> str:
     for secret in sorted(secret_values(config), key=len, reverse=True):
         text = text.replace(secret, "***")
     return text
-
-
-# ---------------------------------------------------------------------------------------------
-# the private settings file
-
-#: Folders of settings files are named ``<prefix><pid of the writer>-<random>``.
-_DIR_PREFIX = "kafkalake-secrets-"
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def sweep_stale(tmp: Path | None = None) -> list[Path]:
-    """Remove settings folders whose writer died without removing them (a SIGKILLed task).
-
-    Only this user's folders, and only when the process that made them is gone.
-    """
-    removed = []
-    for folder in Path(tmp or tempfile.gettempdir()).glob(f"{_DIR_PREFIX}*"):
-        pid_text = folder.name[len(_DIR_PREFIX) :].split("-", 1)[0]
-        try:
-            info = folder.lstat()
-        except OSError:
-            continue
-        if not pid_text.isdigit() or info.st_uid != os.getuid() or not folder.is_dir() or folder.is_symlink():
-            continue
-        if not _alive(int(pid_text)):
-            shutil.rmtree(folder, ignore_errors=True)
-            removed.append(folder)
-    return removed
-
-
-@contextlib.contextmanager
-def config_file(config: Mapping[str, str], name: str = "kafka-client.json") -> Iterator[Path]:
-    """Write settings to a private file for a child process; remove it when the block ends.
-
-    The child deletes the file once it has read it (:func:`read_config_file`); a folder left by a
-    writer killed before either could is removed by the next call on the machine (:func:`sweep_stale`).
-    """
-    sweep_stale()
-    directory = Path(tempfile.mkdtemp(prefix=f"{_DIR_PREFIX}{os.getpid()}-"))  # mkdtemp makes it 0700
-    path = directory / name
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "w") as out:
-            json.dump(dict(config), out)
-        yield path
-    finally:
-        shutil.rmtree(directory, ignore_errors=True)
-
-
-def read_config_file(path: str | os.PathLike[str], *, remove: bool = False) -> dict[str, str]:
-    """The settings a :func:`config_file` holds; with ``remove``, the file is deleted once read."""
-    try:
-        with open(path) as src:
-            loaded = json.load(src)
-    finally:
-        if remove:
-            Path(path).unlink(missing_ok=True)
-    if not isinstance(loaded, dict) or "bootstrap.servers" not in loaded:
-        raise KafkaConfigError(f"{path}: expected a JSON object with 'bootstrap.servers'")
-    return {str(k): str(v) for k, v in loaded.items()}

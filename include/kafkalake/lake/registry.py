@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kafkalake.config.spark_conf import metastore_dir
 from kafkalake.config.tables import Table
+from kafkalake.core.paths import metastore_dir
 from kafkalake.lake import storage
 
 

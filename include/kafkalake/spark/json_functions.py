@@ -5,7 +5,7 @@ Each gives Spark's own result record for record (``from_json``; with its keys, a
 Spark drops unseen), reading the record's UTF-8 bytes with Jackson's byte-based
 parser instead of a ``Reader`` built per record: half the time of Spark's pair on the bench's events
 (docs/benchmarks.md); counting the keys in the same parse spares a second one. Their sessions get
-the functions through ``spark.sql.extensions`` (:mod:`kafkalake.config.spark_conf`).
+the functions through ``spark.sql.extensions`` (:mod:`kafkalake.launch.spark_conf`).
 """
 
 from __future__ import annotations

@@ -68,6 +68,7 @@ from kafkalake.core.errors import (
 )
 from kafkalake.kafka import client_config as kafka_client
 from kafkalake.kafka import offsets as kafka_offsets
+from kafkalake.launch import handover
 
 REPO = Path(__file__).resolve().parents[3]
 DAGS_DIR = REPO / "dags"
@@ -715,7 +716,7 @@ def test_ingest_execute_hands_secrets_in_a_private_file_not_on_the_command_line(
         hook = self._get_hook()
         seen["command"] = hook._build_spark_submit_command(self.application)
         seen["env_vars"] = dict(self.env_vars)
-        path = Path(self.env_vars[kafka_client.ENV_CLIENT_CONFIG_FILE])
+        path = Path(self.env_vars[handover.ENV_CLIENT_CONFIG_FILE])
         seen["path"] = path
         seen["mode"] = stat.S_IMODE(path.stat().st_mode)
         seen["dir_mode"] = stat.S_IMODE(path.parent.stat().st_mode)
@@ -743,7 +744,7 @@ def test_ingest_execute_hands_secrets_in_a_private_file_not_on_the_command_line(
     # The job's metrics file, like the settings file, is named in its environment, never in argv.
     assert run_metrics.ENV_METRICS_FILE in seen["env_vars"]
     if master == "yarn":
-        conf_file_setting = f"spark.yarn.appMasterEnv.{kafka_client.ENV_CLIENT_CONFIG_FILE}={seen['path']}"
+        conf_file_setting = f"spark.yarn.appMasterEnv.{handover.ENV_CLIENT_CONFIG_FILE}={seen['path']}"
         assert conf_file_setting in command
 
     assert seen["mode"] == 0o600
@@ -759,7 +760,7 @@ def test_ingest_execute_hands_secrets_in_a_private_file_not_on_the_command_line(
 
 def test_config_file_holds_the_jaas_config_readable_by_owner_only():
     java = kafka_client.java_client_config(KAFKA_EXTRA)
-    with kafka_client.config_file(java) as path:
+    with handover.config_file(java) as path:
         mode = stat.S_IMODE(path.stat().st_mode)
         text = path.read_text()
     assert mode == 0o600

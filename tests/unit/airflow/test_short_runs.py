@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from kafkalake.airflow.tasks import IngestOperator
-from kafkalake.config.spark_conf import SHORT_RUN_JAVA_OPTIONS, SHORT_RUN_RECORDS, for_run
 from kafkalake.config.topic import TopicConfig
 from kafkalake.core.run_mode import Mode, RunMode
 from kafkalake.lake import care_due, parsed_backlog
+from kafkalake.launch.spark_conf import SHORT_RUN_JAVA_OPTIONS, SHORT_RUN_RECORDS, for_run
 
 
 @pytest.fixture

@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from kafkalake.config.spark_conf import ENV_DRIVER_JAVA_OPTIONS, JVM_OPTIONS, base_conf
 from kafkalake.launch import class_archive
 from kafkalake.launch.class_archive import (
     ENV_CLASS_ARCHIVE,
@@ -18,6 +17,7 @@ from kafkalake.launch.class_archive import (
     stamp_file,
     usable_archive,
 )
+from kafkalake.launch.spark_conf import ENV_DRIVER_JAVA_OPTIONS, JVM_OPTIONS, base_conf
 
 
 @pytest.fixture

@@ -1,7 +1,9 @@
 """Spark settings for the project's jobs: fit for a 2-core machine, overridable per topic.
 
 The same settings serve ``spark-submit`` (as ``--conf``) and in-process sessions (tests), so what
-is tested is what runs.
+is tested is what runs: the base settings, the JVMs' options, the metastore's, a short run's, an
+object store's and a topic's own on top. Which of a topic's own would be credentials (refused by the
+catalog) is :mod:`kafkalake.config.spark_credentials`'s.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from kafkalake.config.topic import TopicConfig
-from kafkalake.core.paths import jars_dir
+from kafkalake.core.paths import jars_dir, metastore_dir
 from kafkalake.launch.class_archive import driver_java_options
 from kafkalake.launch.jars import HIVE_METASTORE_VERSION
 from kafkalake.launch.jvm_extension import EXTENSION_CLASS
@@ -22,36 +24,6 @@ DELTA_SETTINGS = {
     "spark.sql.extensions": f"io.delta.sql.DeltaSparkSessionExtension,{EXTENSION_CLASS}",
     "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
 }
-
-
-# Settings whose values are credentials. A topic's spark_conf ends up as `--conf k=v` on the
-# spark-submit command line: visible in `ps`, in the task log and in the task's rendered fields.
-_CREDENTIAL = re.compile(
-    r"secret|password|passwd|token|credential|jaas|private[._-]?key|access[._-]?key"
-    r"|account\.key|sas\.|encryption[._-]?key|signature",
-    re.IGNORECASE,
-)
-# ... unless the name ends in one of these: they name a class, a provider, a switch or a path,
-# e.g. spark.hadoop.fs.s3a.aws.credentials.provider (the supported way to give S3 credentials).
-_NOT_A_CREDENTIAL = re.compile(
-    r"\.(?:provider|providers|provider\.path|provider\.type|class|classes|enabled|type|mechanism"
-    r"|regex|renewal\.enabled)$",
-    re.IGNORECASE,
-)
-#: Where a credential should come from instead; the catalog's refusal points here.
-CREDENTIAL_ADVICE = (
-    "credentials must never be on the spark-submit command line (it is visible in `ps`, the task log "
-    "and the task's rendered fields): give them through the worker's environment (e.g. "
-    "AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, or an instance/workload identity with "
-    "spark.hadoop.fs.s3a.aws.credentials.provider), a Hadoop credential provider "
-    "(spark.hadoop.hadoop.security.credential.provider.path: jceks://file/...), or a properties "
-    "file only the worker's user can read (chmod 600) passed with spark-submit's --properties-file"
-)
-
-
-def credential_settings(keys: list[str]) -> list[str]:
-    """The settings among ``keys`` whose values would be credentials (sorted)."""
-    return sorted(k for k in keys if _CREDENTIAL.search(k) and not _NOT_A_CREDENTIAL.search(k))
 
 
 def redaction_conf() -> dict[str, str]:
@@ -78,10 +50,6 @@ ENV_DRIVER_JAVA_OPTIONS = "KAFKALAKE_DRIVER_JAVA_OPTIONS"
 
 def metastore_uri() -> str | None:
     return os.environ.get(ENV_METASTORE_URI) or None
-
-
-def metastore_dir(lake_root: Path) -> Path:
-    return lake_root / "_metastore"
 
 
 def hive_metastore_conf(uri: str) -> dict[str, str]:

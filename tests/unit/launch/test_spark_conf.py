@@ -9,7 +9,9 @@ from datetime import timedelta
 
 import pytest
 
-from kafkalake.config.spark_conf import (
+from kafkalake.config.topic import TopicConfig
+from kafkalake.core.paths import metastore_dir
+from kafkalake.launch.spark_conf import (
     DELTA_SETTINGS,
     ENV_DRIVER_JAVA_OPTIONS,
     JVM_OPTIONS,
@@ -18,14 +20,11 @@ from kafkalake.config.spark_conf import (
     SHORT_RUN_JAVA_OPTIONS,
     SHORT_RUN_RECORDS,
     base_conf,
-    credential_settings,
     for_run,
     is_short_run,
     merged_java_options,
-    metastore_dir,
     topic_conf,
 )
-from kafkalake.config.topic import TopicConfig
 
 
 def test_base_conf_enables_delta_and_keeps_state_under_the_lake_root(tmp_path):
@@ -98,42 +97,6 @@ def test_a_topic_can_raise_driver_memory(tmp_path):
     assert topic_conf(topic, tmp_path)["spark.driver.memory"] == "4g"
 
 
-@pytest.mark.parametrize(
-    "key",
-    [
-        "spark.hadoop.fs.s3a.access.key",
-        "spark.hadoop.fs.s3a.secret.key",
-        "spark.hadoop.fs.s3a.session.token",
-        "spark.hadoop.fs.azure.account.key.acct.dfs.core.windows.net",
-        "spark.hadoop.fs.azure.account.oauth2.client.secret",
-        "spark.hadoop.fs.azure.sas.fixed.token.acct.dfs.core.windows.net",
-        "spark.hadoop.fs.gs.auth.service.account.private.key",
-        "spark.hadoop.javax.jdo.option.ConnectionPassword",
-        "spark.kafka.sasl.jaas.config",
-        "spark.hadoop.fs.s3a.server-side-encryption.key",
-        "spark.executorEnv.AWS_SECRET_ACCESS_KEY",
-    ],
-)
-def test_credential_settings_are_found(key):
-    assert credential_settings([key, "spark.executor.memory"]) == [key]
-
-
-@pytest.mark.parametrize(
-    "key",
-    [
-        "spark.hadoop.fs.s3a.aws.credentials.provider",
-        "spark.hadoop.hadoop.security.credential.provider.path",
-        "spark.hadoop.fs.azure.account.oauth.provider.type",
-        "spark.hadoop.fs.azure.sas.token.provider.type",
-        "spark.security.credentials.hive.enabled",
-        "spark.redaction.regex",
-        "spark.sql.shuffle.partitions",
-    ],
-)
-def test_providers_switches_and_paths_are_not_credentials(key):
-    assert credential_settings([key]) == []
-
-
 def test_every_job_hides_the_kafka_sources_secrets_where_spark_prints_settings(tmp_path):
     conf = base_conf(tmp_path)
     settings = re.compile(conf["spark.redaction.regex"])
@@ -144,7 +107,7 @@ def test_every_job_hides_the_kafka_sources_secrets_where_spark_prints_settings(t
 
 
 def test_a_metastore_service_replaces_derby_and_brings_the_hive_4_client(tmp_path, monkeypatch):
-    from kafkalake.config.spark_conf import ENV_METASTORE_URI
+    from kafkalake.launch.spark_conf import ENV_METASTORE_URI
 
     monkeypatch.setenv(ENV_METASTORE_URI, "thrift://metastore:9083")
     conf = base_conf(tmp_path)

@@ -12,9 +12,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from kafkalake.config.catalog import load_catalog
-from kafkalake.config.spark_conf import for_run, topic_conf
 from kafkalake.core.paths import ENV_CATALOG, ENV_LAKE_ROOT, jobs_dir
 from kafkalake.launch.jars import jar_files
+from kafkalake.launch.spark_conf import for_run, topic_conf
 
 JOBS = ("ingest_topic", "refresh_schema", "register_table", "maintain_table", "replay_topic", "show_table")
 
@@ -30,7 +30,7 @@ def command(
     short_run: bool = False,
 ) -> list[str]:
     """``spark-submit`` of a job for a topic; ``short_run``: a run that reads few records, whose
-    driver starts with the quick compiler (:func:`~kafkalake.config.spark_conf.for_run`)."""
+    driver starts with the quick compiler (:func:`~kafkalake.launch.spark_conf.for_run`)."""
     topic = load_catalog(catalog, lake).topic(topic_name)
     cmd = [str(Path(sys.executable).parent / "spark-submit"), "--master", master]
     for key, value in for_run(topic_conf(topic, lake), short_run).items():
