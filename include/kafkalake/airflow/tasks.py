@@ -10,7 +10,7 @@ import logging
 import os
 import tempfile
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -36,16 +36,13 @@ from kafkalake.config.topic import TopicConfig, parsed_backlog_file
 from kafkalake.core import errors as failures
 from kafkalake.core import job_failures
 from kafkalake.core import metrics as run_metrics
-from kafkalake.core.paths import jobs_dir
 from kafkalake.core.run_mode import Mode, RunMode, run_mode
 from kafkalake.kafka import client_config as kafka_client
 from kafkalake.kafka import offsets, windows
 from kafkalake.lake import care_due, parsed_backlog, registry, store_refusals, table_position
 from kafkalake.lake.checkpoint import read_checkpoint
-from kafkalake.launch import handover
-from kafkalake.launch.jars import jar_files
-from kafkalake.launch.jobs import job_environment
-from kafkalake.launch.spark_conf import for_run, is_short_run, topic_conf
+from kafkalake.launch import handover, submit
+from kafkalake.launch.spark_conf import is_short_run, topic_conf
 
 log = logging.getLogger(__name__)
 
@@ -179,11 +176,14 @@ class KafkalakeSparkSubmitOperator(SparkSubmitOperator):  # type: ignore[misc]  
     on ``local[*]`` (the provider would silently submit to YARN), jars are local files resolved at
     set-up (no ``--packages``, no network at run time), and every Spark task takes a slot of the
     pool :data:`~kafkalake.airflow.pools.SPARK_POOL`, which caps the Spark jobs running at once.
+    What it submits (application, arguments, settings, jars, environment) is built by
+    :func:`~kafkalake.launch.submit.submission`; the operators look up connections and hand it over.
     """
 
     def __init__(self, *, job: str, catalog_file: Path, lake_root: Path, **kwargs: Any) -> None:
         kwargs.setdefault("pool", SPARK_POOL)
-        super().__init__(application=str(jobs_dir() / job), **kwargs)
+        super().__init__(application=str(submit.application(job)), **kwargs)
+        self.application: str
         self.env_vars: dict[str, str] | None
         self.application_args: list[str]
         self.conf: dict[str, Any] | None
@@ -212,13 +212,46 @@ class KafkalakeSparkSubmitOperator(SparkSubmitOperator):  # type: ignore[misc]  
             )
 
     def execute(self, context: Any) -> None:
+        if self.topic is None:
+            raise ValueError(f"task {self.task_id}: no topic to run {Path(self.application).name} for")
+        self._submit(context, self.topic, conf=self.conf)
+
+    def _submit(
+        self,
+        context: Any,
+        topic: TopicConfig,
+        *,
+        conf: Mapping[str, str] | None,
+        args: Sequence[str] = (),
+        short_run: bool | None = None,
+        kafka_settings: Path | None = None,
+        metrics_file: Path | None = None,
+        topic_id: str | None = None,
+    ) -> None:
+        """Submit the job as :func:`~kafkalake.launch.submit.submission` builds it (its arguments
+        are that function's), with the topic's object-store settings file."""
         self._use_local_spark_if_undefined()
-        on_store = self.topic is not None and self.topic.on_object_store
-        self.jars = ",".join(str(p) for p in [*jar_files("spark"), *(jar_files("s3a") if on_store else [])])
-        job_env = job_environment(Path(self.catalog_file), Path(self.lake_root), os.environ.get("PATH", ""))
-        self.env_vars = {**job_env, **(self.env_vars or {})}
+        built = submit.submission(
+            Path(self.application).name,
+            topic,
+            catalog=Path(self.catalog_file),
+            lake=Path(self.lake_root),
+            args=args,
+            conf=conf,
+            short_run=short_run,
+            kafka_settings=kafka_settings,
+            metrics_file=metrics_file,
+            topic_id=topic_id,
+            env=self.env_vars,
+        )
+        self.application = str(built.application)
+        self.application_args = list(built.application_args)
+        self.conf = dict(built.conf)
+        self.jars = built.jars_arg()
+        self.name = built.name
+        self.env_vars = dict(built.env)
         try:
-            with self._storage_file() as storage_env:
+            with storage_settings_file(topic) as storage_env:
                 self.env_vars = {**self.env_vars, **storage_env}
                 super().execute(context)
         except AirflowException as err:
@@ -228,15 +261,6 @@ class KafkalakeSparkSubmitOperator(SparkSubmitOperator):  # type: ignore[misc]  
             self.log.error("%s", failed.message)
             raise failed.error() from err
 
-    @contextmanager
-    def _storage_file(self) -> Iterator[dict[str, str]]:
-        """The job's object-store settings (:func:`~kafkalake.airflow.connections.storage_settings_file`)."""
-        if self.topic is None:
-            yield {}
-            return
-        with storage_settings_file(self.topic) as env:
-            yield env
-
 
 class TopicSparkSubmitOperator(KafkalakeSparkSubmitOperator):
     """spark-submit of one of the project's jobs for the topic of its DAG."""
@@ -245,9 +269,9 @@ class TopicSparkSubmitOperator(KafkalakeSparkSubmitOperator):
         super().__init__(
             job=job,
             lake_root=lake_root,
-            application_args=["--topic", topic.name],
+            application_args=submit.topic_args(topic.name),
             conf=topic_conf(topic, lake_root),
-            name=f"kafkalake-{Path(job).stem}-{topic.name}",
+            name=submit.app_name(job, topic.name),
             **kwargs,
         )
         self.topic_name = topic.name
@@ -267,14 +291,11 @@ class IngestOperator(TopicSparkSubmitOperator):
         if mode.mode is Mode.BACKFILL:
             # Also when someone clears this task of a backfill run by hand.
             raise AirflowSkipException(mode.note)
+        args: list[str] = []
         if mode.mode is Mode.REINGEST:
             assert mode.reingest_from is not None
             self.log.info("%s", mode.note)
-            self.application_args = [
-                *self.application_args,
-                "--reingest-from",
-                mode.reingest_from.isoformat(),
-            ]
+            args = ["--reingest-from", mode.reingest_from.isoformat()]
         use_topic_storage(self.topic)
         client_config = kafka_config_for(self.kafka_conn_id)
         java_config = kafka_client.java_client_config(client_config)
@@ -282,17 +303,20 @@ class IngestOperator(TopicSparkSubmitOperator):
         self.log.info("Kafka client settings: %s", kafka_client.redacted(java_config))
         # Measured just before the job: its availableNow run reads up to the end offsets it sees at start.
         lag_before = airflow_metrics.lag_now(client_config, self.topic)
-        self.conf = for_run(self.conf or {}, self._is_short(mode, lag_before))
+        short = self._is_short(mode, lag_before)
         topic_id = offsets.topic_id(client_config, self.topic.name)
         with handover.config_file(java_config) as path, job_metrics_file() as metrics_path:
-            self.env_vars = {
-                **(self.env_vars or {}),
-                **({table_position.ENV_TOPIC_ID: topic_id} if topic_id else {}),
-                handover.ENV_CLIENT_CONFIG_FILE: str(path),
-                run_metrics.ENV_METRICS_FILE: str(metrics_path),
-            }
             started = time.monotonic()
-            super().execute(context)
+            self._submit(
+                context,
+                self.topic,
+                conf=self.conf or {},
+                args=args,
+                short_run=short,
+                kafka_settings=path,
+                metrics_file=metrics_path,
+                topic_id=topic_id,
+            )
             duration = time.monotonic() - started
             job = read_job_metrics(metrics_path)
         if job is None:
@@ -458,24 +482,22 @@ class ReplayOperator(KafkalakeSparkSubmitOperator):
         from kafkalake.config.catalog import load_topic
 
         params = context["params"]
-        lake = Path(self.lake_root)
-        topic = load_topic(Path(self.catalog_file), lake, str(params["topic"]))
+        topic = load_topic(Path(self.catalog_file), Path(self.lake_root), str(params["topic"]))
         self.topic_name = topic.name
         self.topic = topic
-        self.application_args = replay_args(topic.name, params)
-        self.conf = topic_conf(topic, lake)
-        self.name = f"kafkalake-replay_topic-{topic.name}"
-        self.log.info("replay of topic %s: %s", topic.name, " ".join(self.application_args))
-        super().execute(context)
+        options = replay_options(params)
+        self.log.info("replay of topic %s: %s", topic.name, " ".join(submit.topic_args(topic.name, options)))
+        # The topic's settings as they are now (conf=None), not another topic's from an earlier run.
+        self._submit(context, topic, conf=None, args=options)
 
 
 #: The replay DAG's params, as the job's options.
 REPLAY_PARAMS = ("as_of_version", "as_of_timestamp")
 
 
-def replay_args(topic: str, params: Any) -> list[str]:
-    """The replay job's arguments; a param left empty is not passed."""
-    args = ["--topic", topic]
+def replay_options(params: Any) -> list[str]:
+    """The replay job's options after ``--topic``; a param left empty is not passed."""
+    args: list[str] = []
     for name in REPLAY_PARAMS:
         value = params.get(name)
         if value is not None and str(value).strip():

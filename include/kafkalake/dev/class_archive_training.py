@@ -32,8 +32,8 @@ from kafkalake.launch.class_archive import (
     usable_archive,
 )
 from kafkalake.launch.jars import jar_files
-from kafkalake.launch.jobs import job_environment
 from kafkalake.launch.spark_conf import JVM_GC_OPTIONS, base_conf
+from kafkalake.launch.submit import job_environment
 
 log = logging.getLogger(__name__)
 

@@ -1,20 +1,18 @@
-"""What launches one of the project's Spark jobs: its ``spark-submit`` command and its environment.
+"""A project's Spark job as a command line: its ``spark-submit`` command and its environment.
 
-The DAGs launch jobs through Airflow's Spark provider with :func:`job_environment`; the demo, the
-tests and :mod:`kafkalake.cli.run_job` (a job by hand) use :func:`command` and :func:`environment`.
+The demo, the tests and :mod:`kafkalake.cli.run_job` (a job by hand) run :func:`command` with
+:func:`environment`; the DAGs' operators hand the same :func:`~kafkalake.launch.submit.submission`
+to Airflow's Spark provider instead.
 """
 
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from kafkalake.config.catalog import load_catalog
-from kafkalake.core.paths import ENV_CATALOG, ENV_LAKE_ROOT, jobs_dir
-from kafkalake.launch.jars import jar_files
-from kafkalake.launch.spark_conf import for_run, topic_conf
+from kafkalake.launch.submit import job_environment, submission
 
 JOBS = ("ingest_topic", "refresh_schema", "register_table", "maintain_table", "replay_topic", "show_table")
 
@@ -32,29 +30,11 @@ def command(
     """``spark-submit`` of a job for a topic; ``short_run``: a run that reads few records, whose
     driver starts with the quick compiler (:func:`~kafkalake.launch.spark_conf.for_run`)."""
     topic = load_catalog(catalog, lake).topic(topic_name)
-    cmd = [str(Path(sys.executable).parent / "spark-submit"), "--master", master]
-    for key, value in for_run(topic_conf(topic, lake), short_run).items():
-        cmd += ["--conf", f"{key}={value}"]
-    jars = [*jar_files("spark"), *(jar_files("s3a") if topic.on_object_store else [])]
-    cmd += ["--jars", ",".join(str(p) for p in jars)]
-    return [*cmd, str(jobs_dir() / f"{job}.py"), "--topic", topic_name, *extra_args]
-
-
-def job_environment(catalog: Path, lake: Path, path: str) -> dict[str, str]:
-    """What a job's process needs on top of its parent's environment.
-
-    The catalog and lake it serves, and spark-submit and the driver's Python from the environment
-    this process runs in (``path``: the PATH to extend).
-    """
-    return {
-        ENV_CATALOG: str(catalog),
-        ENV_LAKE_ROOT: str(lake),
-        "PATH": str(Path(sys.executable).parent) + os.pathsep + path,
-        "PYSPARK_PYTHON": sys.executable,
-        "PYSPARK_DRIVER_PYTHON": sys.executable,
-    }
+    built = submission(job, topic, catalog=catalog, lake=lake, args=extra_args, short_run=short_run)
+    return built.command(master)
 
 
 def environment(catalog: Path, lake: Path, base: Mapping[str, str] | None = None) -> dict[str, str]:
+    """``base`` (by default this process's environment) with what a job's process needs on top."""
     env = dict(os.environ if base is None else base)
     return {**env, **job_environment(catalog, lake, env.get("PATH", ""))}

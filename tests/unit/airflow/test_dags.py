@@ -68,7 +68,7 @@ from kafkalake.core.errors import (
 )
 from kafkalake.kafka import client_config as kafka_client
 from kafkalake.kafka import offsets as kafka_offsets
-from kafkalake.launch import handover
+from kafkalake.launch import handover, submit
 
 REPO = Path(__file__).resolve().parents[3]
 DAGS_DIR = REPO / "dags"
@@ -707,7 +707,7 @@ def test_ingest_execute_hands_secrets_in_a_private_file_not_on_the_command_line(
     jar = tmp_path / "delta-spark_2.13-4.0.0.jar"
     jar.write_bytes(b"")
     # Jar resolution is not under test here; a resolved jar set is a list of local files.
-    monkeypatch.setattr(inspect.getmodule(type(ingest_task)), "jar_files", lambda conf: [jar])
+    monkeypatch.setattr(submit, "jar_files", lambda conf: [jar])
 
     seen: dict[str, Any] = {}
 
@@ -826,7 +826,7 @@ def test_spark_job_failure_becomes_a_typed_error_the_policy_acts_on(monkeypatch,
         raise AirflowException(f"Cannot execute: spark-submit ingest_topic.py. Error code is: 65.{tail}")
 
     monkeypatch.setattr(SparkSubmitOperator, "execute", failing_submit)
-    monkeypatch.setattr(inspect.getmodule(type(ingest_task)), "jar_files", lambda conf: [])
+    monkeypatch.setattr(submit, "jar_files", lambda conf: [])
     monkeypatch.setenv("AIRFLOW_CONN_KAFKA_DEFAULT", json.dumps({"conn_type": "kafka", "host": "b:9092"}))
     with pytest.raises(OffsetsExpiredError, match=r"\[offsets_expired\] topic 'payments': gone") as raised:
         ingest_task.execute(context={})
@@ -955,7 +955,7 @@ def maintain_task(monkeypatch, tmp_path) -> Any:
 def _record_submits(monkeypatch) -> list[str]:
     submitted: list[str] = []
     monkeypatch.setattr(SparkSubmitOperator, "execute", lambda self, context: submitted.append(self.task_id))
-    monkeypatch.setattr(inspect.getmodule(MaintenanceOperator), "jar_files", lambda conf: [])
+    monkeypatch.setattr(submit, "jar_files", lambda conf: [])
     monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", json.dumps({"conn_type": "spark", "host": "local[1]"}))
     return submitted
 
@@ -1191,7 +1191,7 @@ def test_replay_task_runs_the_replay_job_in_the_spark_pool_with_the_retry_policy
 )
 def test_replay_task_submits_the_chosen_topic_with_its_spark_settings(monkeypatch, replay_bag, params, args):
     task = replay_bag.dags[REPLAY_DAG_ID].get_task("replay")
-    monkeypatch.setattr(inspect.getmodule(type(task)), "jar_files", lambda conf: [])
+    monkeypatch.setattr(submit, "jar_files", lambda conf: [])
     monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", json.dumps({"conn_type": "spark", "host": "local[1]"}))
     seen: dict[str, Any] = {}
 

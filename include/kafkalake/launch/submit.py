@@ -1,0 +1,146 @@
+"""One spark-submit of a project's job: the application, its arguments, settings, jars and environment.
+
+:func:`submission` is the one builder. The Airflow operators (:mod:`kafkalake.airflow.tasks`) hand
+what it returns to the Spark provider's operator; :mod:`.jobs` renders it as a command line for the
+demo, the tests and a job run by hand (:mod:`kafkalake.cli.run_job`). So what the tests launch is
+what the DAGs launch. Nothing is looked up or started here: the caller reads connections, writes the
+hand-over files (:mod:`.handover`) and submits.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from kafkalake.config.topic import TopicConfig
+from kafkalake.core.metrics import ENV_METRICS_FILE
+from kafkalake.core.paths import ENV_CATALOG, ENV_LAKE_ROOT, jobs_dir
+from kafkalake.lake.table_position import ENV_TOPIC_ID
+from kafkalake.launch.handover import ENV_CLIENT_CONFIG_FILE
+from kafkalake.launch.jars import jar_files
+from kafkalake.launch.spark_conf import for_run, topic_conf
+
+
+@dataclass(frozen=True)
+class Submission:
+    """A job's spark-submit, in the Spark provider's operator's terms."""
+
+    #: The job's file under ``jobs/``.
+    application: Path
+    #: The job's options (``--topic`` first).
+    application_args: tuple[str, ...]
+    #: Spark settings (``--conf``).
+    conf: Mapping[str, str]
+    #: Local files resolved at set-up (``--jars``): nothing is fetched at run time, no ``--packages``.
+    jars: tuple[Path, ...]
+    #: What the job's process needs on top of its parent's environment.
+    env: Mapping[str, str]
+    #: The Spark application's name (the operators' ``--name``).
+    name: str
+
+    def jars_arg(self) -> str:
+        """``--jars``' value."""
+        return ",".join(str(p) for p in self.jars)
+
+    def command(self, master: str) -> list[str]:
+        """The ``spark-submit`` command line on ``master`` (its environment: :attr:`env`)."""
+        cmd = [spark_submit(), "--master", master]
+        for key, value in self.conf.items():
+            cmd += ["--conf", f"{key}={value}"]
+        cmd += ["--jars", self.jars_arg()]
+        return [*cmd, str(self.application), *self.application_args]
+
+
+def spark_submit() -> str:
+    """The spark-submit of the environment this process runs in (pyspark's, beside this Python)."""
+    return str(Path(sys.executable).parent / "spark-submit")
+
+
+def application(job: str) -> Path:
+    """The job's file: ``ingest_topic`` or ``ingest_topic.py`` → ``jobs/ingest_topic.py``."""
+    return jobs_dir() / f"{Path(job).stem}.py"
+
+
+def app_name(job: str, topic_name: str) -> str:
+    return f"kafkalake-{Path(job).stem}-{topic_name}"
+
+
+def topic_args(topic_name: str, args: Sequence[str] = ()) -> list[str]:
+    """A job's options: the topic it serves, then ``args``."""
+    return ["--topic", topic_name, *args]
+
+
+def spark_jars(topic: TopicConfig) -> list[Path]:
+    """The ``spark`` set (Delta, the Kafka connector, kafkalake's extension), and for a topic whose
+    tables are on an object store the ``s3a`` set (:mod:`.jars`)."""
+    return [*jar_files("spark"), *(jar_files("s3a") if topic.on_object_store else [])]
+
+
+def job_environment(catalog: Path, lake: Path, path: str) -> dict[str, str]:
+    """What a job's process needs on top of its parent's environment.
+
+    The catalog and lake it serves, and spark-submit and the driver's Python from the environment
+    this process runs in (``path``: the PATH to extend).
+    """
+    return {
+        ENV_CATALOG: str(catalog),
+        ENV_LAKE_ROOT: str(lake),
+        "PATH": str(Path(sys.executable).parent) + os.pathsep + path,
+        "PYSPARK_PYTHON": sys.executable,
+        "PYSPARK_DRIVER_PYTHON": sys.executable,
+    }
+
+
+def submission(
+    job: str,
+    topic: TopicConfig,
+    *,
+    catalog: Path,
+    lake: Path,
+    args: Sequence[str] = (),
+    conf: Mapping[str, str] | None = None,
+    short_run: bool | None = None,
+    kafka_settings: Path | None = None,
+    metrics_file: Path | None = None,
+    topic_id: str | None = None,
+    env: Mapping[str, str] | None = None,
+    path: str | None = None,
+) -> Submission:
+    """The spark-submit of ``job`` (``ingest_topic`` or ``ingest_topic.py``) for ``topic``.
+
+    Args:
+        job: the job's name under ``jobs/``.
+        topic: the topic it serves, as the catalog at ``catalog`` and the lake at ``lake`` have it.
+        args: the job's options after ``--topic``.
+        conf: the job's settings as chosen before (a DAG's tasks take theirs at parse time: they
+            show in the task's rendered fields); by default the topic's
+            (:func:`~kafkalake.launch.spark_conf.topic_conf`).
+        short_run: whether the run is short (its driver's compilers,
+            :func:`~kafkalake.launch.spark_conf.for_run`); None leaves the settings as they are.
+        kafka_settings: the private file of the Kafka client settings (:mod:`.handover`).
+        metrics_file: where the job writes its run metrics.
+        topic_id: Kafka's ID of the topic, which the job checks against its table's.
+        env: more of the job's environment (the caller's own), under the three above.
+        path: the PATH to extend with this Python's scripts; by default this process's.
+    """
+    settings = topic_conf(topic, lake) if conf is None else dict(conf)
+    if short_run is not None:
+        settings = for_run(settings, short_run)
+    jars = spark_jars(topic)
+    handed = {
+        **({ENV_TOPIC_ID: topic_id} if topic_id else {}),
+        **({ENV_CLIENT_CONFIG_FILE: str(kafka_settings)} if kafka_settings is not None else {}),
+        **({ENV_METRICS_FILE: str(metrics_file)} if metrics_file is not None else {}),
+    }
+    parent_path = os.environ.get("PATH", "") if path is None else path
+    return Submission(
+        application=application(job),
+        application_args=tuple(topic_args(topic.name, args)),
+        conf=settings,
+        jars=tuple(jars),
+        env={**job_environment(catalog, lake, parent_path), **(env or {}), **handed},
+        name=app_name(job, topic.name),
+    )
