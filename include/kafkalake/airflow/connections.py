@@ -15,7 +15,7 @@ from airflow.sdk.log import mask_secret
 
 from kafkalake.config.topic import TopicConfig
 from kafkalake.core.errors import BadConfigError
-from kafkalake.kafka import client_config
+from kafkalake.kafka import client_config, redaction
 from kafkalake.lake import storage
 from kafkalake.launch import handover
 
@@ -76,5 +76,5 @@ def storage_settings_file(topic: TopicConfig) -> Iterator[dict[str, str]]:
 
 def mask_secrets(config: dict[str, str]) -> None:
     """Register the settings' secrets (Java's too: the JAAS line holds the password) with the masker."""
-    for secret in client_config.secret_values(config):
+    for secret in redaction.secret_values(config):
         mask_secret(secret)

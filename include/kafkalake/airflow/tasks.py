@@ -38,7 +38,7 @@ from kafkalake.core import job_failures
 from kafkalake.core import metrics as run_metrics
 from kafkalake.core.run_mode import Mode, RunMode, run_mode
 from kafkalake.kafka import client_config as kafka_client
-from kafkalake.kafka import offsets, windows
+from kafkalake.kafka import offsets, redaction, windows
 from kafkalake.lake import care_due, parsed_backlog, registry, store_refusals, table_position
 from kafkalake.lake.checkpoint import read_checkpoint
 from kafkalake.launch import handover, submit
@@ -300,7 +300,7 @@ class IngestOperator(TopicSparkSubmitOperator):
         client_config = kafka_config_for(self.kafka_conn_id)
         java_config = kafka_client.java_client_config(client_config)
         mask_secrets(java_config)
-        self.log.info("Kafka client settings: %s", kafka_client.redacted(java_config))
+        self.log.info("Kafka client settings: %s", redaction.redacted(java_config))
         # Measured just before the job: its availableNow run reads up to the end offsets it sees at start.
         lag_before = airflow_metrics.lag_now(client_config, self.topic)
         short = self._is_short(mode, lag_before)

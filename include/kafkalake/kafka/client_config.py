@@ -30,7 +30,7 @@ The documented connection form::
 
 Secrets travel to the Spark job in a file only its owner can read, which the job deletes as soon as
 it has read it (:mod:`kafkalake.launch.handover`); never on a command line, in a log, in XCom or in
-an exception message (:func:`scrub`).
+an exception message (:mod:`kafkalake.kafka.redaction`).
 """
 
 from __future__ import annotations
@@ -117,20 +117,6 @@ _JAVA_ONLY = {
     "ssl.engine.factory.class",
     "security.providers",
 }
-_SECRET_SETTINGS = {"ssl.key.pem", "ssl.keystore.key"}
-_SECRET_HINTS = ("password", "secret", "jaas")
-# JAAS options that name who logs in and what it asks for, not secrets (as the connection's login,
-# which Airflow does not mask either). Masked, a common word among them ("kafka" as the OAuth scope)
-# would turn into *** wherever a task log says it.
-_PUBLIC_JAAS_OPTIONS = {"username", "clientId", "scope"}
-
-
-def is_secret(setting: str) -> bool:
-    """Whether a client setting's value is a secret (never logged, never in a message)."""
-    name = setting.lower()
-    return name in _SECRET_SETTINGS or any(hint in name for hint in _SECRET_HINTS)
-
-
 # ---------------------------------------------------------------------------------------------
 # the connection → librdkafka (the canonical form)
 
@@ -230,7 +216,8 @@ def _jaas_unescape(quoted: str) -> str:
     return _JAAS_ESCAPE.sub(one, quoted)
 
 
-def _jaas_options(text: str) -> dict[str, str]:
+def jaas_options(text: str) -> dict[str, str]:
+    """The options of a JAAS line's module (``username="u" password="p"``), unescaped as Kafka reads them."""
     return {
         m.group(1): (_jaas_unescape(m.group(2)) if m.group(2) is not None else m.group(3))
         for m in _JAAS_OPTION.finditer(text)
@@ -293,7 +280,7 @@ def _from_java(where: str, config: dict[str, str]) -> dict[str, str]:
 def _jaas_to_librdkafka(where: str, jaas: str, mechanism: str | None) -> dict[str, str]:
     parsed = _JAAS.match(jaas)
     module = parsed.group("module") if parsed else ""
-    options = _jaas_options(parsed.group("options")) if parsed else {}
+    options = jaas_options(parsed.group("options")) if parsed else {}
     if module in (_PLAIN_MODULE, _SCRAM_MODULE) and "username" in options:
         if module == _SCRAM_MODULE and not (mechanism or "").upper().startswith("SCRAM-"):
             raise KafkaConfigError(
@@ -487,35 +474,3 @@ def _oauth_settings(config: Mapping[str, str]) -> dict[str, str]:
         "sasl.login.callback.handler.class": _OAUTH_HANDLER,
         "sasl.oauthbearer.token.endpoint.url": config["sasl.oauthbearer.token.endpoint.url"],
     }
-
-
-# ---------------------------------------------------------------------------------------------
-# keeping secrets out of logs and messages
-
-
-def redacted(config: Mapping[str, str]) -> dict[str, str]:
-    """A copy safe to log."""
-    return {k: ("***" if is_secret(k) or "PRIVATE KEY" in v else v) for k, v in config.items()}
-
-
-def secret_values(config: Mapping[str, str]) -> list[str]:
-    """Every secret in the settings, and the lines of multi-line ones (a PEM key logged line by line)."""
-    found: list[str] = []
-    for key, value in config.items():
-        if not (is_secret(key) or "PRIVATE KEY" in value) or len(value) < 4:
-            continue
-        found.append(value)
-        found += [
-            line.strip() for line in value.splitlines() if len(line.strip()) >= 16 and "-----" not in line
-        ]
-    if "sasl.jaas.config" in config:
-        options = _jaas_options(config["sasl.jaas.config"])
-        found += [v for k, v in options.items() if k not in _PUBLIC_JAAS_OPTIONS and len(v) >= 4]
-    return found
-
-
-def scrub(text: str, config: Mapping[str, str]) -> str:
-    """``text`` with every secret of ``config`` replaced by ``***`` (for exception messages)."""
-    for secret in sorted(secret_values(config), key=len, reverse=True):
-        text = text.replace(secret, "***")
-    return text

@@ -15,7 +15,7 @@ from typing import Any
 
 from kafkalake.core.errors import KafkaConfigError, KafkalakeError, Kind, TopicMissingError, failure
 from kafkalake.core.job_failures import classify_text, security_failure
-from kafkalake.kafka.client_config import scrub
+from kafkalake.kafka.redaction import scrub
 from kafkalake.lake.checkpoint import CheckpointState, Offsets
 
 log = logging.getLogger(__name__)
