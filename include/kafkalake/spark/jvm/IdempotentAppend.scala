@@ -19,7 +19,7 @@
 // maximum), or the registration cannot be made, the transaction's own look-up answers, as before.
 //
 // In a package under org.apache.spark.sql.delta so that it may use Delta's private[delta] parts.
-// Built at set-up against pyspark's and Delta's jars (kafkalake.core.jvm_extension).
+// Built at set-up against pyspark's and Delta's jars (kafkalake.launch.jvm_extension).
 package org.apache.spark.sql.delta.kafkalake
 
 import java.util.concurrent.atomic.AtomicBoolean

@@ -20,7 +20,7 @@
 // single-quoted string). tests/integration/test_json_functions.py compares the two on odd bytes.
 //
 // In package org.apache.spark.sql so that it may use Spark's JSON parser classes, which are
-// private[sql]. Built at set-up against the pyspark jars (kafkalake.core.jvm_extension).
+// private[sql]. Built at set-up against the pyspark jars (kafkalake.launch.jvm_extension).
 package org.apache.spark.sql.kafkalake
 
 import scala.util.control.NonFatal
