@@ -87,7 +87,7 @@ def test_scrub_removes_secrets_and_their_pem_lines_from_a_message():
     ],
 )
 def test_the_masked_values_are_the_secrets_not_the_login_or_scope(extra, login, password, secret):
-    # Masked, "kafka" (the scope in docs/security.md's example) would become *** everywhere in the task log.
+    # Masked, "kafka" (the OAuth scope in docs/security.md) would become *** everywhere in the task log.
     config = librdkafka_config("kafka_default", "b", 9093, extra, login=login, password=password)
     java = java_client_config(config)
     masked = secret_values(java)
