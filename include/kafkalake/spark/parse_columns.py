@@ -25,8 +25,9 @@ Names reach Spark only as literals or quoted
 
 from __future__ import annotations
 
+import operator
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from kafkalake.config.parsed import JSON_NAME, Expectation, ParsedConfig, column_name
@@ -67,6 +68,26 @@ DEAD_LETTER_REASONS = (
 _DECIMAL = re.compile(r"decimal\((\d+),\s*(\d+)\)")
 
 
+def _balanced(
+    combine: Callable[[Column, Column], Column], columns: Sequence[Column], empty: Column
+) -> Column:
+    """``columns`` combined pairwise as a balanced tree, ``empty`` when there are none.
+
+    A left-deep chain (``a + b + c + ...``) over a record's fields is as deep as the schema is wide,
+    and Spark converts and analyses column trees recursively: with a few hundred fields (a record
+    with thousands of keys, ``max_columns`` of them columns) the chain overflowed the driver's stack
+    (StackOverflowError in ``withColumn``) and parked the parsed side for good. A balanced tree is
+    log2(width) deep, with the same value.
+    """
+    level = list(columns)
+    if not level:
+        return empty
+    while len(level) > 1:
+        paired = [combine(level[i], level[i + 1]) for i in range(0, len(level) - 1, 2)]
+        level = paired + ([level[-1]] if len(level) % 2 else [])
+    return level[0]
+
+
 def _has_unknown(raw_fields: Column, names: Sequence[str]) -> Column:
     """True where the JSON object (as a map) has a key that is not one of ``names``.
 
@@ -76,10 +97,8 @@ def _has_unknown(raw_fields: Column, names: Sequence[str]) -> Column:
     """
     from pyspark.sql import functions as F
 
-    known = F.lit(0)
-    for name in names:
-        known = known + F.map_contains_key(raw_fields, F.lit(name)).cast("int")
-    return F.size(raw_fields) > known
+    known = [F.map_contains_key(raw_fields, F.lit(name)).cast("int") for name in names]
+    return F.size(raw_fields) > _balanced(operator.add, known, F.lit(0))
 
 
 def _lossy(
@@ -136,10 +155,11 @@ def _lossy_nested(
             lost = F.size(_given_twice(F.map_keys(raw_fields), names)) > 0
         else:
             lost = F.lit(False)
-        for field in fields:
-            name = field["name"]
-            lost = lost | _lossy(raw_fields[name], parsed[name], field["type"], unknown_lost, twice_lost)
-        return parsed.isNull() | lost
+        inner = [
+            _lossy(raw_fields[f["name"]], parsed[f["name"]], f["type"], unknown_lost, twice_lost)
+            for f in fields
+        ]
+        return parsed.isNull() | lost | _any(inner)
     element = data_type["elementType"]
     raw_elements = F.from_json(raw, "array<string>")
     if (isinstance(element, dict) and element["type"] in ("struct", "array")) or (
@@ -180,13 +200,13 @@ def _clean(parsed: Column, keys: Column, names: Sequence[str], types: Sequence[A
 
     if not names:
         return F.lit(False)
-    present = F.lit(0)
-    for name in names:
-        present = present + parsed[name].isNotNull().cast("int")
-    possible = present > 0
-    for name, data_type in zip(names, types, strict=True):
-        if not isinstance(data_type, str) or _DECIMAL.fullmatch(data_type):
-            possible = possible & parsed[name].isNull()
+    present = _balanced(operator.add, [parsed[name].isNotNull().cast("int") for name in names], F.lit(0))
+    never_clean = [
+        parsed[name].isNull()
+        for name, data_type in zip(names, types, strict=True)
+        if not isinstance(data_type, str) or _DECIMAL.fullmatch(data_type)
+    ]
+    possible = (present > 0) & _balanced(operator.and_, never_clean, F.lit(True))
     return F.coalesce(possible & (keys == present), F.lit(False))
 
 
@@ -253,25 +273,27 @@ def parse_batch(bronze: DataFrame, schema: Schema, config: ParsedConfig) -> Data
     mismatched = _flagged(lost, names)
     needs_rescue = F.col("_kafka_needs_rescue")
     raw_keys = F.map_keys(raw_fields)
-    frame = frame.withColumn(
-        "_kafka_rescued",
-        F.when(
-            needs_rescue,
-            F.to_json(
-                F.map_filter(
-                    F.from_json(TEXT, "map<string,variant>"),
-                    # A schema field's key given twice: the typed parse keeps the first value when
-                    # the last does not convert, so its values are rescued (each of them, as given),
-                    # as a field given twice inside a struct is rescued whole (_has_unknown).
-                    lambda k, _v: (
-                        ~k.isin(names)
-                        | F.array_contains(mismatched, k)
-                        | (F.size(F.filter(raw_keys, lambda r: r == k)) > 1)
-                    ),
-                )
-            ),
-        ),
+
+    def to_rescue(key: Column, _value: Column) -> Column:
+        # A schema field's key given twice: the typed parse keeps the first value when the last
+        # does not convert, so its values are rescued (each of them, as given), as a field given
+        # twice inside a struct is rescued whole (_has_unknown).
+        return (
+            ~key.isin(names)
+            | F.array_contains(mismatched, key)
+            | (F.size(F.filter(raw_keys, lambda r: r == key)) > 1)
+        )
+
+    as_variants = F.to_json(F.map_filter(F.from_json(TEXT, "map<string,variant>"), to_rescue))
+    # Spark's variant refuses an object with a key holding a lone surrogate escape ("\ud800") beside
+    # any other key: such a record is rescued from the raw texts instead, each value as its JSON
+    # text (a string), the key as Spark reads it (the surrogate as "?"); its bytes are in bronze.
+    # Not where the keys repeat: which value is meant cannot be told, so that stays a dead letter.
+    as_texts = F.when(
+        F.size(raw_keys) == F.size(F.array_distinct(raw_keys)),
+        F.to_json(F.map_filter(raw_fields, to_rescue)),
     )
+    frame = frame.withColumn("_kafka_rescued", F.when(needs_rescue, F.coalesce(as_variants, as_texts)))
     rescued = F.col("_kafka_rescued")
     # A tombstone lands in the latest table only, which keeps no keyless record: without a key, a
     # null value is a dead letter, or it would be in no table at all.
@@ -360,10 +382,7 @@ def _given_twice(raw_keys: Column, names: list[str]) -> Column:
 def _any(flags: list[Column]) -> Column:
     from pyspark.sql import functions as F
 
-    found = F.lit(False)
-    for flag in flags:
-        found = found | flag
-    return found
+    return _balanced(operator.or_, flags, F.lit(False))
 
 
 def _flagged(lost: list[Column], names: list[str]) -> Column:
