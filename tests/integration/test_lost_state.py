@@ -20,7 +20,7 @@ from kafkalake.airflow.tasks import check_topic_identity
 from kafkalake.config.catalog import load_catalog
 from kafkalake.config.parsed import ParsedConfig
 from kafkalake.config.topic import TopicConfig
-from kafkalake.core.errors import TopicRecreatedError
+from kafkalake.core.errors import BrokerUnreachableError, TopicRecreatedError
 from kafkalake.core.metrics import XCOM_KEY as METRICS_XCOM_KEY
 from kafkalake.dev import local_airflow, producer
 from kafkalake.dev.local_airflow import DagRunError
@@ -28,6 +28,7 @@ from kafkalake.dev.producer import Record
 from kafkalake.dev.standalone_airflow import wait_for
 from kafkalake.kafka.offsets import topic_id
 from kafkalake.lake import parsed_backlog
+from kafkalake.lake.table_guard import plan_start
 from kafkalake.lake.table_position import read_position
 
 from .helpers import assert_exactly_once, make_topic, read_rows, table_version
@@ -115,10 +116,25 @@ def test_a_recreated_topic_is_never_silently_skipped_whether_or_not_it_refilled(
     producer.produce(bootstrap, name, [Record(None, f"{i}".encode(), 0) for i in range(100)])
     first_id = topic_id(config, name)
     assert first_id
-    run(spark, topic, bootstrap, first_id)
+    run(spark, topic, bootstrap)  # a job run by hand, no ID handed: it asks Kafka itself
     position = read_position(topic.path)
     assert position is not None and position.topic_id == first_id and position.end == {0: 100}
     check_topic_identity(config, name, topic.path)  # the same topic: no complaint
+
+    # Kafka does not say the ID (here: no broker answers): the check fails loudly and is retried,
+    # in the pre-flight and in the job alike, instead of being skipped.
+    silent = {"bootstrap.servers": "127.0.0.1:1"}
+    unknown = re.escape(
+        f"Kafka did not say the topic's ID, and the table's offsets (version {position.version}"
+    )
+    with pytest.raises(BrokerUnreachableError, match=unknown) as raised:
+        check_topic_identity(silent, name, topic.path)
+    assert (
+        f"were read from topic ID {first_id}" in str(raised.value)
+        and raised.value.kind == "broker_unreachable"
+    )
+    with pytest.raises(BrokerUnreachableError, match=unknown):
+        plan_start(topic, None)
 
     admin = AdminClient(config)  # kept: a collected client cancels its requests
     admin.delete_topics([name])[name].result(timeout=30)
@@ -138,12 +154,14 @@ def test_a_recreated_topic_is_never_silently_skipped_whether_or_not_it_refilled(
     assert len(read_rows(Path(topic.path))) == 100  # nothing was written
 
 
-def test_a_recreated_topic_that_accepts_data_loss_records_what_it_lost_in_the_gaps_table(
+def test_a_recreated_topic_that_accepts_data_loss_is_refused_too_when_the_job_is_run_by_hand(
     spark, kafka, tmp_path
 ):
-    # No topic ID to tell (the job started by hand): Spark, told not to fail on data loss, plans
-    # nothing for a log shorter than where the stream was and goes on from its end, so the new
-    # log's first records are never read. They are recorded as lost, not skipped silently.
+    # No topic ID handed (the job started by hand): the job asks Kafka for it. Spark, told not to
+    # fail on data loss, would plan nothing for a log shorter than where the stream was and go on
+    # from its end, so the new log's first records would never be read: the job refuses instead,
+    # as the DAG's pre-flight does, and writes nothing. (Where Kafka has no topic IDs at all, the
+    # lost offsets are recorded in the gaps table: kafka.gaps.lost_ranges, tests/unit/kafka.)
     name = "it-recreated-lossy"
     bootstrap = kafka.bootstrap_servers
     config = {"bootstrap.servers": bootstrap}
@@ -151,23 +169,17 @@ def test_a_recreated_topic_that_accepts_data_loss_records_what_it_lost_in_the_ga
     producer.create_topic(bootstrap, name, partitions=1)
     producer.produce(bootstrap, name, [Record(None, f"{i}".encode(), 0) for i in range(100)])
     run(spark, topic, bootstrap)
+    first_id = read_position(topic.path).topic_id  # type: ignore[union-attr]
+    assert first_id == topic_id(config, name)
     admin = AdminClient(config)  # kept: a collected client cancels its requests
     admin.delete_topics([name])[name].result(timeout=30)
     wait_for(lambda: topic_id(config, name) is None, what="the topic to be deleted", timeout=60, every=0.5)
     producer.create_topic(bootstrap, name, partitions=1)
     producer.produce(bootstrap, name, [Record(None, b"new", 0) for _ in range(40)])
-    run(spark, topic, bootstrap)
-    gaps = read_rows(Path(topic.gaps_path))
-    assert [(g["partition"], g["first_offset"], g["end_offset"], g["offsets"]) for g in gaps] == [
-        (0, 0, 40, 40)
-    ]
-    # The stream goes on from the new log's end: later records land, once.
-    producer.produce(bootstrap, name, [Record(None, b"later", 0) for _ in range(10)])
-    run(spark, topic, bootstrap)
-    bronze = read_rows(Path(topic.path))
-    assert len(bronze) == 110
-    assert sorted(r["offset"] for r in bronze if r["value"] != b"later")[-1] == 99
-    assert sorted(r["offset"] for r in bronze if r["value"] == b"later") == list(range(40, 50))
+    with pytest.raises(TopicRecreatedError, match=re.escape(f"read from topic ID {first_id}")):
+        run(spark, topic, bootstrap)
+    assert len(read_rows(Path(topic.path))) == 100  # nothing was written
+    assert not Path(topic.gaps_path).exists()
 
 
 def test_a_batch_cut_between_its_parsed_and_dead_letter_commits_then_a_lost_checkpoint_loses_nothing(

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 
 from kafkalake.config.tables import topic_tables
 from kafkalake.config.topic import TopicConfig
-from kafkalake.core.errors import Kind, TableStateError, TopicRecreatedError, failure
+from kafkalake.core.errors import BrokerUnreachableError, Kind, TableStateError, TopicRecreatedError, failure
 from kafkalake.lake import storage, store_files, table_position
 from kafkalake.lake.checkpoint import CheckpointState, Offsets, batch_ids, read_checkpoint, starting_offsets
 from kafkalake.lake.store_files import Location, join
@@ -217,8 +217,15 @@ def plan_start(topic: TopicConfig, topic_id: str | None = None) -> StartPlan:
 
     Raises:
         TopicRecreatedError: ``topic_id`` (Kafka's, now) is not the one the table's offsets came from.
+        BrokerUnreachableError: Kafka did not say the topic's ID (``topic_id`` None) while the
+            table's offsets carry one: the check could not run, and a re-created topic refilled
+            past the table's offsets would be read as the old one. Retried, never skipped.
     """
     position = table_position.read_position(topic.path)
+    if position is not None and position.topic_id and topic_id is None:
+        raise BrokerUnreachableError(
+            failure(Kind.BROKER_UNREACHABLE, table_position.unknown_id_message(topic.name, position)).message
+        )
     if position is not None and topic_id is not None:
         recreated = table_position.recreated_message(topic.name, topic_id, position)
         if recreated is not None:

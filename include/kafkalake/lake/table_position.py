@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from kafkalake.lake import storage
@@ -88,6 +88,7 @@ def position_in(history: Iterable[Mapping[str, Any]]) -> TablePosition | None:
     """The position the table's current state holds, from its commit history (any order)."""
     commits = sorted(history, key=lambda c: int(c["version"]), reverse=True)
     below: int | None = None  # after a RESTORE: only commits at or below this version count
+    found: TablePosition | None = None
     for commit in commits:
         version = int(commit["version"])
         if below is not None and version > below:
@@ -95,18 +96,25 @@ def position_in(history: Iterable[Mapping[str, Any]]) -> TablePosition | None:
         if commit.get("operation") == "RESTORE":
             below = _restored_to(commit, commits)
             if below is None:
-                return None  # cannot tell what the restore went back to
+                return found  # cannot tell what the restore went back to
             continue
         record = _recorded(commit)
-        if record is not None:
-            return TablePosition(
+        if record is None:
+            continue
+        if found is None:
+            found = TablePosition(
                 version=version,
                 end={int(p): int(o) for p, o in record["end"].items()},
                 batch=record.get("batch"),
                 query=record.get("query"),
                 topic_id=record.get("topic_id"),
             )
-    return None
+        # A commit made without the ID (a job run by hand, without the task's) does not drop it:
+        # the newest ID the table's current state recorded is carried forward, so the check that
+        # a re-created topic is not read as the old one never goes quiet.
+        if record.get("topic_id"):
+            return replace(found, topic_id=record["topic_id"])
+    return found
 
 
 def read_position(location: str, limit: int = 1000) -> TablePosition | None:
@@ -115,13 +123,28 @@ def read_position(location: str, limit: int = 1000) -> TablePosition | None:
     return None if table is None else position_in(table.history(limit))
 
 
+def standard_topic_id(topic_id: str) -> str:
+    """A topic ID as librdkafka (the pre-flight's client, whose spelling tables record) writes it:
+    standard base64. Java's client writes the same 16 bytes in URL-safe base64 (``-`` and ``_``)."""
+    return topic_id.replace("-", "+").replace("_", "/")
+
+
 def recreated_message(topic: str, current_id: str, position: TablePosition) -> str | None:
     """The on-call detail when Kafka's topic is not the one the table's offsets came from; else None."""
-    if not position.topic_id or position.topic_id == current_id:
+    if not position.topic_id or standard_topic_id(position.topic_id) == standard_topic_id(current_id):
         return None
     return (
         f"topic {topic!r} was deleted and re-created in Kafka: its topic ID is now {current_id}, but "
         f"the table's offsets ({position.describe()}) were read from topic ID {position.topic_id}"
+    )
+
+
+def unknown_id_message(topic: str, position: TablePosition) -> str:
+    """The on-call detail when Kafka did not say the topic's ID while the table's offsets carry one."""
+    return (
+        f"topic {topic!r}: Kafka did not say the topic's ID, and the table's offsets "
+        f"({position.describe()}) were read from topic ID {position.topic_id}: whether the topic was "
+        "deleted and re-created since cannot be checked, so nothing is read until it can"
     )
 
 

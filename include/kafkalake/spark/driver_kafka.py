@@ -1,4 +1,4 @@
-"""Questions to Kafka through the driver JVM's own Kafka client: a topic's partitions, their
+"""Questions to Kafka through the driver JVM's own Kafka client: a topic's ID, its partitions, their
 earliest offsets.
 
 The driver JVM already holds the Kafka client and the job's Java client settings, which the Kafka
@@ -9,11 +9,16 @@ stream does.
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
+from kafkalake.lake import table_position
+
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+
+log = logging.getLogger(__name__)
 
 _BYTES = "org.apache.kafka.common.serialization.ByteArrayDeserializer"
 #: How long one question may wait for the brokers.
@@ -58,3 +63,31 @@ def partition_ids(spark: SparkSession, client_config: Mapping[str, str], topic: 
     with _consumer(spark, client_config, f"kafkalake-partitions-{topic}") as (jvm, consumer):
         found = consumer.partitionsFor(topic, jvm.java.time.Duration.ofSeconds(TIMEOUT_S))
         return sorted(int(info.partition()) for info in found)
+
+
+def topic_id(spark: SparkSession, client_config: Mapping[str, str], topic: str) -> str | None:
+    """Kafka's ID of ``topic`` (new each time a topic of that name is created), as the pre-flight's
+    client spells it; None when the cluster does not say (no answer in time, a principal not
+    allowed to describe the topic, a broker too old to have IDs)."""
+    from py4j.protocol import Py4JJavaError
+
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    props = jvm.java.util.Properties()
+    for key, value in client_config.items():
+        props.setProperty(key, value)
+    props.setProperty("client.id", f"kafkalake-topic-id-{topic}")
+    admin = jvm.org.apache.kafka.clients.admin.Admin.create(props)
+    try:
+        names = jvm.java.util.ArrayList()
+        names.add(topic)
+        described = admin.describeTopics(names).allTopicNames()
+        found = described.get(TIMEOUT_S, jvm.java.util.concurrent.TimeUnit.SECONDS).get(topic).topicId()
+    except Py4JJavaError as err:
+        log.warning("Kafka did not say the topic ID of %r: %s", topic, str(err).splitlines()[0])
+        return None
+    finally:
+        admin.close()
+    if found is None or found.equals(jvm.org.apache.kafka.common.Uuid.ZERO_UUID):
+        return None
+    return table_position.standard_topic_id(str(found.toString()))

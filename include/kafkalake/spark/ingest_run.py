@@ -26,6 +26,7 @@ from kafkalake.core.metrics import JobMetrics
 from kafkalake.lake import parsed_backlog
 from kafkalake.lake.checkpoint_lock import checkpoint_lock
 from kafkalake.lake.table_guard import check_safe_to_start, plan_start
+from kafkalake.spark import driver_kafka
 from kafkalake.spark.batch_writer import BatchWriter
 from kafkalake.spark.catch_up import catch_up_if_behind
 from kafkalake.spark.latest import settle_after_run
@@ -43,7 +44,7 @@ class IngestRun:
 
     ``client_config``: the Java Kafka client's settings (secrets included; never logged).
     ``topic_id``: Kafka's ID of the topic as the task read it, recorded with the offsets and checked
-    against the tables' (None when the task did not say).
+    against the tables'. When the task did not say (a job run by hand), the run asks Kafka itself.
     """
 
     def __init__(
@@ -84,6 +85,8 @@ class IngestRun:
 
         topic, writer = self.topic, self.writer
         log.info("ingesting topic %s into %s (checkpoint %s)", topic.name, topic.path, topic.checkpoint_path)
+        if writer.topic_id is None:
+            writer.topic_id = driver_kafka.topic_id(self.spark, self.client_config, topic.name)
         plan = plan_start(topic, writer.topic_id)
         if plan.rebuild_from is None:
             check_safe_to_start(topic)

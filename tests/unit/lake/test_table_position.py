@@ -11,6 +11,8 @@ from kafkalake.lake.table_position import (
     furthest,
     position_in,
     recreated_message,
+    standard_topic_id,
+    unknown_id_message,
 )
 
 
@@ -74,3 +76,33 @@ def test_a_different_topic_id_is_a_recreated_topic_and_an_unknown_one_is_not():
     assert recreated_message("t", "new-id", TablePosition(4, {0: 100})) is None  # recorded before IDs were
     meta = commit_metadata({0: 100}, 3, "q", "old-id")
     assert position_in([{"version": 4, "userMetadata": meta}]) == TablePosition(4, {0: 100}, 3, "q", "old-id")
+
+
+def with_id(version: int, end: dict[int, int], topic_id: str | None) -> dict[str, Any]:
+    meta = commit_metadata(end, version, "q", topic_id)
+    return {"version": version, "operation": "WRITE", "userMetadata": meta}
+
+
+def test_a_commit_without_the_topic_id_carries_the_newest_recorded_one_forward():
+    """A job run by hand (no ID handed) must not make the recreated-topic check go quiet."""
+    history = [with_id(0, {0: 5}, "id-a"), with_id(1, {0: 9}, "id-b"), with_id(2, {0: 12}, None)]
+    assert position_in(history) == TablePosition(2, {0: 12}, batch=2, query="q", topic_id="id-b")
+    # Only the table's current state counts: a restore to version 0 hides id-b.
+    restored = [*history, op(3, "RESTORE", version=0), with_id(4, {0: 6}, None)]
+    assert position_in(restored) == TablePosition(4, {0: 6}, batch=4, query="q", topic_id="id-a")
+    # A restore whose target cannot be told ends the walk: the newest position stands, without an ID.
+    unknown = [with_id(0, {0: 5}, "id-a"), op(1, "RESTORE"), with_id(2, {0: 7}, None)]
+    assert position_in(unknown) == TablePosition(2, {0: 7}, batch=2, query="q")
+    assert position_in([with_id(0, {0: 5}, None)]) == TablePosition(0, {0: 5}, batch=0, query="q")
+
+
+def test_an_unknown_topic_id_message_names_the_recorded_one():
+    message = unknown_id_message("orders", TablePosition(4, {0: 100}, topic_id="old-id"))
+    assert "'orders'" in message and "topic ID old-id" in message and "partition 0: 100" in message
+
+
+def test_the_java_and_librdkafka_spellings_of_one_topic_id_are_one_topic():
+    position = TablePosition(4, {0: 100}, topic_id="XxG+JaaORES+MWMnOn/hPQ")
+    assert standard_topic_id("XxG-JaaORES-MWMnOn_hPQ") == "XxG+JaaORES+MWMnOn/hPQ"
+    assert recreated_message("t", "XxG-JaaORES-MWMnOn_hPQ", position) is None
+    assert recreated_message("t", "XxG-JaaORES-MWMnOn_hPZ", position) is not None
