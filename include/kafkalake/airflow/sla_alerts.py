@@ -28,6 +28,7 @@ from airflow.sdk.definitions.deadline import DeadlineAlert, DeadlineReference
 from kafkalake.config.schedule import sla_plan
 from kafkalake.config.topic import TopicConfig
 from kafkalake.core.durations import format_duration
+from kafkalake.core.errors import WebhookError
 
 log = logging.getLogger(__name__)
 
@@ -165,10 +166,6 @@ def record_landed_count(ti: Any) -> None:
         ti.xcom_push(key=LANDED_COUNT_XCOM_KEY, value=int(count))
     except Exception as err:
         log.warning("could not record the count of landed ingests for the SLA-miss check: %r", err)
-
-
-class WebhookError(RuntimeError):
-    """The SLA webhook could not be reached or refused the alert; the message names no secret."""
 
 
 async def post_webhook(conn_id: str, body: Mapping[str, Any]) -> int:

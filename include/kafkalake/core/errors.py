@@ -32,6 +32,7 @@ class Kind(StrEnum):
     TOPIC_MISSING = "topic_missing"
     BAD_CONFIG = "bad_config"
     SCHEMA_REJECTED = "schema_rejected"
+    SCHEMA_UNUSABLE = "schema_unusable"
     EXPECTATION_FAILED = "expectation_failed"
     TABLE_STATE = "table_state"
     INGEST_UNFINISHED = "ingest_unfinished"
@@ -45,6 +46,7 @@ class Kind(StrEnum):
     TOPIC_RECREATED = "topic_recreated"
     DISK_FULL = "disk_full"
     STORE_UNREACHABLE = "store_unreachable"
+    WEBHOOK_FAILED = "webhook_failed"
     UNKNOWN = "unknown"
 
 
@@ -54,6 +56,8 @@ NON_RETRYABLE = frozenset(
         Kind.TOPIC_MISSING,
         Kind.BAD_CONFIG,
         Kind.SCHEMA_REJECTED,
+        # The same records (or the same pinned schema) give the same schema a minute later.
+        Kind.SCHEMA_UNUSABLE,
         Kind.EXPECTATION_FAILED,
         Kind.TABLE_STATE,
         Kind.INGEST_UNFINISHED,
@@ -68,6 +72,9 @@ NON_RETRYABLE = frozenset(
         # Space comes back when someone frees it, not a minute later; the next scheduled run (or a
         # cleared task) resumes from the checkpoint once it has.
         Kind.DISK_FULL,
+        # An SLA-miss alert the webhook did not take: nothing sends it again (the triggerer runs a
+        # Deadline Alert's callback once); the miss itself is in the triggerer's log.
+        Kind.WEBHOOK_FAILED,
     }
 )
 
@@ -89,6 +96,7 @@ EXIT_CODES: Mapping[Kind, int] = {
     Kind.TOPIC_RECREATED: 80,
     Kind.DISK_FULL: 71,  # EX_OSERR: the operating system refused the write
     Kind.STORE_UNREACHABLE: 81,
+    Kind.SCHEMA_UNUSABLE: 82,
 }
 KIND_OF_EXIT = {code: kind for kind, code in EXIT_CODES.items()}
 
@@ -116,6 +124,15 @@ RUNBOOK_SCHEMA_REJECTED = (
     "by `python -m kafkalake.cli.schema show --topic <topic>`, the current version), then clear the "
     "task: the run lands everything from where it stopped, nothing twice. To refuse them, fix the "
     "producer; the records stay in bronze."
+)
+RUNBOOK_SCHEMA_UNUSABLE = (
+    "The schema the run was about to record (pinned in the catalog's `parsed.schema`, inferred from "
+    "the records, or proposed for new fields) is one no parsed table could take or another engine "
+    "could not open: the message names why (two fields whose names differ only in case, a struct "
+    "without fields, nesting past delta-rs' limit). Nothing was recorded; bronze holds the records. "
+    "Fix a pinned schema (or `parsed.type_hints`) in the catalog, then clear the task. Inferred "
+    "schemas are repaired before they are recorded, so one that is not is a bug: report it with the "
+    "message"
 )
 RUNBOOK_EXPECTATION_FAILED = (
     "Records broke an expectation whose action is `fail` (named above, with example offsets). "
@@ -185,6 +202,13 @@ RUNBOOK_TLS_UNTRUSTED = (
     "certificate. Check with `openssl s_client -connect <host:port> -CAfile <ca.pem>`, fix the "
     "connection's CA or client certificate, then clear the task. Never turn verification off"
 )
+RUNBOOK_WEBHOOK_FAILED = (
+    "The SLA-miss alert did not reach the webhook: the HTTP connection named in the message did not "
+    "answer, or answered with an HTTP error. The miss itself is in the triggerer's log (see 'SLA "
+    "miss alert'), and nothing sends the alert again: act on it from the log. Check the "
+    "connection's host, schema, port and extra (its `headers`, its login/password for basic "
+    "auth), and that the endpoint answers from the triggerer"
+)
 _RUNBOOK_TRANSIENT = "Transient: the task retries with backoff; if every retry fails, {what}"
 RUNBOOK_BROKER = _RUNBOOK_TRANSIENT.format(
     what="check the brokers are up and reachable from the Airflow worker (bootstrap.servers, "
@@ -211,6 +235,7 @@ _RUNBOOKS = {
     Kind.TOPIC_MISSING: RUNBOOK_TOPIC_MISSING,
     Kind.BAD_CONFIG: RUNBOOK_BAD_CONFIG,
     Kind.SCHEMA_REJECTED: RUNBOOK_SCHEMA_REJECTED,
+    Kind.SCHEMA_UNUSABLE: RUNBOOK_SCHEMA_UNUSABLE,
     Kind.EXPECTATION_FAILED: RUNBOOK_EXPECTATION_FAILED,
     Kind.TABLE_STATE: RUNBOOK_TABLE_STATE,
     Kind.INGEST_UNFINISHED: RUNBOOK_INGEST_UNFINISHED,
@@ -224,6 +249,7 @@ _RUNBOOKS = {
     Kind.TOPIC_RECREATED: RUNBOOK_TOPIC_RECREATED,
     Kind.DISK_FULL: RUNBOOK_DISK_FULL,
     Kind.STORE_UNREACHABLE: RUNBOOK_STORE_UNREACHABLE,
+    Kind.WEBHOOK_FAILED: RUNBOOK_WEBHOOK_FAILED,
     Kind.UNKNOWN: RUNBOOK_UNKNOWN,
 }
 
@@ -294,6 +320,12 @@ class SchemaRejectedError(NonRetryableError):
     kind = Kind.SCHEMA_REJECTED
 
 
+class UnusableSchemaError(NonRetryableError, ValueError):
+    """A schema the parsed table, or another engine reading it, cannot take."""
+
+    kind = Kind.SCHEMA_UNUSABLE
+
+
 class ExpectationFailedError(NonRetryableError):
     kind = Kind.EXPECTATION_FAILED
 
@@ -347,6 +379,12 @@ class TlsUntrustedError(NonRetryableError):
     kind = Kind.TLS_UNTRUSTED
 
 
+class WebhookError(NonRetryableError):
+    """The SLA webhook could not be reached or refused the alert; the message names no secret."""
+
+    kind = Kind.WEBHOOK_FAILED
+
+
 class TransientError(KafkalakeError):
     """Likely to work later: the task retries with backoff."""
 
@@ -376,6 +414,7 @@ _ERRORS: Mapping[Kind, type[KafkalakeError]] = {
     Kind.TOPIC_MISSING: TopicMissingError,
     Kind.BAD_CONFIG: BadConfigError,
     Kind.SCHEMA_REJECTED: SchemaRejectedError,
+    Kind.SCHEMA_UNUSABLE: UnusableSchemaError,
     Kind.EXPECTATION_FAILED: ExpectationFailedError,
     Kind.TABLE_STATE: TableStateError,
     Kind.INGEST_UNFINISHED: IngestUnfinishedError,
@@ -389,6 +428,7 @@ _ERRORS: Mapping[Kind, type[KafkalakeError]] = {
     Kind.TOPIC_RECREATED: TopicRecreatedError,
     Kind.DISK_FULL: DiskFullError,
     Kind.STORE_UNREACHABLE: StoreUnreachableError,
+    Kind.WEBHOOK_FAILED: WebhookError,
     Kind.UNKNOWN: TransientError,
 }
 

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from kafkalake.config.parsed import JSON_NAME, clash_key, column_name
+from kafkalake.core.errors import UnusableSchemaError
 from kafkalake.lake import storage, store_files
 
 Schema = dict[str, Any]
@@ -86,10 +87,6 @@ def is_reserved(name: str) -> bool:
 #: serde_json's recursion limit is 128; delta-rs parses the schema with it (and a little nesting of
 #: its own around it), so the schema's own JSON stays well below.
 MAX_SCHEMA_JSON_NESTING = 110
-
-
-class UnusableSchemaError(ValueError):
-    """A schema the parsed table, or another engine reading it, cannot take."""
 
 
 def schema_problems(schema: Schema) -> list[str]:

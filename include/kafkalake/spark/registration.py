@@ -16,14 +16,16 @@ from typing import TYPE_CHECKING
 from kafkalake.config.tables import Table, topic_tables
 from kafkalake.config.topic import TopicConfig
 from kafkalake.core import kill_points
+from kafkalake.core.errors import BadConfigError
 from kafkalake.lake.registry import record as registry_record
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 
-class RegistrationError(RuntimeError):
-    pass
+class RegistrationError(BadConfigError):
+    """The table's name is registered at another location: another topic or an older catalog
+    claims it. The same catalog fails the same way until one of them changes."""
 
 
 @contextlib.contextmanager

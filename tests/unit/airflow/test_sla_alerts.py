@@ -15,13 +15,13 @@ import pytest
 
 from kafkalake.airflow import sla_alerts
 from kafkalake.airflow.sla_alerts import (
-    WebhookError,
     callback_kwargs,
     miss_message,
     on_sla_miss,
     redacted_url,
     webhook_url,
 )
+from kafkalake.core.errors import WebhookError
 
 # The shape of the context Airflow's scheduler hands the callback (Deadline.handle_miss: the
 # REST API's DAGRunResponse, with ``dag_run_id``, and the deadline).

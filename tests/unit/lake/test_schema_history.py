@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from kafkalake.config.parsed import column_name
+from kafkalake.core.errors import UnusableSchemaError
 from kafkalake.lake.schema_history import (
     SchemaHistory,
-    UnusableSchemaError,
     merge,
     repaired,
     schema_problems,
