@@ -134,12 +134,13 @@ _current = StorageSettings()
 
 
 def use(settings: StorageSettings) -> None:
-    """Reach the object store with ``settings`` from now on, in this process."""
+    """Reach the object store with ``settings`` from now on, in this process.
+
+    The filesystem and client :mod:`kafkalake.lake.store_files` made for the settings before are
+    made anew on next use (it compares the settings it made them for with :func:`current`).
+    """
     global _current
     _current = settings
-    from kafkalake.lake import store_files
-
-    store_files.forget_filesystems()
 
 
 def current() -> StorageSettings:

@@ -34,8 +34,28 @@ def _remote(location: Location) -> tuple[S3FileSystem, str] | None:
     return _filesystem(), f"{parts.netloc}{parts.path}".rstrip("/")
 
 
-@cache
+#: The settings the cached filesystem and client were made with: another object in use (a call of
+#: :func:`kafkalake.lake.storage.use`, even with equal settings) makes them anew.
+_made_for: storage.StorageSettings | None = None
+
+
+def _settings() -> storage.StorageSettings:
+    """The process's settings, with the cached filesystem and client dropped when they changed."""
+    global _made_for
+    settings = storage.current()
+    if settings is not _made_for:
+        forget_filesystems()
+        _made_for = settings
+    return settings
+
+
 def _filesystem() -> S3FileSystem:
+    _settings()
+    return _cached_filesystem()
+
+
+@cache
+def _cached_filesystem() -> S3FileSystem:
     from pyarrow.fs import S3FileSystem
 
     # The AWS SDK's default since 2025 adds CRC checksums to every upload and checks them on every
@@ -60,9 +80,14 @@ def _filesystem() -> S3FileSystem:
     )
 
 
-@cache
 def s3_client() -> S3Client:
     """boto3's S3 client on this process's settings: for the conditional PUTs pyarrow cannot send."""
+    _settings()
+    return _cached_s3_client()
+
+
+@cache
+def _cached_s3_client() -> S3Client:
     import boto3
     from botocore.config import Config
 
@@ -89,8 +114,8 @@ def s3_client() -> S3Client:
 
 def forget_filesystems() -> None:
     """Drop the cached filesystem and client: the settings changed."""
-    _filesystem.cache_clear()
-    s3_client.cache_clear()
+    _cached_filesystem.cache_clear()
+    _cached_s3_client.cache_clear()
 
 
 def local(location: Location) -> Path:

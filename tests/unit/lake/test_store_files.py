@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from kafkalake.lake import store_files
+from kafkalake.lake import storage, store_files
 
 
 def test_read_write_list_and_delete(tmp_path):
@@ -40,3 +40,16 @@ def test_rename_folder_moves_a_checkpoint_aside(tmp_path):
 def test_object_store_paths_are_joined_not_collapsed():
     # pathlib would turn s3a://b/t into s3a:/b/t: a local relative folder named "s3a:".
     assert store_files.join("s3a://b/t/", "_kafkalake", "schemas") == "s3a://b/t/_kafkalake/schemas"
+
+
+def test_the_client_is_made_once_per_settings_in_use():
+    """storage.use() needs no call into this module: the client follows the settings in use."""
+    storage.use(storage.StorageSettings("http://127.0.0.1:1", "us-east-1", "AKIA1", "secret"))
+    try:
+        first = store_files.s3_client()
+        assert store_files.s3_client() is first
+        storage.use(storage.StorageSettings("http://127.0.0.1:2", "us-east-1", "AKIA1", "secret"))
+        assert store_files.s3_client() is not first
+        assert store_files.s3_client().meta.endpoint_url == "http://127.0.0.1:2"
+    finally:
+        storage.use(storage.StorageSettings())
