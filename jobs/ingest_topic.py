@@ -16,7 +16,7 @@ kind's exit code (``kafkalake.core.errors.EXIT_CODES``), so Airflow decides retr
 instead of from a Java stack trace.
 
 When ``KAFKALAKE_METRICS_FILE`` names a file, the job writes what it landed there as JSON
-(``kafkalake.core.metrics.JobMetrics``), on success and on failure; its Airflow task reads it.
+(``kafkalake.core.run_metrics.JobMetrics``), on success and on failure; its Airflow task reads it.
 
 After a successful stream the job does the DAG's follow-ups in its warm Spark application
 (:mod:`kafkalake.spark.follow_ups`: the schema refresh, and table care when it is due), so a DAG
@@ -44,8 +44,8 @@ from kafkalake.core.errors import (
     failure_of,
 )
 from kafkalake.core.job_failures import classify_spark_error, exception_text
-from kafkalake.core.metrics import ENV_METRICS_FILE
 from kafkalake.core.paths import catalog_path, lake_root
+from kafkalake.core.run_metrics import ENV_METRICS_FILE
 from kafkalake.core.run_mode import parse_reingest_from
 from kafkalake.lake.table_position import ENV_TOPIC_ID
 from kafkalake.launch.handover import (

@@ -27,7 +27,7 @@ from kafkalake.config.topic import TopicConfig
 from kafkalake.core.errors import NonRetryableError, TableStateError
 from kafkalake.dev import producer
 from kafkalake.dev.broker import LocalKafka
-from kafkalake.lake.table_guard import check_safe_to_start
+from kafkalake.lake.start_plan import check_safe_to_start
 from kafkalake.spark.batch_writer import BatchWriter
 from kafkalake.spark.stream import ensure_table, start_ingest
 

@@ -21,14 +21,14 @@ from kafkalake.config.catalog import load_catalog
 from kafkalake.config.parsed import ParsedConfig
 from kafkalake.config.topic import TopicConfig
 from kafkalake.core.errors import BrokerUnreachableError, TopicRecreatedError
-from kafkalake.core.metrics import XCOM_KEY as METRICS_XCOM_KEY
+from kafkalake.core.run_metrics import XCOM_KEY as METRICS_XCOM_KEY
 from kafkalake.dev import local_airflow, producer
 from kafkalake.dev.local_airflow import DagRunError
 from kafkalake.dev.producer import Record
 from kafkalake.dev.standalone_airflow import wait_for
 from kafkalake.kafka.offsets import topic_id
 from kafkalake.lake import parsed_backlog
-from kafkalake.lake.table_guard import plan_start
+from kafkalake.lake.start_plan import plan_start
 from kafkalake.lake.table_position import read_position
 
 from .helpers import assert_exactly_once, make_topic, read_rows, table_version

@@ -39,7 +39,7 @@ from kafkalake.dev.broker import LocalKafka
 from kafkalake.dev.producer import Record
 from kafkalake.dev.s3_server import LocalS3
 from kafkalake.kafka.offsets import end_offsets
-from kafkalake.lake import lease_lock, registry, storage, store_files, store_refusals
+from kafkalake.lake import lease_lock, registry, small_files, store_refusal_kinds, store_settings
 from kafkalake.lake.checkpoint import read_checkpoint
 from kafkalake.lake.lease_lock import LeaseLock
 from kafkalake.launch import jobs
@@ -96,9 +96,9 @@ def store_catalog(catalog_file: Path, tmp_path_factory: pytest.TempPathFactory) 
 def topic(store_catalog: Path, lake: Path, kafka: LocalKafka, s3_server: LocalS3) -> Iterator[TopicConfig]:
     producer.create_topic(kafka.bootstrap_servers, TOPIC, partitions=PARTITIONS)
     # This process reads the tables back with the same settings the tasks use.
-    storage.use(s3_server.storage_settings())
+    store_settings.use(s3_server.storage_settings())
     yield load_catalog(store_catalog, lake).topic(TOPIC)
-    storage.use(storage.StorageSettings())
+    store_settings.use(store_settings.StorageSettings())
 
 
 @pytest.fixture(scope="module")
@@ -121,7 +121,7 @@ def run_dag(
 
 
 def rows(location: str) -> list[dict[str, Any]]:
-    table = storage.open_delta(location)
+    table = store_settings.open_delta(location)
     assert table is not None, f"no Delta table at {location}"
     return table.to_pyarrow_table().to_pylist()
 
@@ -149,7 +149,7 @@ def assert_tables_agree(topic: TopicConfig, kafka: LocalKafka) -> None:
 
 
 def run_ingest_job(
-    kafka: LocalKafka, catalog: Path, lake: Path, handed: Path, settings: storage.StorageSettings
+    kafka: LocalKafka, catalog: Path, lake: Path, handed: Path, settings: store_settings.StorageSettings
 ) -> subprocess.CompletedProcess[str]:
     """The ingest job run as its task runs it, handed ``settings`` in the private file ``handed``
     (which the job deletes on read)."""
@@ -163,7 +163,7 @@ def run_ingest_job(
             **jobs.environment(catalog, lake),
             ENV_CLIENT_CONFIG_FILE: str(kafka_settings),
             ENV_KEEP_CLIENT_CONFIG_FILE: "1",
-            storage.ENV_STORAGE_CONFIG_FILE: str(handed),
+            store_settings.ENV_STORAGE_CONFIG_FILE: str(handed),
         },
         capture_output=True,
         text=True,
@@ -177,7 +177,7 @@ def delete_rows(location: str, predicate: str) -> int:
     from deltalake import DeltaTable
 
     # Nothing else writes meanwhile: delta-rs may then commit by copy and delete on S3.
-    options = {**(storage.delta_options(location) or {}), "AWS_S3_ALLOW_UNSAFE_RENAME": "true"}
+    options = {**(store_settings.delta_options(location) or {}), "AWS_S3_ALLOW_UNSAFE_RENAME": "true"}
     table = DeltaTable(location, storage_options=options)
     append_only = table.metadata().configuration.get("delta.appendOnly") == "true"
     if append_only:
@@ -210,12 +210,12 @@ def test_first_run_lands_every_table_once_on_the_store_with_care_and_registratio
     # The checkpoint, the schema history and the registration records are where they belong.
     state = read_checkpoint(topic.checkpoint_path, TOPIC)
     assert state is not None and sum(state.committed.values()) == 300
-    assert "000001.json" in store_files.names(topic.schema_dir)
+    assert "000001.json" in small_files.names(topic.schema_dir)
     assert not Path("s3a:").exists(), "something wrote an s3a:// location to a local relative path"
     records = registry.registry_dir(lake)
     assert all(registry.is_recorded(records, table) for table in topic_tables(topic))
     for table in topic_tables(topic):
-        history = storage.open_delta(table.location).history()  # type: ignore[union-attr]
+        history = store_settings.open_delta(table.location).history()  # type: ignore[union-attr]
         operations = {commit["operation"] for commit in history}
         assert {"OPTIMIZE", "VACUUM END"} <= operations or table.kind == "latest", (table.name, operations)
 
@@ -264,9 +264,9 @@ def test_a_wrong_secret_fails_the_run_at_once_naming_the_connection(
 
     # The job run with the same settings (a retried ingest task after the key was changed) meets
     # the refusal at its first read of the store, and reports it as its kind and exit code.
-    handed = tmp_path / "storage.json"
+    handed = tmp_path / "store_settings.json"
     done = run_ingest_job(
-        kafka, store_catalog, lake, handed, dataclasses.replace(storage.current(), secret_key=wrong)
+        kafka, store_catalog, lake, handed, dataclasses.replace(store_settings.current(), secret_key=wrong)
     )
     output = done.stdout + done.stderr
     assert done.returncode == EXIT_CODES[Kind.AUTHENTICATION_FAILED], output[-3000:]
@@ -284,22 +284,22 @@ def test_a_store_that_does_not_answer_is_store_unreachable_and_retried(
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    before = storage.current()
+    before = store_settings.current()
     down = dataclasses.replace(before, endpoint=f"http://127.0.0.1:{port}")
-    storage.use(down)
+    store_settings.use(down)
     try:
         for read in (
-            lambda: storage.open_delta(topic.path),
+            lambda: store_settings.open_delta(topic.path),
             lambda: read_checkpoint(topic.checkpoint_path, TOPIC),
         ):
             with pytest.raises(
                 StoreUnreachableError, match=rf"the object store at 127\.0\.0\.1:{port} did not answer"
             ):
-                with store_refusals.named(TOPIC, CONN_ID):
+                with store_refusal_kinds.named(TOPIC, CONN_ID):
                     read()
     finally:
-        storage.use(before)
-    done = run_ingest_job(kafka, store_catalog, lake, tmp_path / "storage.json", down)
+        store_settings.use(before)
+    done = run_ingest_job(kafka, store_catalog, lake, tmp_path / "store_settings.json", down)
     output = done.stdout + done.stderr
     assert done.returncode == EXIT_CODES[Kind.STORE_UNREACHABLE], output[-3000:]
     reported = parse_failure_line(output)
@@ -333,13 +333,13 @@ def test_reingest_fills_gaps_in_the_stores_tables(env, s3_server, kafka, topic, 
 
 
 def test_the_replay_dag_rebuilds_the_parsed_tables_on_the_store(env, s3_server, kafka, topic):
-    bronze_version = storage.open_delta(topic.path).version()  # type: ignore[union-attr]
+    bronze_version = store_settings.open_delta(topic.path).version()  # type: ignore[union-attr]
 
     run = run_dag(env, s3_server, REPLAY_DAG_ID, conf={"topic": TOPIC})
 
     assert run.task_states == {"replay": "success"}
     assert "re-parsed 450 records of bronze version" in run.output
-    assert storage.open_delta(topic.path).version() == bronze_version  # type: ignore[union-attr]
+    assert store_settings.open_delta(topic.path).version() == bronze_version  # type: ignore[union-attr]
     assert_tables_agree(topic, kafka)
 
 
@@ -374,14 +374,14 @@ def test_a_second_ingest_on_the_store_meanwhile_is_turned_away(kafka, store_cata
 
     def job_env(name: str) -> dict[str, str]:
         # Each job reads (and deletes) its own storage settings file, as from its task.
-        handed = tmp_path / f"{name}-storage.json"
-        handed.write_text(storage.current().to_json())
+        handed = tmp_path / f"{name}-store_settings.json"
+        handed.write_text(store_settings.current().to_json())
         handed.chmod(0o600)
         return {
             **jobs.environment(store_catalog, lake),
             ENV_CLIENT_CONFIG_FILE: str(kafka_settings),
             ENV_KEEP_CLIENT_CONFIG_FILE: "1",
-            storage.ENV_STORAGE_CONFIG_FILE: str(handed),
+            store_settings.ENV_STORAGE_CONFIG_FILE: str(handed),
             # The frozen holder must not lose its lease while the second job starts its JVM.
             lease_lock.ENV_LEASE_SECONDS: "900",
         }
@@ -442,7 +442,7 @@ def test_a_second_ingest_on_the_store_meanwhile_is_turned_away(kafka, store_cata
 def test_create_text_on_the_store_never_overwrites(s3_server, topic):
     """The schema history's versions are claimed by name: the second claim fails, the first stays."""
     location = f"s3a://{s3_server.bucket}/it-create/{uuid.uuid4().hex}/000001.json"
-    store_files.create_text(location, "first")
+    small_files.create_text(location, "first")
     with pytest.raises(FileExistsError, match=r"000001\.json"):
-        store_files.create_text(location, "second")
-    assert store_files.read_text(location) == "first"
+        small_files.create_text(location, "second")
+    assert small_files.read_text(location) == "first"

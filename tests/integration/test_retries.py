@@ -22,7 +22,7 @@ from kafkalake.cli import run_job
 from kafkalake.config.catalog import load_catalog
 from kafkalake.config.topic import TopicConfig
 from kafkalake.core.errors import EXIT_CODES, Kind
-from kafkalake.core.metrics import ENV_METRICS_FILE, JobMetrics
+from kafkalake.core.run_metrics import ENV_METRICS_FILE, JobMetrics
 from kafkalake.dev import local_airflow, producer
 from kafkalake.dev.broker import LocalKafka
 from kafkalake.dev.local_airflow import DagRunError

@@ -1,7 +1,7 @@
 """Kafka client and object-store settings from Airflow connections: the lookups tasks and CLIs share.
 
 Connections are read at run time only (never at DAG parse time); what their fields mean is decided
-in :mod:`kafkalake.kafka.client_config` and :mod:`kafkalake.lake.storage`.
+in :mod:`kafkalake.kafka.client_config` and :mod:`kafkalake.lake.store_settings`.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from airflow.sdk.log import mask_secret
 from kafkalake.config.topic import TopicConfig
 from kafkalake.core.errors import BadConfigError
 from kafkalake.kafka import client_config, redaction
-from kafkalake.lake import storage
+from kafkalake.lake import store_settings
 from kafkalake.launch import handover
 
 
@@ -35,26 +35,26 @@ def kafka_config_for(conn_id: str) -> dict[str, str]:
     return config
 
 
-def use_storage(topic_name: str, location: str, conn_id: str | None) -> storage.StorageSettings:
+def use_storage(topic_name: str, location: str, conn_id: str | None) -> store_settings.StorageSettings:
     """The object-store settings of a topic whose tables are at ``location``, now in use here.
 
     Local tables need none; without ``conn_id`` they come from the worker's environment. The
     secret key and session token are registered with the secrets masker.
     """
-    settings = storage.StorageSettings()
-    if storage.is_object_store(location) and conn_id:
+    settings = store_settings.StorageSettings()
+    if store_settings.is_object_store(location) and conn_id:
         conn = BaseHook.get_connection(conn_id)
         try:
-            settings = storage.from_connection(conn_id, conn.login, conn.password, conn.extra_dejson)
+            settings = store_settings.from_connection(conn_id, conn.login, conn.password, conn.extra_dejson)
         except ValueError as err:
             raise BadConfigError(f"topic {topic_name!r}: {err}") from None
         for secret in settings.secrets():
             mask_secret(secret)
-    storage.use(settings)
+    store_settings.use(settings)
     return settings
 
 
-def use_topic_storage(topic: TopicConfig) -> storage.StorageSettings:
+def use_topic_storage(topic: TopicConfig) -> store_settings.StorageSettings:
     return use_storage(topic.name, topic.path, topic.storage_conn_id)
 
 
@@ -65,13 +65,13 @@ def storage_settings_file(topic: TopicConfig) -> Iterator[dict[str, str]]:
     The settings go in a private file the job deletes on read (secrets never on a command line);
     nothing for local tables or settings left to the environment.
     """
-    settings = use_topic_storage(topic) if topic.on_object_store else storage.StorageSettings()
+    settings = use_topic_storage(topic) if topic.on_object_store else store_settings.StorageSettings()
     fields = {k: v for k, v in asdict(settings).items() if v}
     if not fields:
         yield {}
         return
-    with handover.config_file(fields, name="storage.json") as path:
-        yield {storage.ENV_STORAGE_CONFIG_FILE: str(path)}
+    with handover.config_file(fields, name="store_settings.json") as path:
+        yield {store_settings.ENV_STORAGE_CONFIG_FILE: str(path)}
 
 
 def mask_secrets(config: dict[str, str]) -> None:

@@ -21,8 +21,7 @@ from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOpe
 from airflow.sdk import BaseHook
 from airflow.sdk.exceptions import AirflowException, AirflowNotFoundException, AirflowSkipException
 
-from kafkalake.airflow import metrics as airflow_metrics
-from kafkalake.airflow import sla_alerts
+from kafkalake.airflow import run_metrics_emit, sla_alerts
 from kafkalake.airflow.connections import (
     kafka_config_for,
     mask_secrets,
@@ -34,12 +33,11 @@ from kafkalake.airflow.pools import SPARK_POOL
 from kafkalake.config.tables import topic_tables
 from kafkalake.config.topic import TopicConfig, parsed_backlog_file
 from kafkalake.core import errors as failures
-from kafkalake.core import job_failures
-from kafkalake.core import metrics as run_metrics
+from kafkalake.core import job_failures, run_metrics
 from kafkalake.core.run_mode import Mode, RunMode, run_mode
 from kafkalake.kafka import client_config as kafka_client
 from kafkalake.kafka import offsets, redaction, windows
-from kafkalake.lake import care_due, parsed_backlog, registry, store_refusals, table_position
+from kafkalake.lake import care_due, parsed_backlog, registry, store_refusal_kinds, table_position
 from kafkalake.lake.checkpoint import read_checkpoint
 from kafkalake.launch import handover, submit
 from kafkalake.launch.spark_conf import is_short_run, topic_conf
@@ -84,7 +82,7 @@ def check_new_offsets(
     if mode.mode is Mode.BACKFILL:
         return False
     use_storage(topic_name, table_path or checkpoint, storage_conn_id)
-    with store_refusals.named(topic_name, storage_conn_id):
+    with store_refusal_kinds.named(topic_name, storage_conn_id):
         return _has_new_offsets(
             topic_name, checkpoint, kafka_conn_id, fail_on_data_loss, mode, table_path, ti
         )
@@ -149,8 +147,8 @@ def _has_new_offsets(
         )
     if not decision.run:
         log.info("skipping the Spark job: the table already holds every offset Kafka has")
-        newest = airflow_metrics.table_newest_timestamp_ms(table_path) if table_path else None
-        airflow_metrics.publish(
+        newest = run_metrics_emit.table_newest_timestamp_ms(table_path) if table_path else None
+        run_metrics_emit.publish(
             run_metrics.idle_metrics(topic_name, dict(decision.lag), newest, datetime.now(UTC)), ti
         )
     return decision.run
@@ -311,7 +309,7 @@ class IngestOperator(TopicSparkSubmitOperator):
         mask_secrets(java_config)
         self.log.info("Kafka client settings: %s", redaction.redacted(java_config))
         # Measured just before the job: its availableNow run reads up to the end offsets it sees at start.
-        lag_before = airflow_metrics.lag_now(client_config, self.topic)
+        lag_before = run_metrics_emit.lag_now(client_config, self.topic)
         short = self._is_short(mode, lag_before)
         topic_id = offsets.topic_id(client_config, self.topic.name)
         with handover.config_file(java_config) as path, job_metrics_file() as metrics_path:
@@ -338,17 +336,17 @@ class IngestOperator(TopicSparkSubmitOperator):
             self.topic.name,
             job,
             lag_before=lag_before,
-            lag_after=airflow_metrics.lag_now(client_config, self.topic),
+            lag_after=run_metrics_emit.lag_now(client_config, self.topic),
             # Only read when the job landed nothing: the Delta log then says how old the table is.
             table_newest_ms=(
                 None
                 if job.newest_timestamp_ms is not None
-                else airflow_metrics.table_newest_timestamp_ms(self.topic.path)
+                else run_metrics_emit.table_newest_timestamp_ms(self.topic.path)
             ),
             duration_seconds=duration,
             now=datetime.now(UTC),
         )
-        airflow_metrics.publish(metrics, context.get("ti"))
+        run_metrics_emit.publish(metrics, context.get("ti"))
 
     def _is_short(self, mode: RunMode, lag: run_metrics.PartitionLag | None) -> bool:
         """Whether this run reads few records (the stream's backlog, nothing for the parsed side to
@@ -438,7 +436,7 @@ class RegisterOperator(TopicSparkSubmitOperator):
     def execute(self, context: Any) -> None:
         if first_try(context):
             use_topic_storage(self.topic)
-            with store_refusals.named(self.topic.name, self.topic.storage_conn_id):
+            with store_refusal_kinds.named(self.topic.name, self.topic.storage_conn_id):
                 missing = registry.unregistered(
                     registry.registry_dir(Path(self.lake_root)), list(topic_tables(self.topic))
                 )
@@ -468,7 +466,7 @@ class MaintenanceOperator(FollowUpOperator):
         if self.done_by_ingest(context):
             return
         use_topic_storage(self.topic)
-        with store_refusals.named(self.topic.name, self.topic.storage_conn_id):
+        with store_refusal_kinds.named(self.topic.name, self.topic.storage_conn_id):
             run, lines = care_due.due_now(self.topic)
         for line in lines:
             self.log.info("%s", line)

@@ -68,7 +68,7 @@ class TopicConfig:
     #: HTTP connection the SLA-miss alert is POSTed to (kafkalake.airflow.sla_alerts); None: log only.
     sla_webhook_conn_id: str | None = None
     #: Airflow connection (type ``aws``) with the object store's endpoint and credentials, for
-    #: tables on ``s3a://``; None: from the workers' environment (kafkalake.lake.storage).
+    #: tables on ``s3a://``; None: from the workers' environment (kafkalake.lake.store_settings).
     storage_conn_id: str | None = None
     maintenance: MaintenanceConfig = field(default_factory=MaintenanceConfig)
     #: Every Spark task of the topic's DAG (ingest, schema refresh, registration, table care) is

@@ -33,7 +33,7 @@ from pathlib import Path
 from kafkalake.core.paths import REPO_ROOT
 from kafkalake.dev import processes
 from kafkalake.dev.broker import _port_open, free_port
-from kafkalake.lake import storage
+from kafkalake.lake import store_settings
 from kafkalake.launch.jars import jar_files
 
 log = logging.getLogger(__name__)
@@ -109,12 +109,12 @@ class LocalS3:
             "extra": {"endpoint_url": self.endpoint, "region_name": REGION},
         }
 
-    def storage_settings(self) -> storage.StorageSettings:
+    def storage_settings(self) -> store_settings.StorageSettings:
         """How a process reaches this server: its connection, read as a task reads it."""
         connection = self.connection()
         extra = connection["extra"]
         assert isinstance(extra, dict)
-        return storage.from_connection(
+        return store_settings.from_connection(
             "local_s3", str(connection["login"]), str(connection["password"]), extra
         )
 

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 
 from kafkalake.core.paths import REPO_ROOT
 from kafkalake.dev.s3_server import LocalS3
-from kafkalake.lake import storage
+from kafkalake.lake import store_settings
 from kafkalake.lake.lease_lock import LeaseLock
 from kafkalake.launch.jars import jar_files
 from kafkalake.launch.spark_conf import OBJECT_STORE_CONF, base_conf
@@ -65,7 +65,7 @@ def measure(workdir: Path, commits: int, rows: int) -> dict[str, dict[str, dict[
     spark = None
     try:
         settings = server.storage_settings()
-        storage.use(settings)
+        store_settings.use(settings)
         conf = {
             **base_conf(workdir / "lake"),
             **OBJECT_STORE_CONF,
@@ -87,7 +87,7 @@ def measure(workdir: Path, commits: int, rows: int) -> dict[str, dict[str, dict[
             "s3proxy": f"s3a://{server.bucket}/latency/t",
         }.items():
             batch.write.format("delta").save(location)  # creates the table; not counted
-            options = storage.delta_options(location)
+            options = store_settings.delta_options(location)
 
             def append(at: str = location) -> None:
                 batch.write.format("delta").mode("append").save(at)
@@ -125,7 +125,7 @@ def measure(workdir: Path, commits: int, rows: int) -> dict[str, dict[str, dict[
         if spark is not None:
             spark.stop()
         server.stop()
-        storage.use(storage.StorageSettings())
+        store_settings.use(store_settings.StorageSettings())
 
 
 def main(argv: Sequence[str] | None = None) -> int:

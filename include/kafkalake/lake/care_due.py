@@ -14,7 +14,7 @@ from typing import Any
 from kafkalake.config.maintenance import MaintenanceConfig
 from kafkalake.config.tables import topic_tables
 from kafkalake.config.topic import TopicConfig
-from kafkalake.lake import storage
+from kafkalake.lake import store_settings
 
 _OPTIMIZE = "OPTIMIZE"
 _VACUUM_END = "VACUUM END"
@@ -89,7 +89,7 @@ def _utc(millis: Any) -> datetime:
 
 def read_state(path: str) -> TableState | None:
     """The table's maintenance history and properties; None when there is no Delta table."""
-    table = storage.open_delta(path)
+    table = store_settings.open_delta(path)
     if table is None:
         return None
     history = table.history()

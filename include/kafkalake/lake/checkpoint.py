@@ -2,7 +2,7 @@
 
 The Delta sink and the checkpoint move together, one micro-batch at a time, so the newest committed
 batch's end offsets are what the table holds. The checkpoint may be local or on an object store
-(:mod:`kafkalake.lake.store_files`).
+(:mod:`kafkalake.lake.small_files`).
 """
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from kafkalake.lake import store_files
-from kafkalake.lake.store_files import Location, join
+from kafkalake.lake import small_files
+from kafkalake.lake.small_files import Location, join
 
 #: {partition: next offset to read}
 Offsets = dict[int, int]
@@ -43,11 +43,11 @@ def _offsets_line(text: str, topic: str) -> Offsets | None:
 
 
 def batch_ids(folder: Location) -> list[int]:
-    return sorted(int(name) for name in store_files.names(folder) if name.isdigit())
+    return sorted(int(name) for name in small_files.names(folder) if name.isdigit())
 
 
 def _read(location: str, topic: str) -> Offsets | None:
-    text = store_files.read_text(location)
+    text = small_files.read_text(location)
     return None if text is None else _offsets_line(text, topic)
 
 
@@ -64,7 +64,7 @@ def _written_text(location: str, lines_needed: int) -> str | None:
     A crash or power loss can leave a file renamed into place before its bytes reached the disk.
     Spark then fails every start ("Incomplete log file"), however often the run is retried.
     """
-    text = store_files.read_text(location)
+    text = small_files.read_text(location)
     if text is None:
         return None
     lines = [line.strip() for line in text.replace("\x00", "").splitlines() if line.strip()]

@@ -33,7 +33,7 @@ from urllib.parse import unquote, urlsplit
 
 from kafkalake.core.errors import CheckpointLockedError, Kind, failure
 from kafkalake.lake.lease_lock import LeaseLock
-from kafkalake.lake.storage import is_object_store
+from kafkalake.lake.store_settings import is_object_store
 
 log = logging.getLogger(__name__)
 

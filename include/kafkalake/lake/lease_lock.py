@@ -19,8 +19,8 @@ precondition fails, which is enough for a lock:
   writes, with ``checkpoint_locked``. So does one that could not renew at all (the store
   unreachable for it) for a whole lease: it can no longer know that nobody took over.
 
-Credentials and endpoint are the process's :mod:`kafkalake.lake.storage` settings (the client is
-:func:`kafkalake.lake.store_files.s3_client`). A server that
+Credentials and endpoint are the process's :mod:`kafkalake.lake.store_settings` settings (the client is
+:func:`kafkalake.lake.small_files.s3_client`). A server that
 ignores the preconditions (s3proxy before 3.0, some old MinIO and Ceph releases) cannot hold the
 lock: it is tested for at the first take and refused with a clear error rather than trusted.
 """
@@ -49,8 +49,8 @@ from kafkalake.core.errors import (
     Kind,
     failure,
 )
-from kafkalake.lake import storage
-from kafkalake.lake.store_files import S3Client, s3_client
+from kafkalake.lake import store_settings
+from kafkalake.lake.small_files import S3Client, s3_client
 
 log = logging.getLogger(__name__)
 
@@ -190,7 +190,7 @@ class LeaseLock:
                 return
             raise _store_error(self.location, err)  # noqa: B904 (the ClientError itself, or its kind)
         raise BadConfigError(
-            f"the object store at {storage.current().endpoint or 'AWS'} ignores conditional writes "
+            f"the object store at {store_settings.current().endpoint or 'AWS'} ignores conditional writes "
             f"(a second PUT of {self.location} with If-None-Match: * succeeded), so it cannot hold "
             "a run lock: use a server that supports them (AWS S3, MinIO, s3proxy 3.0 or later)"
         )

@@ -17,7 +17,7 @@ import json
 from dataclasses import dataclass
 
 from kafkalake.config.topic import TopicConfig
-from kafkalake.lake import store_files
+from kafkalake.lake import small_files
 
 
 @dataclass(frozen=True)
@@ -65,13 +65,13 @@ def read(topic: TopicConfig) -> Backlog | None:
 
 def read_file(location: str) -> Backlog | None:
     """The backlog in the file at ``location`` (:attr:`TopicConfig.parsed_backlog_file`); None if none."""
-    text = store_files.read_text(location)
+    text = small_files.read_text(location)
     return None if text is None else Backlog.from_json(text, location)
 
 
 def write(topic: TopicConfig, backlog: Backlog) -> None:
-    store_files.write_text(topic.parsed_backlog_file, backlog.to_json())
+    small_files.write_text(topic.parsed_backlog_file, backlog.to_json())
 
 
 def clear(topic: TopicConfig) -> None:
-    store_files.delete(topic.parsed_backlog_file)
+    small_files.delete(topic.parsed_backlog_file)

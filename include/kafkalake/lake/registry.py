@@ -13,7 +13,7 @@ from pathlib import Path
 
 from kafkalake.config.tables import Table
 from kafkalake.core.paths import metastore_dir
-from kafkalake.lake import storage
+from kafkalake.lake import store_settings
 
 
 def registry_dir(lake_root: Path) -> Path:
@@ -47,5 +47,5 @@ def unregistered(registry: Path, tables: list[Table]) -> list[str]:
     return [
         table.name
         for table in tables
-        if not is_recorded(registry, table) and storage.open_delta(table.location) is not None
+        if not is_recorded(registry, table) and store_settings.open_delta(table.location) is not None
     ]

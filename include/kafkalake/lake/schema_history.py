@@ -33,7 +33,7 @@ from typing import Any
 
 from kafkalake.config.parsed import JSON_NAME, clash_key, column_name
 from kafkalake.core.errors import UnusableSchemaError
-from kafkalake.lake import storage, store_files
+from kafkalake.lake import small_files, store_settings
 
 Schema = dict[str, Any]
 
@@ -410,24 +410,24 @@ class SchemaHistory:
     def __init__(self, directory: str | Path) -> None:
         text = str(directory)
         #: Where the versions live: a local path, or an object-store URI kept as it is.
-        self.directory: str | Path = text if storage.is_object_store(text) else store_files.local(text)
+        self.directory: str | Path = text if store_settings.is_object_store(text) else small_files.local(text)
 
     @property
     def _local(self) -> Path | None:
         return self.directory if isinstance(self.directory, Path) else None
 
     def _file(self, name: str) -> str:
-        return store_files.join(self.directory, name)
+        return small_files.join(self.directory, name)
 
     def versions(self) -> list[int]:
         return sorted(
             int(m.group(1))
-            for name in store_files.names(self.directory)
+            for name in small_files.names(self.directory)
             if (m := _VERSION_FILE.fullmatch(name))
         )
 
     def read(self, version: int) -> SchemaVersion:
-        text = store_files.read_text(self._file(f"{version:06d}.json"))
+        text = small_files.read_text(self._file(f"{version:06d}.json"))
         if text is None:
             raise FileNotFoundError(self._file(f"{version:06d}.json"))
         return SchemaVersion.from_json(text)
@@ -460,7 +460,7 @@ class SchemaHistory:
         name = f"{version.version:06d}.json"
         if self._local is None:
             # One PUT: the object appears whole or not at all.
-            store_files.create_text(self._file(name), version.to_json())
+            small_files.create_text(self._file(name), version.to_json())
             return version
         self._local.mkdir(parents=True, exist_ok=True)
         with self._staged(version.to_json()) as staged:
@@ -494,12 +494,12 @@ class SchemaHistory:
         problems = schema_problems(schema)
         if problems:
             raise UnusableSchemaError(f"proposed schema ({reason}) refused: {'; '.join(problems)}")
-        store_files.write_text(
+        small_files.write_text(
             self._pending_file, json.dumps({"reason": reason, "schema": schema}, indent=2) + "\n"
         )
 
     def pending(self) -> Mapping[str, Any] | None:
-        text = store_files.read_text(self._pending_file)
+        text = small_files.read_text(self._pending_file)
         if text is None:
             return None
         body: Mapping[str, Any] = json.loads(text)
@@ -511,5 +511,5 @@ class SchemaHistory:
         if body is None:
             raise FileNotFoundError(f"no schema change waits for acceptance in {self.directory}")
         version = self.write(body["schema"], source=f"accepted: {body['reason']}")
-        store_files.delete(self._pending_file)
+        small_files.delete(self._pending_file)
         return version

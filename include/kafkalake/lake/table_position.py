@@ -21,7 +21,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from kafkalake.lake import storage
+from kafkalake.lake import store_settings
 from kafkalake.lake.checkpoint import Offsets
 
 METADATA_KEY = "kafkalake"
@@ -119,7 +119,7 @@ def position_in(history: Iterable[Mapping[str, Any]]) -> TablePosition | None:
 
 def read_position(location: str, limit: int = 1000) -> TablePosition | None:
     """The table's recorded position (delta-rs, no JVM); None without a table or a record."""
-    table = storage.open_delta(location)
+    table = store_settings.open_delta(location)
     return None if table is None else position_in(table.history(limit))
 
 

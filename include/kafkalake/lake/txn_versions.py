@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable
 
-from kafkalake.lake import storage
+from kafkalake.lake import store_settings
 
 #: Versions from the clock count milliseconds times this, so a run's chunks (first + n) stay apart from
 #: the next run's first.
@@ -32,7 +32,7 @@ def first_txn_version(locations: Iterable[str], app_id: str, now_ns: int | None 
     now = time.time_ns() if now_ns is None else now_ns
     recorded = []
     for location in locations:
-        table = storage.open_delta(location)
+        table = store_settings.open_delta(location)
         if table is not None:
             recorded.append(table.transaction_version(app_id))
     return first_version(now // 1_000_000 * CHUNKS_PER_MS, recorded)

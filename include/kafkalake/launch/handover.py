@@ -4,7 +4,7 @@ Secrets (the Kafka client's, the object store's) must never be on spark-submit's
 log or in XCom. The task writes them to a file only its user can read (:func:`config_file`), names
 it in the job's environment (:data:`ENV_CLIENT_CONFIG_FILE` for the Kafka settings) and removes it
 when the job ends; the job deletes it as soon as it has read it (:func:`read_config_file`; the object
-store's: :func:`kafkalake.lake.storage.load_file`). A folder left by a task killed before either
+store's: :func:`kafkalake.lake.store_settings.load_file`). A folder left by a task killed before either
 could is removed by the next writer (:func:`sweep_stale`).
 """
 

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kafkalake.config.topic import TopicConfig
-from kafkalake.core.metrics import ENV_METRICS_FILE
 from kafkalake.core.paths import ENV_CATALOG, ENV_LAKE_ROOT, jobs_dir
+from kafkalake.core.run_metrics import ENV_METRICS_FILE
 from kafkalake.lake.table_position import ENV_TOPIC_ID
 from kafkalake.launch.handover import ENV_CLIENT_CONFIG_FILE
 from kafkalake.launch.jars import jar_files

@@ -22,10 +22,10 @@ from typing import TYPE_CHECKING
 from kafkalake.config.topic import TopicConfig
 from kafkalake.core.errors import Failure, KafkalakeError, Kind, failure, failure_of
 from kafkalake.core.job_failures import classify_spark_error, exception_text
-from kafkalake.core.metrics import JobMetrics
+from kafkalake.core.run_metrics import JobMetrics
 from kafkalake.lake import parsed_backlog
 from kafkalake.lake.checkpoint_lock import checkpoint_lock
-from kafkalake.lake.table_guard import check_safe_to_start, plan_start
+from kafkalake.lake.start_plan import check_safe_to_start, plan_start
 from kafkalake.spark import driver_kafka
 from kafkalake.spark.batch_writer import BatchWriter
 from kafkalake.spark.catch_up import catch_up_if_behind

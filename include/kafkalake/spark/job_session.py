@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING
 from kafkalake.config.topic import TopicConfig
 from kafkalake.core.errors import Failure, KafkalakeError, failure_of
 from kafkalake.core.job_failures import classify_spark_error
-from kafkalake.lake import store_refusals
-from kafkalake.spark import object_store
+from kafkalake.lake import store_refusal_kinds
+from kafkalake.spark import s3a_session
 from kafkalake.spark.job_args import report
 
 if TYPE_CHECKING:
@@ -72,8 +72,8 @@ def job_session(
     job = Job(spark)
     name = topic.name if topic is not None else app
     try:
-        object_store.configure(spark)
-        with store_refusals.named(name, topic.storage_conn_id if topic is not None else None):
+        s3a_session.configure(spark)
+        with store_refusal_kinds.named(name, topic.storage_conn_id if topic is not None else None):
             yield job
     except KafkalakeError as err:
         job.fail(failure_of(err))

@@ -1,6 +1,6 @@
 """The ingest's start when the checkpoint cannot be trusted, carried out before the stream starts.
 
-:func:`kafkalake.lake.table_guard.plan_start` decides; this sets the old checkpoint aside and points
+:func:`kafkalake.lake.start_plan.plan_start` decides; this sets the old checkpoint aside and points
 the parsed side right (under the run lock).
 """
 
@@ -11,8 +11,8 @@ import time
 from datetime import UTC, datetime
 
 from kafkalake.config.topic import TopicConfig
-from kafkalake.lake import parsed_backlog, store_files
-from kafkalake.lake.table_guard import StartPlan
+from kafkalake.lake import parsed_backlog, small_files
+from kafkalake.lake.start_plan import StartPlan
 from kafkalake.spark.batch_writer import BatchWriter
 
 log = logging.getLogger(__name__)
@@ -26,10 +26,10 @@ def apply_start_plan(topic: TopicConfig, plan: StartPlan, writer: BatchWriter) -
     if plan.rebuild_from is None and plan.parsed_skip_below is None:
         return ""
     checkpoint = topic.checkpoint_path
-    if plan.rebuild_from is not None and store_files.names(checkpoint):
+    if plan.rebuild_from is not None and small_files.names(checkpoint):
         # Kept, not deleted: on-call may want to see what it held. VACUUM skips _kafkalake/.
         aside = f"{checkpoint.rstrip('/')}.replaced-{time.strftime('%Y%m%dT%H%M%S')}"
-        store_files.rename_folder(checkpoint, aside)
+        small_files.rename_folder(checkpoint, aside)
         log.warning("set the checkpoint aside as %s", aside)
     if plan.parsed_skip_below:
         writer.parsed_skip_below = plan.parsed_skip_below

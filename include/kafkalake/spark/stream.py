@@ -183,7 +183,7 @@ def start_ingest(
 
     Call :func:`ensure_table` first (once a run: it checks and creates the tables). ``starting``:
     the offsets to start from under a new checkpoint, when the position was rebuilt from the table
-    (:func:`kafkalake.lake.table_guard.plan_start`); a checkpoint's own offsets always win.
+    (:func:`kafkalake.lake.start_plan.plan_start`); a checkpoint's own offsets always win.
     """
     options = source_options(topic, client_config)
     if starting is not None:

@@ -26,7 +26,7 @@ from kafkalake.config.topic import TopicConfig
 from kafkalake.core import kill_points
 from kafkalake.core.errors import BadConfigError, Kind, failure
 from kafkalake.lake.care_due import decide, read_state
-from kafkalake.lake.table_guard import read_table
+from kafkalake.lake.start_plan import read_table
 from kafkalake.spark.table_settings import delta_ident, quote_identifier, set_properties
 
 if TYPE_CHECKING:

@@ -23,7 +23,7 @@ from kafkalake.config.maintenance import APPEND_ONLY, INGESTION_DATE
 from kafkalake.config.tables import BRONZE_COLUMNS, Table, topic_tables
 from kafkalake.config.topic import TopicConfig
 from kafkalake.core.errors import BadConfigError, Kind, failure
-from kafkalake.lake import storage
+from kafkalake.lake import store_settings
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -218,7 +218,7 @@ def existing_tables(spark: SparkSession, topic: TopicConfig) -> list[ExistingTab
     """
     found = []
     for table in topic_tables(topic):
-        delta = storage.open_delta(table.location)
+        delta = store_settings.open_delta(table.location)
         if delta is not None:
             meta = delta.metadata()
             found.append(ExistingTable(table, tuple(meta.partition_columns), dict(meta.configuration)))

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from kafkalake.config.topic import TopicConfig
 from kafkalake.core.errors import ExpectationFailedError, SchemaRejectedError
-from kafkalake.core.metrics import JobMetrics
+from kafkalake.core.run_metrics import JobMetrics
 from kafkalake.lake.schema_history import (
     RESCUED_COLUMN,
     Schema,

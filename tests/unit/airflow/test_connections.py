@@ -13,7 +13,7 @@ import pytest
 from kafkalake.airflow.connections import storage_settings_file
 from kafkalake.config.topic import TopicConfig
 from kafkalake.core.errors import BadConfigError
-from kafkalake.lake import storage
+from kafkalake.lake import store_settings
 
 SECRET = "canary-secret-7c1e"
 
@@ -28,7 +28,7 @@ def lake_s3(monkeypatch):
     }
     monkeypatch.setenv("AIRFLOW_CONN_LAKE_S3", json.dumps(connection))
     yield
-    storage.use(storage.StorageSettings())
+    store_settings.use(store_settings.StorageSettings())
 
 
 def topic(path: str, conn_id: str | None = "lake_s3") -> TopicConfig:
@@ -37,11 +37,11 @@ def topic(path: str, conn_id: str | None = "lake_s3") -> TopicConfig:
 
 def test_the_job_gets_the_settings_in_a_private_file_gone_after_the_block(lake_s3):
     with storage_settings_file(topic("s3a://bucket/raw/orders")) as env:
-        path = Path(env[storage.ENV_STORAGE_CONFIG_FILE])
+        path = Path(env[store_settings.ENV_STORAGE_CONFIG_FILE])
         assert stat.S_IMODE(path.stat().st_mode) == 0o600
-        assert storage.StorageSettings.from_json(path.read_text(), str(path)).secret_key == SECRET
+        assert store_settings.StorageSettings.from_json(path.read_text(), str(path)).secret_key == SECRET
         # The task's own reads (pre-flight, care due) use them too.
-        assert storage.current().secret_key == SECRET
+        assert store_settings.current().secret_key == SECRET
     assert not path.exists() and not path.parent.exists()
     assert SECRET not in " ".join(env.values())
 
@@ -51,7 +51,7 @@ def test_local_tables_and_settings_from_the_environment_hand_over_nothing(lake_s
         assert env == {}
     with storage_settings_file(topic("s3a://bucket/raw/orders", conn_id=None)) as env:
         assert env == {}
-    assert storage.current() == storage.StorageSettings()
+    assert store_settings.current() == store_settings.StorageSettings()
 
 
 def test_a_connection_with_half_a_key_pair_is_bad_config_naming_topic_and_connection(monkeypatch):
@@ -59,4 +59,4 @@ def test_a_connection_with_half_a_key_pair_is_bad_config_naming_topic_and_connec
     with pytest.raises(BadConfigError, match="topic 'orders': connection 'lake_s3'"):
         with storage_settings_file(topic("s3a://bucket/raw/orders")):
             pass
-    assert os.environ.get(storage.ENV_STORAGE_CONFIG_FILE) is None
+    assert os.environ.get(store_settings.ENV_STORAGE_CONFIG_FILE) is None

@@ -44,7 +44,7 @@ from airflow.sdk.definitions.timetables.trigger import DeltaTriggerTimetable
 from airflow.sdk.exceptions import AirflowException, AirflowNotFoundException
 from airflow.serialization.serialized_objects import DagSerialization
 
-from kafkalake.airflow import metrics as airflow_metrics
+from kafkalake.airflow import run_metrics_emit
 from kafkalake.airflow.assets import topic_assets
 from kafkalake.airflow.dag_factory import REPLAY_DAG_ID, RETRIES, retry_policy
 from kafkalake.airflow.pools import DEFAULT_SPARK_SLOTS, SPARK_POOL
@@ -52,7 +52,7 @@ from kafkalake.airflow.sla_alerts import ENV_DEADLINE_ALERTS, ENV_WEBHOOK_CONN_I
 from kafkalake.airflow.tasks import MaintenanceOperator
 from kafkalake.config.catalog import load_catalog
 from kafkalake.config.schedule import run_interval, sla_plan
-from kafkalake.core import metrics as run_metrics
+from kafkalake.core import run_metrics
 from kafkalake.core.durations import parse_duration
 from kafkalake.core.errors import (
     BadConfigError,
@@ -633,7 +633,7 @@ def ingest_task(monkeypatch, tmp_path) -> Any:
     set_catalog(monkeypatch, FOUR_TOPICS, tmp_path / "lake", strict=True)
     # The lag metrics ask Kafka for offsets; these tests' brokers do not exist, and each ask would
     # wait for its timeout. tests/integration/test_ingest_dag.py measures the lag on a real broker.
-    monkeypatch.setattr(airflow_metrics, "lag_now", lambda config, topic: None)
+    monkeypatch.setattr(run_metrics_emit, "lag_now", lambda config, topic: None)
     # Likewise the topic's ID (tests/integration/test_lost_state.py checks it on a real broker).
     monkeypatch.setattr(kafka_offsets, "topic_id", lambda config, topic: "topic-id-1")
     return parse_dags().dags["ingest_payments"].get_task("ingest")
@@ -1266,7 +1266,7 @@ def test_the_pre_flight_runs_the_job_on_an_unreadable_checkpoint_instead_of_fail
 
 def test_a_corrupt_checkpoint_is_left_to_the_job_which_rebuilds_it(monkeypatch, tmp_path, caplog):
     """The job reads a checkpoint it cannot parse as missing and rebuilds its position from the
-    table (table_guard.checkpoint_facts); the pre-flight and the lag read before the job must not
+    table (start_plan.checkpoint_facts); the pre-flight and the lag read before the job must not
     fail the run first, or no run ever gets to the rebuild."""
     from kafkalake.airflow import tasks
 
@@ -1282,7 +1282,7 @@ def test_a_corrupt_checkpoint_is_left_to_the_job_which_rebuilds_it(monkeypatch, 
         assert tasks.check_new_offsets("orders", str(checkpoint), "kafka_default") is True
     assert "cannot be read" in caplog.text
     topic = SimpleNamespace(name="orders", checkpoint_path=str(checkpoint), starting_offsets="earliest")
-    assert airflow_metrics.lag_now({}, topic) is None  # unknown: a metric never fails the run
+    assert run_metrics_emit.lag_now({}, topic) is None  # unknown: a metric never fails the run
 
 
 def test_a_cleared_ingest_task_of_a_backfill_run_still_does_not_ingest(ingest_task):

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from kafkalake.config.catalog import load_catalog
-from kafkalake.core.metrics import ENV_METRICS_FILE
 from kafkalake.core.paths import ENV_CATALOG, ENV_LAKE_ROOT, jobs_dir
+from kafkalake.core.run_metrics import ENV_METRICS_FILE
 from kafkalake.lake.table_position import ENV_TOPIC_ID
 from kafkalake.launch import jobs, submit
 from kafkalake.launch.handover import ENV_CLIENT_CONFIG_FILE

@@ -1,5 +1,5 @@
 """A Spark job's report of an object store that refused it or did not answer: the refusal met in
-:func:`kafkalake.lake.store_refusals.named` (the JVM's trace read too), reported as a typed error."""
+:func:`kafkalake.lake.store_refusal_kinds.named` (the JVM's trace read too), reported as a typed error."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from kafkalake.config.catalog import load_catalog
 from kafkalake.config.topic import TopicConfig
 from kafkalake.core.errors import CheckpointLockedError, KafkalakeError, Kind, failure_of
 from kafkalake.core.job_failures import exit_code, parse_failure_line
-from kafkalake.lake import store_refusals
+from kafkalake.lake import store_refusal_kinds
 from kafkalake.spark.job_args import report, topic_from_args
 
 
@@ -55,7 +55,7 @@ class JavaError(Exception):
 )
 def test_a_store_failure_is_reported_with_its_kind_and_exit_code(topic, error, kind, capsys):
     with pytest.raises(KafkalakeError) as raised:
-        with store_refusals.named(topic.name, topic.storage_conn_id):
+        with store_refusal_kinds.named(topic.name, topic.storage_conn_id):
             raise error
     assert report(failure_of(raised.value)) == exit_code(kind)
     reported = parse_failure_line(capsys.readouterr().err)
@@ -68,7 +68,7 @@ def test_a_store_failure_is_reported_with_its_kind_and_exit_code(topic, error, k
 )
 def test_anything_else_passes_through(topic, error):
     with pytest.raises(type(error)) as raised:
-        with store_refusals.named(topic.name, topic.storage_conn_id):
+        with store_refusal_kinds.named(topic.name, topic.storage_conn_id):
             raise error
     assert raised.value is error
 

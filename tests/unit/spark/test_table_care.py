@@ -13,7 +13,7 @@ from kafkalake.config.tables import Table, topic_tables
 from kafkalake.config.topic import TopicConfig
 from kafkalake.core.errors import NonRetryableError
 from kafkalake.lake.care_due import TableState, decide, is_due
-from kafkalake.lake.table_guard import TableFacts, refusal
+from kafkalake.lake.start_plan import TableFacts, refusal
 from kafkalake.spark.table_care import (
     LayoutError,
     holds_run_lock,

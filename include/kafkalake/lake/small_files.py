@@ -1,7 +1,7 @@
 """The few file operations the lake's small files need (checkpoint, schema history, backlog), local or on S3.
 
 Local locations keep plain file semantics (``pathlib``); ``s3a://`` ones go through pyarrow's S3
-filesystem with the process's :mod:`kafkalake.lake.storage` settings. On S3 a written object
+filesystem with the process's :mod:`kafkalake.lake.store_settings` settings. On S3 a written object
 appears whole or not at all, so :func:`write_text` is atomic there as its temp-file-and-rename is
 locally. :func:`create_text` refuses to overwrite on S3 too, with a conditional PUT (boto3: pyarrow
 cannot send one).
@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from kafkalake.lake import storage
+from kafkalake.lake import store_settings
 
 if TYPE_CHECKING:
     from pyarrow.fs import S3FileSystem
@@ -28,21 +28,21 @@ S3Client = Any
 def _remote(location: Location) -> tuple[S3FileSystem, str] | None:
     """pyarrow's filesystem and ``bucket/key`` for an object-store location; None for a local one."""
     text = os.fspath(location)
-    if not storage.is_object_store(text):
+    if not store_settings.is_object_store(text):
         return None
     parts = urlsplit(text)
     return _filesystem(), f"{parts.netloc}{parts.path}".rstrip("/")
 
 
 #: The settings the cached filesystem and client were made with: another object in use (a call of
-#: :func:`kafkalake.lake.storage.use`, even with equal settings) makes them anew.
-_made_for: storage.StorageSettings | None = None
+#: :func:`kafkalake.lake.store_settings.use`, even with equal settings) makes them anew.
+_made_for: store_settings.StorageSettings | None = None
 
 
-def _settings() -> storage.StorageSettings:
+def _settings() -> store_settings.StorageSettings:
     """The process's settings, with the cached filesystem and client dropped when they changed."""
     global _made_for
-    settings = storage.current()
+    settings = store_settings.current()
     if settings is not _made_for:
         forget_filesystems()
         _made_for = settings
@@ -64,7 +64,7 @@ def _cached_filesystem() -> S3FileSystem:
     # SDK when the filesystem's client is made; the process's own setting wins.
     os.environ.setdefault("AWS_REQUEST_CHECKSUM_CALCULATION", "WHEN_REQUIRED")
     os.environ.setdefault("AWS_RESPONSE_CHECKSUM_VALIDATION", "WHEN_REQUIRED")
-    settings = storage.current()
+    settings = store_settings.current()
     endpoint = settings.endpoint
     options: dict[str, object] = {}
     if endpoint:
@@ -91,7 +91,7 @@ def _cached_s3_client() -> S3Client:
     import boto3
     from botocore.config import Config
 
-    settings = storage.current()
+    settings = store_settings.current()
     config = Config(
         connect_timeout=10,
         read_timeout=30,

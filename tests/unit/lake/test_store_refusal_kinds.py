@@ -11,7 +11,7 @@ from kafkalake.core.errors import (
     NonRetryableError,
     StoreUnreachableError,
 )
-from kafkalake.lake import store_refusals
+from kafkalake.lake import store_refusal_kinds
 
 PYARROW_SIGNATURE = (
     "When listing objects under key 't1/' in bucket 'lake': AWS Error SIGNATURE_DOES_NOT_MATCH during "
@@ -21,7 +21,7 @@ PYARROW_SIGNATURE = (
 
 def test_a_refused_key_becomes_authentication_failed_naming_the_connection():
     with pytest.raises(AuthenticationFailedError) as raised:
-        with store_refusals.named("orders", "lake_s3"):
+        with store_refusal_kinds.named("orders", "lake_s3"):
             raise OSError(PYARROW_SIGNATURE)
     message = str(raised.value)
     assert message.startswith(
@@ -33,13 +33,13 @@ def test_a_refused_key_becomes_authentication_failed_naming_the_connection():
 
 def test_a_missing_bucket_is_bad_config():
     with pytest.raises(BadConfigError, match="no such bucket"):
-        with store_refusals.named("orders", None):
+        with store_refusal_kinds.named("orders", None):
             raise OSError("Generic S3 error: <Error><Code>NoSuchBucket</Code></Error>")
 
 
 def test_a_store_that_does_not_answer_is_its_transient_kind():
     with pytest.raises(StoreUnreachableError, match=r"the object store at 127\.0\.0\.1:9 did not answer"):
-        with store_refusals.named("orders", "lake_s3"):
+        with store_refusal_kinds.named("orders", "lake_s3"):
             raise OSError(
                 "Generic S3 error: Error performing GET http://127.0.0.1:9/lake?list-type=2 - HTTP "
                 "error: error sending request: tcp connect error: Connection refused (os error 111)"
@@ -56,7 +56,7 @@ def test_a_store_that_does_not_answer_is_its_transient_kind():
 )
 def test_anything_else_passes_through_unchanged(error):
     with pytest.raises(type(error)) as raised:
-        with store_refusals.named("orders", "lake_s3"):
+        with store_refusal_kinds.named("orders", "lake_s3"):
             raise error
     assert raised.value is error
     assert not isinstance(raised.value, NonRetryableError)
@@ -66,7 +66,7 @@ def test_an_unknown_error_loses_only_its_colour_escapes():
     # delta-rs's shape: a coloured error chain in an OSError's message.
     error = OSError("\x1b[1m\x1b[31mGeneric error\x1b[0m: \x1b[33mcaused by\x1b[0m: something new")
     with pytest.raises(OSError) as raised:
-        with store_refusals.named("orders", "lake_s3"):
+        with store_refusal_kinds.named("orders", "lake_s3"):
             raise error
     assert raised.value is error
     assert str(raised.value) == "Generic error: caused by: something new"

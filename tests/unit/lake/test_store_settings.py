@@ -6,11 +6,11 @@ import os
 
 import pytest
 
-from kafkalake.lake import storage
+from kafkalake.lake import store_settings
 
 
 def test_an_aws_connection_gives_every_client_the_same_endpoint_and_keys():
-    settings = storage.from_connection(
+    settings = store_settings.from_connection(
         "minio",
         "AKIA1",
         "s3cr3t-value",
@@ -38,7 +38,7 @@ def test_an_aws_connection_gives_every_client_the_same_endpoint_and_keys():
 
 
 def test_a_session_token_switches_s3a_to_temporary_credentials():
-    settings = storage.from_connection("aws", "AKIA1", "secret", {"aws_session_token": "tok"})
+    settings = store_settings.from_connection("aws", "AKIA1", "secret", {"aws_session_token": "tok"})
 
     assert settings.hadoop_conf()["fs.s3a.aws.credentials.provider"].endswith(
         "TemporaryAWSCredentialsProvider"
@@ -48,8 +48,8 @@ def test_a_session_token_switches_s3a_to_temporary_credentials():
 
 
 def test_no_fields_means_the_environment_decides():
-    settings = storage.from_connection("aws_default", None, None, {})
-    assert settings == storage.StorageSettings()
+    settings = store_settings.from_connection("aws_default", None, None, {})
+    assert settings == store_settings.StorageSettings()
     assert settings.delta_options() == {} and settings.hadoop_conf() == {}
 
 
@@ -65,26 +65,26 @@ def test_half_a_key_pair_or_an_endpoint_without_a_scheme_is_refused_naming_the_c
     login, password, extra, message
 ):
     with pytest.raises(ValueError, match=message) as refused:
-        storage.from_connection("my_store", login, password, extra)
+        store_settings.from_connection("my_store", login, password, extra)
     assert "'my_store'" in str(refused.value)
 
 
 def test_the_settings_file_is_deleted_once_read(tmp_path, monkeypatch):
-    settings = storage.StorageSettings("http://127.0.0.1:1", "us-east-1", "AKIA1", "secret")
-    path = tmp_path / "storage.json"
+    settings = store_settings.StorageSettings("http://127.0.0.1:1", "us-east-1", "AKIA1", "secret")
+    path = tmp_path / "store_settings.json"
     path.write_text(settings.to_json())
-    monkeypatch.setenv(storage.ENV_STORAGE_CONFIG_FILE, str(path))
+    monkeypatch.setenv(store_settings.ENV_STORAGE_CONFIG_FILE, str(path))
     try:
-        assert storage.use_file_from_environment() == settings
+        assert store_settings.use_file_from_environment() == settings
         assert not path.exists()
-        assert storage.ENV_STORAGE_CONFIG_FILE not in os.environ
+        assert store_settings.ENV_STORAGE_CONFIG_FILE not in os.environ
         # A second call (another session in the same job) keeps what it read.
-        assert storage.use_file_from_environment() == settings
+        assert store_settings.use_file_from_environment() == settings
     finally:
-        storage.use(storage.StorageSettings())
+        store_settings.use(store_settings.StorageSettings())
 
 
 def test_only_object_store_locations_get_storage_options():
-    assert storage.delta_options("/data/lake/bronze/t") is None
-    assert storage.delta_options("file:///data/lake/bronze/t") is None
-    assert storage.delta_options("s3a://bucket/bronze/t") == {}
+    assert store_settings.delta_options("/data/lake/bronze/t") is None
+    assert store_settings.delta_options("file:///data/lake/bronze/t") is None
+    assert store_settings.delta_options("s3a://bucket/bronze/t") == {}

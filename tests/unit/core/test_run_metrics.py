@@ -11,7 +11,7 @@ from airflow.sdk._shared.observability.metrics.validators import (
     stat_name_otel_handler,
 )
 
-from kafkalake.core.metrics import (
+from kafkalake.core.run_metrics import (
     MAX_TOPIC_SEGMENT,
     JobMetrics,
     RunMetrics,

@@ -10,7 +10,7 @@ Hadoop's S3A.
 Each process uses one set of settings (:func:`use`): the Airflow tasks after their connection
 lookup, a Spark job after reading the private file its task wrote (:func:`load_file`, deleted on
 read, like the Kafka settings). Every reader in :mod:`kafkalake.lake` asks :func:`delta_options` and
-:mod:`kafkalake.lake.store_files` for its location, so none of them takes credentials as arguments.
+:mod:`kafkalake.lake.small_files` for its location, so none of them takes credentials as arguments.
 """
 
 from __future__ import annotations
@@ -136,7 +136,7 @@ _current = StorageSettings()
 def use(settings: StorageSettings) -> None:
     """Reach the object store with ``settings`` from now on, in this process.
 
-    The filesystem and client :mod:`kafkalake.lake.store_files` made for the settings before are
+    The filesystem and client :mod:`kafkalake.lake.small_files` made for the settings before are
     made anew on next use (it compares the settings it made them for with :func:`current`).
     """
     global _current

@@ -10,7 +10,7 @@ from deltalake import write_deltalake
 
 from kafkalake.lake.care_due import read_state
 from kafkalake.lake.checkpoint import CheckpointState
-from kafkalake.lake.table_guard import (
+from kafkalake.lake.start_plan import (
     CheckpointFacts,
     StartPlan,
     checkpoint_facts,

@@ -1,7 +1,7 @@
 """Run metrics in Airflow: measured around the ingest job, then logged, pushed to XCom and sent
 through Airflow's own metrics layer (StatsD or OpenTelemetry, as its ``[metrics]`` settings say).
 
-The numbers and their names are :mod:`kafkalake.core.metrics`; this module is its I/O edge: Kafka's
+The numbers and their names are :mod:`kafkalake.core.run_metrics`; this module is its I/O edge: Kafka's
 offsets and the checkpoint for the lag, the Delta log for the newest timestamp, Airflow for the rest.
 None of it needs a JVM.
 """
@@ -15,9 +15,9 @@ from typing import Any
 
 from kafkalake.config.topic import TopicConfig
 from kafkalake.core.errors import KafkalakeError
-from kafkalake.core.metrics import XCOM_KEY, PartitionLag, RunMetrics, metric_points, partition_lag
+from kafkalake.core.run_metrics import XCOM_KEY, PartitionLag, RunMetrics, metric_points, partition_lag
 from kafkalake.kafka import offsets
-from kafkalake.lake import storage
+from kafkalake.lake import store_settings
 from kafkalake.lake.checkpoint import CheckpointState, read_checkpoint
 
 log = logging.getLogger(__name__)
@@ -66,7 +66,7 @@ def table_newest_timestamp_ms(path: str) -> int | None:
     The add actions are read as delta-rs returns them: converting them to a pyarrow table first
     cost ~2 s of an idle run's ~3 s pre-flight task, for a 24-file table.
     """
-    table = storage.open_delta(path)
+    table = store_settings.open_delta(path)
     if table is None:
         return None
     actions = table.get_add_actions(flatten=True)

@@ -22,7 +22,7 @@ from the table's recorded position and the checkpoint,
   deleted, and the stream would carry on after them as if nothing happened.
 
 The decision (:func:`refusal`) is pure; reading the table (delta-rs) and the checkpoint are the
-I/O edges, local or on an object store (:mod:`kafkalake.lake.storage`).
+I/O edges, local or on an object store (:mod:`kafkalake.lake.store_settings`).
 """
 
 from __future__ import annotations
@@ -34,9 +34,9 @@ from dataclasses import dataclass
 from kafkalake.config.tables import topic_tables
 from kafkalake.config.topic import TopicConfig
 from kafkalake.core.errors import BrokerUnreachableError, Kind, TableStateError, TopicRecreatedError, failure
-from kafkalake.lake import storage, store_files, table_position
+from kafkalake.lake import small_files, store_settings, table_position
 from kafkalake.lake.checkpoint import CheckpointState, Offsets, batch_ids, read_checkpoint, starting_offsets
-from kafkalake.lake.store_files import Location, join
+from kafkalake.lake.small_files import Location, join
 from kafkalake.lake.table_position import TablePosition
 
 log = logging.getLogger(__name__)
@@ -79,7 +79,7 @@ def refusal(topic: TopicConfig, table: TableFacts | None, landed: int | None) ->
 
 def read_table(path: str) -> TableFacts | None:
     """Data files, rows (from the log's statistics) and bytes of a Delta table; None when there is none."""
-    table = storage.open_delta(path)
+    table = store_settings.open_delta(path)
     if table is None:
         return None
     actions = table.get_add_actions(flatten=True)
@@ -199,7 +199,7 @@ def checkpoint_facts(checkpoint: Location, topic: str) -> CheckpointFacts:
     """Read the checkpoint for :func:`decide_start`; a corrupt one reads as none."""
     try:
         state = read_checkpoint(checkpoint, topic)
-        metadata = store_files.read_text(join(checkpoint, "metadata"))
+        metadata = small_files.read_text(join(checkpoint, "metadata"))
         query = json.loads(metadata).get("id") if metadata is not None else None
     except (OSError, ValueError) as err:
         log.warning("checkpoint %s cannot be read (%s): treated as missing", checkpoint, err)
