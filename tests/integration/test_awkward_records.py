@@ -21,7 +21,8 @@ from deltalake import DeltaTable
 from kafkalake.config.catalog import load_catalog
 from kafkalake.dev import local_airflow, producer
 from kafkalake.dev.producer import Record
-from kafkalake.lake.schema_history import SchemaHistory, schema_problems
+from kafkalake.lake.schema_algebra import schema_problems
+from kafkalake.lake.schema_history import SchemaHistory
 
 from .helpers import read_rows
 

@@ -28,7 +28,8 @@ from hypothesis import strategies as st
 from pyspark import StorageLevel
 
 from kafkalake.config.parsed import ParsedConfig, column_name
-from kafkalake.lake.schema_history import SchemaHistory, count_fields, schema_problems
+from kafkalake.lake.schema_algebra import count_fields, schema_problems
+from kafkalake.lake.schema_history import SchemaHistory
 from kafkalake.spark import parse_columns
 from kafkalake.spark.batch_writer import write_idempotent
 from kafkalake.spark.stream import bronze_schema

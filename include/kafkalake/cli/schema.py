@@ -17,7 +17,8 @@ from collections.abc import Sequence
 
 from kafkalake.config.catalog import load_catalog
 from kafkalake.core.paths import catalog_path, lake_root
-from kafkalake.lake.schema_history import SchemaHistory, diff, type_string
+from kafkalake.lake.schema_algebra import diff, type_string
+from kafkalake.lake.schema_history import SchemaHistory
 
 
 def main(argv: Sequence[str] | None = None) -> int:

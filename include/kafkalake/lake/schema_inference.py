@@ -17,7 +17,7 @@ are left to the parser, which keeps them in ``_rescued_data`` (never a silent nu
 * **width**: at most ``max_columns`` fields in all, at every depth; fields are taken level by level,
   the most frequent first, and the rest stay in ``_rescued_data``;
 * **names**: any JSON key is a field (its column is
-  :func:`~kafkalake.lake.schema_history.column_name` of it), except the twins of a key whose
+  :func:`~kafkalake.lake.schema_algebra.column_name` of it), except the twins of a key whose
   column would be the same (``Name`` beside ``name``, ``first name`` beside ``first_name``; Spark and
   Delta resolve names regardless of case): the most frequent is the field and the others are
   rescued. Top-level keys whose column the table keeps for its own (``_rescued_data``,
@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kafkalake.config.parsed import clash_key
-from kafkalake.lake.schema_history import Schema, is_reserved, is_unicode
+from kafkalake.lake.schema_algebra import Schema, is_reserved, is_unicode
 
 _INT64 = (-(2**63), 2**63 - 1)
 _DECIMAL_DIGITS = 38

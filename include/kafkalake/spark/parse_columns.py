@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from kafkalake.config.parsed import JSON_NAME, Expectation, ParsedConfig, column_name
 from kafkalake.lake import schema_inference
-from kafkalake.lake.schema_history import (
+from kafkalake.lake.schema_algebra import (
     RESCUED_COLUMN,
     Schema,
     table_type,

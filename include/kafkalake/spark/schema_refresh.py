@@ -16,7 +16,8 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from kafkalake.config.topic import TopicConfig
-from kafkalake.lake.schema_history import Change, SchemaHistory, SchemaVersion, empty_schema, merge
+from kafkalake.lake.schema_algebra import Change, empty_schema, merge
+from kafkalake.lake.schema_history import SchemaHistory, SchemaVersion
 from kafkalake.spark import parse_columns
 
 if TYPE_CHECKING:

@@ -19,14 +19,8 @@ from typing import TYPE_CHECKING, Any
 from kafkalake.config.topic import TopicConfig
 from kafkalake.core.errors import ExpectationFailedError, SchemaRejectedError
 from kafkalake.core.run_metrics import JobMetrics
-from kafkalake.lake.schema_history import (
-    RESCUED_COLUMN,
-    Schema,
-    SchemaHistory,
-    merge,
-    repaired,
-    schema_problems,
-)
+from kafkalake.lake.schema_algebra import RESCUED_COLUMN, Schema, merge, repaired, schema_problems
+from kafkalake.lake.schema_history import SchemaHistory
 from kafkalake.spark import parse_columns
 from kafkalake.spark.batch_cache import cached
 

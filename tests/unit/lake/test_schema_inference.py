@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from kafkalake.lake.schema_history import count_fields, schema_problems, type_string
+from kafkalake.lake.schema_algebra import count_fields, schema_problems, type_string
 from kafkalake.lake.schema_inference import Limits, infer
 
 
@@ -112,7 +112,7 @@ def test_a_key_with_a_lone_surrogate_escape_is_never_a_field():
     """Python reads ``"\\ud800"`` as a lone surrogate, which py4j cannot send to Spark as UTF-8: as a
     field, every parse of the topic failed (UnicodeEncodeError), the version persisted, so every
     later run too. Such keys are rescued; a version that has one is repaired."""
-    from kafkalake.lake.schema_history import repaired
+    from kafkalake.lake.schema_algebra import repaired
 
     schema = infer(['{"a": 1, "\\ud800": 2, "n": {"\\udfff": 1, "b": 2}, "\\ud83d\\ude00": 3}'])
 
