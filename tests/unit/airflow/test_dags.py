@@ -1,7 +1,7 @@
 """The DAG file as Airflow sees it: parsed by the real DagBag, from fixture catalogs.
 
 No broker, no Spark, no metadata database: these tests never use the session fixtures of
-tests/conftest.py. What they check:
+tests/integration/conftest.py. What they check:
 
 * parsing ``dags/`` builds exactly one DAG per topic and makes no database query, no connection
   lookup and no network call (with sanity tests proving each recorder would catch one);
