@@ -1,9 +1,9 @@
 """Failure classification: the job's one-line report and the Airflow side's reading of it.
 
-The DAGs' retry policy, which needs Airflow, is tested in tests/test_dags.py. The Spark texts below
-are trimmed from real runs of jobs/ingest_topic.py against a local broker (Spark 4.2.0,
-kafka-clients 3.9.2): offsets deleted past the checkpoint with the AdminClient's delete_records,
-and the broker stopped during a run.
+The DAGs' retry policy, which needs Airflow, is tested in
+tests/unit/airflow/test_dag_spark_tasks.py. The Spark texts below are trimmed from real runs of
+jobs/ingest_topic.py against a local broker (Spark 4.2.0, kafka-clients 3.9.2): offsets deleted
+past the checkpoint with the AdminClient's delete_records, and the broker stopped during a run.
 """
 
 from __future__ import annotations
