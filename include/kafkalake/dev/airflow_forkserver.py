@@ -18,6 +18,7 @@ a test session.
 from __future__ import annotations
 
 import contextlib
+import importlib
 import json
 import logging
 import os
@@ -129,8 +130,6 @@ def _run_child(request: dict[str, object]) -> int:
 
 def serve(path: str) -> None:
     """The server's loop: import, listen on ``path``, fork a child per command."""
-    import importlib
-
     for module in PRELOAD:
         importlib.import_module(module)
     settings = airflow_settings(os.environ)

@@ -21,6 +21,7 @@ import argparse
 import logging
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import tarfile
@@ -233,8 +234,6 @@ class LocalMetastore:
         return self
 
     def _wait_listening(self) -> None:
-        import socket
-
         deadline = time.monotonic() + START_TIMEOUT
         while True:
             if self.process is not None and self.process.poll() is not None:

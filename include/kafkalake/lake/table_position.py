@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
+from datetime import datetime
 from typing import Any
 
 from kafkalake.lake import store_settings
@@ -77,7 +78,6 @@ def _restored_to(commit: Mapping[str, Any], history: list[Mapping[str, Any]]) ->
     timestamp = parameters.get("timestamp")
     if timestamp in (None, "", "null"):
         return None
-    from datetime import datetime
 
     millis = datetime.fromisoformat(str(timestamp).replace("Z", "+00:00")).timestamp() * 1000
     older = [int(c["version"]) for c in history if int(c.get("timestamp", 0)) <= millis]

@@ -304,8 +304,6 @@ class BatchWriter:
 
     def _park(self, rows: DataFrame, batch_id: int, err: Exception) -> None:
         """The parsed side failed on this batch: record where it stopped, and let bronze go on."""
-        from datetime import UTC, datetime
-
         kind = getattr(err, "kind", Kind.UNKNOWN)
         self.backlog = parsed_backlog.Backlog(
             start=self._first_offsets(rows),
