@@ -31,6 +31,7 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
+from kafkalake.config.tables import topic_tables
 from kafkalake.config.topic import TopicConfig
 from kafkalake.core import kill_points
 from kafkalake.core.errors import Kind
@@ -40,6 +41,8 @@ from kafkalake.lake.checkpoint import batch_end_offsets, starting_offsets
 from kafkalake.lake.checkpoint_lock import assert_held
 from kafkalake.spark import data_loss, driver_kafka, parse_columns
 from kafkalake.spark.batch_cache import cached
+from kafkalake.spark.latest import latest_schema, merge_latest
+from kafkalake.spark.table_settings import create_table
 from kafkalake.spark.topic_parser import RunStats, TopicParser, write_measured
 
 if TYPE_CHECKING:
@@ -393,8 +396,6 @@ class BatchWriter:
                         metadata=self._carried("dead_letter", last),
                     )
             if self.config.latest_by_key:
-                from kafkalake.spark.latest import latest_schema, merge_latest
-
                 self._create_once("latest", latest_schema(frame))
                 self.latest_batches += 1
                 with self._step("latest"):
@@ -460,8 +461,6 @@ class BatchWriter:
         """
         if kind in self._created:
             return
-        from kafkalake.config.tables import topic_tables
-        from kafkalake.spark.table_settings import create_table
 
         table = next(t for t in topic_tables(self.topic) if t.kind == kind)
         create_table(

@@ -38,6 +38,7 @@ from kafkalake.lake.checkpoint_lock import checkpoint_lock
 from kafkalake.lake.txn_versions import first_txn_version
 from kafkalake.spark.batch_cache import cached
 from kafkalake.spark.batch_writer import BatchWriter
+from kafkalake.spark.stream import source_options, to_bronze
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -114,8 +115,6 @@ def read_chunk(
     piece: Mapping[int, tuple[int, int]],
 ) -> DataFrame:
     """One chunk of the window from Kafka, as a batch, in bronze's columns."""
-    from kafkalake.spark.stream import source_options, to_bronze
-
     stream_only = ("subscribe", "startingOffsets", "maxOffsetsPerTrigger")
     options = {k: v for k, v in source_options(topic, client_config).items() if k not in stream_only}
     options["assign"] = json.dumps({topic.name: sorted(piece)})

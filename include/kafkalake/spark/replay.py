@@ -30,12 +30,15 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
+from kafkalake.config.tables import topic_tables
 from kafkalake.config.topic import TopicConfig
 from kafkalake.core import durations, kill_points
 from kafkalake.core.errors import BadConfigError, IngestUnfinishedError, Kind, failure
 from kafkalake.lake.checkpoint import read_checkpoint
 from kafkalake.lake.checkpoint_lock import checkpoint_lock
 from kafkalake.spark import parse_columns
+from kafkalake.spark.latest import rebuild_latest
+from kafkalake.spark.table_settings import create_table
 from kafkalake.spark.topic_parser import RunStats, TopicParser
 
 if TYPE_CHECKING:
@@ -368,8 +371,6 @@ def _replace(
         # A topic parsed for the first time (it was bronze only): the replay creates the table, with
         # the catalog's partitioning and properties as an ingest would (a plain append made it
         # unpartitioned, and every later ingest then failed its partitioning check).
-        from kafkalake.config.tables import topic_tables
-        from kafkalake.spark.table_settings import create_table
 
         table = next(t for t in topic_tables(topic) if t.location == path)
         kind = table.kind.replace("_", "-")
@@ -388,8 +389,6 @@ def _rebuild_latest(spark: SparkSession, topic: TopicConfig, parser: TopicParser
     is the version the parsed table matches.
     """
     from pyspark.sql import functions as F
-
-    from kafkalake.spark.latest import rebuild_latest
 
     parsed = spark.read.format("delta").load(topic.parsed_path)
     rows = parsed.withColumn(parse_columns.REASON, F.lit(None).cast("string"))

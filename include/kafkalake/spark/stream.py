@@ -12,7 +12,10 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
+from kafkalake.config.tables import topic_tables
 from kafkalake.config.topic import TopicConfig
+from kafkalake.spark import table_settings
+from kafkalake.spark.driver_kafka import partition_ids
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -63,9 +66,6 @@ def ensure_table(spark: SparkSession, topic: TopicConfig) -> frozenset[str]:
         The kinds of the topic's tables (:attr:`kafkalake.config.tables.Table.kind`) that exist now, so
         the batches need not look for them again.
     """
-    from kafkalake.config.tables import topic_tables
-    from kafkalake.spark import table_settings
-
     existing = table_settings.existing_tables(spark, topic)
     table_settings.check_partitioning(topic, existing)
     kinds = {found.table.kind for found in existing}
@@ -187,8 +187,6 @@ def start_ingest(
     """
     options = source_options(topic, client_config)
     if starting is not None:
-        from kafkalake.spark.driver_kafka import partition_ids
-
         now = partition_ids(spark, client_config, topic.name)
         options["startingOffsets"] = starting_offsets_option(topic.name, starting, now)
     source = spark.readStream.format("kafka").options(**options).load()
