@@ -30,6 +30,7 @@ from kafkalake.airflow.connections import (
     use_topic_storage,
 )
 from kafkalake.airflow.pools import SPARK_POOL
+from kafkalake.config.catalog import load_topic
 from kafkalake.config.tables import topic_tables
 from kafkalake.config.topic import TopicConfig, parsed_backlog_file
 from kafkalake.core import errors as failures
@@ -486,8 +487,6 @@ class ReplayOperator(KafkalakeSparkSubmitOperator):
         super().__init__(job="replay_topic.py", **kwargs)
 
     def execute(self, context: Any) -> None:
-        from kafkalake.config.catalog import load_topic
-
         params = context["params"]
         topic = load_topic(Path(self.catalog_file), Path(self.lake_root), str(params["topic"]))
         self.topic_name = topic.name

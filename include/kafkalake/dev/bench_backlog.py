@@ -10,6 +10,7 @@ import time
 
 from kafkalake.dev import producer
 from kafkalake.dev.bench_results import MIB, RawRead
+from kafkalake.kafka.offsets import end_offsets
 
 
 def event_value(i: int, rng: random.Random) -> bytes:
@@ -30,8 +31,6 @@ def event_value(i: int, rng: random.Random) -> bytes:
 
 def ensure_backlog(bootstrap: str, topic: str, events: int, partitions: int) -> None:
     """Produce the backlog unless the topic already holds exactly it."""
-    from kafkalake.kafka.offsets import end_offsets
-
     producer.create_topic(bootstrap, topic, partitions)
     held = sum(end_offsets({"bootstrap.servers": bootstrap}, topic).values())
     if held not in (0, events):
@@ -52,8 +51,6 @@ def ensure_backlog(bootstrap: str, topic: str, events: int, partitions: int) -> 
 def raw_read(bootstrap: str, topic: str) -> RawRead:
     """Read the whole topic with a plain consumer in batch mode and discard it."""
     from confluent_kafka import Consumer, TopicPartition
-
-    from kafkalake.kafka.offsets import end_offsets
 
     ends = end_offsets({"bootstrap.servers": bootstrap}, topic)
     consumer = Consumer(

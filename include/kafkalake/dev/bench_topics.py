@@ -41,6 +41,7 @@ from kafkalake.dev import local_airflow, producer
 from kafkalake.dev.bench_backlog import event_value
 from kafkalake.dev.broker import LocalKafka
 from kafkalake.dev.standalone_airflow import FinishedRun, StandaloneAirflow, free_port, wait_for
+from kafkalake.kafka.offsets import end_offsets
 
 
 @dataclass(frozen=True)
@@ -121,8 +122,6 @@ def measure_round(name: str, server: StandaloneAirflow, home: Path, runs: dict[s
 
 def check_tables(catalog: Path, lake: Path, topics: list[str], bootstrap: str) -> None:
     from deltalake import DeltaTable
-
-    from kafkalake.kafka.offsets import end_offsets
 
     loaded = load_catalog(catalog, lake)
     for name in topics:
