@@ -20,6 +20,9 @@ from kafkalake.kafka import offsets
 from kafkalake.lake import store_settings
 from kafkalake.lake.checkpoint import CheckpointState, read_checkpoint
 
+# Imported inside the functions that use them: confluent_kafka (the lag is measured when a task runs, never
+# when the DAG file is parsed) and Airflow's metrics backend (set up at run time, see _airflow_stats).
+
 log = logging.getLogger(__name__)
 
 #: The bronze column whose Delta statistics (max per file) give the newest Kafka timestamp landed.

@@ -30,6 +30,10 @@ from kafkalake.config.topic import TopicConfig
 from kafkalake.core.durations import format_duration
 from kafkalake.core.errors import WebhookError
 
+# Airflow's run-time machinery (the triggerer's supervisor channel, connections, the secrets masker) is
+# imported inside the callbacks that run there: the DAG file imports this module, and parsing must neither
+# load it nor look a connection up.
+
 log = logging.getLogger(__name__)
 
 #: Names an HTTP connection to POST every topic's SLA misses to (a topic's catalog entry wins).

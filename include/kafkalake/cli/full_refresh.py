@@ -33,6 +33,9 @@ from kafkalake.core.paths import catalog_path, lake_root
 from kafkalake.kafka.offsets import is_compacted, topic_config, watermarks
 from kafkalake.lake.checkpoint_lock import checkpoint_lock, local_path
 
+# kafkalake.airflow.connections (and with it Airflow, ~5 s to import) is imported only when a connection
+# must be looked up: the CLI runs without it otherwise.
+
 
 @dataclass(frozen=True)
 class RefreshPlan:

@@ -18,6 +18,9 @@ from kafkalake.core.paths import catalog_path, lake_root
 from kafkalake.launch.handover import ENV_CLIENT_CONFIG_FILE, config_file
 from kafkalake.launch.jobs import JOBS, command, environment
 
+# kafkalake.airflow.connections (and with it Airflow, ~5 s to import) is imported only when a connection
+# must be looked up: the CLI runs without it otherwise.
+
 
 @contextlib.contextmanager
 def kafka_settings(bootstrap_servers: str | None, env: dict[str, str]) -> Iterator[dict[str, str]]:

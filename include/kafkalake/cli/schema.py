@@ -20,6 +20,9 @@ from kafkalake.core.paths import catalog_path, lake_root
 from kafkalake.lake.schema_algebra import diff, type_string
 from kafkalake.lake.schema_history import SchemaHistory
 
+# kafkalake.airflow.connections (and with it Airflow, ~5 s to import) is imported only when a connection
+# must be looked up: the CLI runs without it otherwise.
+
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="A topic's schema history.")

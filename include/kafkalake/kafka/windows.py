@@ -16,6 +16,9 @@ from kafkalake.core.run_mode import refused
 from kafkalake.kafka.offsets import open_consumer, watermarks
 from kafkalake.lake.checkpoint import Offsets, read_checkpoint
 
+# confluent_kafka is imported where a window is resolved: the DAG file imports this module and parsing it
+# never needs the client.
+
 #: Records per chunk when the topic sets no ``max_offsets_per_trigger``.
 DEFAULT_CHUNK_RECORDS = 100_000
 

@@ -52,6 +52,9 @@ from kafkalake.core.errors import (
 from kafkalake.lake import store_settings
 from kafkalake.lake.small_files import S3Client, s3_client
 
+# botocore is imported where a request can fail: only a run on an object store takes the lease, and a local
+# lake's run never loads the AWS SDK.
+
 log = logging.getLogger(__name__)
 
 #: How long a lease lasts without renewal; a killed run's lock is taken over after it.

@@ -28,6 +28,9 @@ from kafkalake.config.locations import scheme
 if TYPE_CHECKING:
     from deltalake import DeltaTable
 
+# deltalake is imported where a table is opened: the DAG file imports this module and parsing it never reads
+# a table.
+
 #: The settings file a Spark job reads (and deletes) at start, written by its Airflow task.
 ENV_STORAGE_CONFIG_FILE = "KAFKALAKE_STORAGE_CONFIG_FILE"
 
