@@ -33,6 +33,9 @@ import traceback
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+# Airflow is imported by the server (PRELOAD) and its children only, never by the process that starts the
+# server: Airflow reads its configuration when imported.
+
 #: Set in an environment to the server's socket: :func:`kafkalake.dev.local_airflow.run_airflow`
 #: then runs Airflow's CLI through it.
 ENV_FORKSERVER = "KAFKALAKE_AIRFLOW_FORKSERVER"

@@ -41,6 +41,8 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from deltalake import DeltaTable
+
 from kafkalake.config.catalog import load_catalog
 from kafkalake.config.tables import topic_tables
 from kafkalake.config.topic import TopicConfig
@@ -129,8 +131,6 @@ PARK_RULE = {"name": "bench_parks_every_batch", "rule": "1 = 0", "action": "fail
 
 def parked(entry: dict[str, Any], workdir: Path, settings: Path, payload_bytes: int) -> Parked:
     """The parsed side parks on every batch of a whole backlog, then catches up from bronze."""
-    from deltalake import DeltaTable
-
     lake = workdir / "lake-parked"
     shutil.rmtree(lake, ignore_errors=True)
     failing, fixed = workdir / "catalog-parked.yaml", workdir / "catalog-fixed.yaml"
@@ -147,8 +147,6 @@ def parked(entry: dict[str, Any], workdir: Path, settings: Path, payload_bytes: 
 
 def _files(path: str) -> tuple[int, int, int]:
     """Rows, bytes and number of the table's current data files, from its Delta log."""
-    from deltalake import DeltaTable
-
     adds = DeltaTable(path).get_add_actions(flatten=True)
     rows = sum(int(n) for n in adds.column("num_records").to_pylist())
     return rows, sum(int(n) for n in adds.column("size_bytes").to_pylist()), len(adds)

@@ -8,6 +8,8 @@ import random
 import resource
 import time
 
+from confluent_kafka import Consumer, TopicPartition
+
 from kafkalake.dev import producer
 from kafkalake.dev.bench_results import MIB, RawRead
 from kafkalake.kafka.offsets import end_offsets
@@ -50,8 +52,6 @@ def ensure_backlog(bootstrap: str, topic: str, events: int, partitions: int) -> 
 
 def raw_read(bootstrap: str, topic: str) -> RawRead:
     """Read the whole topic with a plain consumer in batch mode and discard it."""
-    from confluent_kafka import Consumer, TopicPartition
-
     ends = end_offsets({"bootstrap.servers": bootstrap}, topic)
     consumer = Consumer(
         {

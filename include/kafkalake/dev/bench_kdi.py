@@ -30,6 +30,8 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
+from deltalake import DeltaTable, Field, Schema
+
 #: The bench event's fields (:func:`kafkalake.dev.bench_backlog.event_value`) as typed columns, then what
 #: kafka-delta-ingest's transforms add (``kafka.timestamp`` comes as microseconds).
 EVENT_COLUMNS = (
@@ -74,8 +76,6 @@ class KdiRun:
 
 def create_table(path: Path) -> None:
     """The empty table kafka-delta-ingest writes into (it needs the schema up front)."""
-    from deltalake import DeltaTable, Field, Schema
-
     fields = [Field(name, kind, nullable=True) for name, kind in EVENT_COLUMNS]
     fields += [Field(name, kind, nullable=True) for name, kind, _source in KAFKA_COLUMNS]
     DeltaTable.create(str(path), schema=Schema(fields), name="kdi_bench")
@@ -115,8 +115,6 @@ def cpu_seconds(pid: int) -> float:
 
 def _table_state(table: Path) -> tuple[int, int, int, int]:
     """Rows, version, data files and their bytes, from the table's log."""
-    from deltalake import DeltaTable
-
     dt = DeltaTable(str(table))
     adds = dt.get_add_actions(flatten=True)
     rows = sum(int(n) for n in adds.column("num_records").to_pylist()) if len(adds) else 0
@@ -125,8 +123,6 @@ def _table_state(table: Path) -> tuple[int, int, int, int]:
 
 
 def _distinct_offsets(table: Path) -> int:
-    from deltalake import DeltaTable
-
     rows = DeltaTable(str(table)).to_pyarrow_table(columns=["kafka_partition", "kafka_offset"])
     return len(rows.group_by(["kafka_partition", "kafka_offset"]).aggregate([]))
 

@@ -34,6 +34,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from deltalake import DeltaTable
+
 from kafkalake.airflow.pools import DEFAULT_SPARK_SLOTS, pools_set_args
 from kafkalake.config.catalog import load_catalog
 from kafkalake.core.paths import REPO_ROOT
@@ -121,8 +123,6 @@ def measure_round(name: str, server: StandaloneAirflow, home: Path, runs: dict[s
 
 
 def check_tables(catalog: Path, lake: Path, topics: list[str], bootstrap: str) -> None:
-    from deltalake import DeltaTable
-
     loaded = load_catalog(catalog, lake)
     for name in topics:
         held = sum(end_offsets({"bootstrap.servers": bootstrap}, name).values())

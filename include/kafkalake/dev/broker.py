@@ -27,6 +27,9 @@ from kafkalake.core.paths import REPO_ROOT
 from kafkalake.dev import processes
 from kafkalake.launch.jars import jar_files
 
+# confluent_kafka is imported where a topic is created: every test process imports this module
+# (tests/conftest.py), and the unit tests never need the client.
+
 log = logging.getLogger(__name__)
 
 _LOG4J2 = """\

@@ -25,6 +25,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from cryptography.fernet import Fernet
+
 from kafkalake.airflow.pools import DEFAULT_SPARK_SLOTS, SPARK_POOL, pools_set_args
 from kafkalake.dev import local_airflow
 from kafkalake.dev.postgres import Database, write_secret
@@ -46,8 +48,6 @@ USERS_FILE = "airflow-users.json"
 
 def write_secrets(secrets_dir: Path, database: Database) -> None:
     """New secrets for a start, each in its own 0600 file (the DB URL holds the role's password)."""
-    from cryptography.fernet import Fernet
-
     values = {
         "airflow-db.url": database.sqlalchemy_url("psycopg2"),
         "airflow-jwt.secret": secrets.token_urlsafe(48),

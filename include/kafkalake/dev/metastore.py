@@ -32,6 +32,8 @@ from pathlib import Path
 from urllib.parse import urlparse
 from xml.sax.saxutils import escape
 
+import psycopg2
+
 from kafkalake.core.paths import jars_dir
 from kafkalake.dev.broker import free_port
 from kafkalake.dev.postgres import Database
@@ -161,8 +163,6 @@ class MetastoreConfig:
 
 def schema_exists(jdbc_url: str, user: str, password: str) -> bool:
     """Whether the metastore's schema is in the database (its VERSION table)."""
-    import psycopg2
-
     parsed = urlparse(jdbc_url.removeprefix("jdbc:"))
     connection = psycopg2.connect(
         host=parsed.hostname,

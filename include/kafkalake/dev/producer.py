@@ -10,6 +10,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+# confluent_kafka is imported inside the functions that produce or create topics: the test session imports
+# this module at collection, and the unit tests never need the client.
+
 
 @dataclass(frozen=True)
 class Record:

@@ -27,6 +27,9 @@ from pathlib import Path
 
 from kafkalake.dev.broker import BrokerError, LocalKafka, free_port
 
+# confluent_kafka is imported where the ACLs and users are set up: the test session imports this module at
+# collection, and only the secured broker's own tests need the client.
+
 log = logging.getLogger(__name__)
 
 ADMIN = "admin"

@@ -31,6 +31,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from deltalake import DeltaTable
+
 from kafkalake.config.catalog import load_catalog
 from kafkalake.config.topic import TopicConfig
 from kafkalake.core.paths import REPO_ROOT
@@ -117,8 +119,6 @@ def dag_run(
 
 
 def check(topic: TopicConfig, bootstrap: str, soak: Soak) -> None:
-    from deltalake import DeltaTable
-
     def rows(path: str) -> list[dict[str, Any]]:
         found: list[dict[str, Any]] = DeltaTable(path).to_pyarrow_table().to_pylist()
         return found

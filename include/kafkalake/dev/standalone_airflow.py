@@ -18,6 +18,10 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import httpx
+import sqlalchemy
+import sqlalchemy.exc
+
 from kafkalake.dev import local_airflow
 from kafkalake.dev.broker import free_port
 
@@ -104,8 +108,6 @@ class StandaloneAirflow:
         return self.process is not None and self.process.poll() is None
 
     def healthy(self) -> bool:
-        import httpx
-
         if not self.running():
             raise AssertionError(f"airflow standalone exited:\n{self.output()}")
         try:
@@ -121,8 +123,6 @@ class StandaloneAirflow:
 
     def query(self, sql: str, **params: Any) -> list[tuple[Any, ...]]:
         """Rows of a read-only query on the metadata DB (``:name`` parameters), whatever DB it is."""
-        import sqlalchemy
-
         engine = sqlalchemy.create_engine(self.database_url(), poolclass=sqlalchemy.pool.NullPool)
         try:
             with engine.connect() as db:
@@ -131,8 +131,6 @@ class StandaloneAirflow:
             engine.dispose()
 
     def dags_parsed(self, *dag_ids: str) -> bool:
-        import sqlalchemy.exc
-
         try:
             found = {row[0] for row in self.query("SELECT dag_id FROM dag WHERE NOT is_stale")}
         except sqlalchemy.exc.OperationalError:  # SQLite: locked by a writer for a moment
@@ -181,8 +179,6 @@ class StandaloneAirflow:
 
     def api(self, method: str, path: str, **kwargs: Any) -> Any:
         """Call the REST API as admin (JWT from ``/auth/token``)."""
-        import httpx
-
         if self._token is None:
             answer = httpx.post(
                 f"{self.url}/auth/token", json={"username": "admin", "password": self.password}, timeout=30

@@ -23,6 +23,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from deltalake import DeltaTable
+
 from kafkalake.core.paths import REPO_ROOT
 from kafkalake.dev.s3_server import LocalS3
 from kafkalake.lake import store_settings
@@ -32,6 +34,8 @@ from kafkalake.launch.spark_conf import OBJECT_STORE_CONF, base_conf
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+
+# pyspark is imported only in measure(), the one function that starts a Spark session (a JVM).
 
 
 def timed(action: Callable[[], object], times: int) -> list[float]:
@@ -57,7 +61,6 @@ def s3a_requests(spark: SparkSession, bucket: str) -> int:
 
 
 def measure(workdir: Path, commits: int, rows: int) -> dict[str, dict[str, dict[str, float]]]:
-    from deltalake import DeltaTable
     from pyspark.sql import SparkSession
 
     shutil.rmtree(workdir, ignore_errors=True)
