@@ -16,13 +16,14 @@ from typing import Any
 import pytest
 
 from kafkalake.config.parsed import Expectation, ParsedConfig
-from kafkalake.core.errors import ExpectationFailedError, SchemaRejectedError
+from kafkalake.core.errors import ExpectationFailedError, Kind, SchemaRejectedError
 from kafkalake.dev import producer
 from kafkalake.dev.producer import Record
 from kafkalake.lake import parsed_backlog
 from kafkalake.lake.schema_history import SchemaHistory
 from kafkalake.spark.batch_writer import BatchWriter
 from kafkalake.spark.follow_ups import REFRESH_SCHEMA, run_follow_ups
+from kafkalake.spark.ingest_run import IngestRun
 from kafkalake.spark.schema_refresh import refresh
 
 from .helpers import assert_exactly_once, make_topic, read_rows
@@ -396,3 +397,21 @@ def test_a_broken_fail_expectation_stops_the_direct_write_and_parks_the_parsed_s
     assert len(read_rows(Path(topic.path))) == 151
     backlog = parsed_backlog.read(topic)
     assert backlog is not None and backlog.start == {0: 100}
+
+
+def test_a_parsed_failure_no_retry_can_fix_is_parsed_unwritable_not_unknown(spark, kafka, tmp_path):
+    """A rule that fails at run time on every record (here: raise_error) parks the parsed side in
+    the stream and fails again catching up from bronze: the run's failure is parsed_unwritable (not
+    retried), bronze holds every record, and nothing reached the parsed table."""
+    name = "it-parsed-unwritable"
+    rule = Expectation("boom", "raise_error('no rule can read this') IS NULL", "warn")
+    topic = make_topic(tmp_path, name, ParsedConfig(expectations=(rule,)))
+    producer.create_topic(kafka.bootstrap_servers, name, partitions=1)
+    produce_events(kafka.bootstrap_servers, name, 0, 10, {})
+    failed = IngestRun(spark, topic, {"bootstrap.servers": kafka.bootstrap_servers}).execute()
+    assert failed is not None and failed.kind is Kind.PARSED_UNWRITABLE and not failed.retryable
+    assert "no rule can read this" in failed.message and "bronze landed every record" in failed.message
+    assert len(read_rows(Path(topic.path))) == 10
+    assert not Path(topic.parsed_path).exists() or read_rows(Path(topic.parsed_path)) == []
+    backlog = parsed_backlog.read(topic)
+    assert backlog is not None and backlog.start == {0: 0}

@@ -33,6 +33,7 @@ class Kind(StrEnum):
     BAD_CONFIG = "bad_config"
     SCHEMA_REJECTED = "schema_rejected"
     SCHEMA_UNUSABLE = "schema_unusable"
+    PARSED_UNWRITABLE = "parsed_unwritable"
     EXPECTATION_FAILED = "expectation_failed"
     TABLE_STATE = "table_state"
     INGEST_UNFINISHED = "ingest_unfinished"
@@ -58,6 +59,9 @@ NON_RETRYABLE = frozenset(
         Kind.SCHEMA_REJECTED,
         # The same records (or the same pinned schema) give the same schema a minute later.
         Kind.SCHEMA_UNUSABLE,
+        # The parsed side failed on the same records twice (in the stream, then catching up from
+        # bronze) with an error of no transient kind: a third try reads the same records.
+        Kind.PARSED_UNWRITABLE,
         Kind.EXPECTATION_FAILED,
         Kind.TABLE_STATE,
         Kind.INGEST_UNFINISHED,
@@ -97,6 +101,7 @@ EXIT_CODES: Mapping[Kind, int] = {
     Kind.DISK_FULL: 71,  # EX_OSERR: the operating system refused the write
     Kind.STORE_UNREACHABLE: 81,
     Kind.SCHEMA_UNUSABLE: 82,
+    Kind.PARSED_UNWRITABLE: 83,
 }
 KIND_OF_EXIT = {code: kind for kind, code in EXIT_CODES.items()}
 
@@ -133,6 +138,15 @@ RUNBOOK_SCHEMA_UNUSABLE = (
     "Fix a pinned schema (or `parsed.type_hints`) in the catalog, then clear the task. Inferred "
     "schemas are repaired before they are recorded, so one that is not is a bug: report it with the "
     "message"
+)
+RUNBOOK_PARSED_UNWRITABLE = (
+    "The parsed tables could not take records that bronze holds: parsing or writing them failed in "
+    "the stream and again catching up from bronze, with an error of no transient kind (the message "
+    "gives its first line). Bronze keeps landing on every run; the parsed side waits at the first "
+    "record it could not take. Read the task log for the whole error; if a catalog setting can "
+    "route around it (parsed.evolution, max_columns, a pinned schema or type hints), change it and "
+    "clear the task; otherwise report it with the message: the records are kept in bronze and the "
+    "parsed tables catch up, exactly once, from where they stopped once a fix is deployed"
 )
 RUNBOOK_EXPECTATION_FAILED = (
     "Records broke an expectation whose action is `fail` (named above, with example offsets). "
@@ -236,6 +250,7 @@ _RUNBOOKS = {
     Kind.BAD_CONFIG: RUNBOOK_BAD_CONFIG,
     Kind.SCHEMA_REJECTED: RUNBOOK_SCHEMA_REJECTED,
     Kind.SCHEMA_UNUSABLE: RUNBOOK_SCHEMA_UNUSABLE,
+    Kind.PARSED_UNWRITABLE: RUNBOOK_PARSED_UNWRITABLE,
     Kind.EXPECTATION_FAILED: RUNBOOK_EXPECTATION_FAILED,
     Kind.TABLE_STATE: RUNBOOK_TABLE_STATE,
     Kind.INGEST_UNFINISHED: RUNBOOK_INGEST_UNFINISHED,
@@ -324,6 +339,12 @@ class UnusableSchemaError(NonRetryableError, ValueError):
     """A schema the parsed table, or another engine reading it, cannot take."""
 
     kind = Kind.SCHEMA_UNUSABLE
+
+
+class ParsedUnwritableError(NonRetryableError):
+    """Records bronze holds that the parsed tables could not take, twice."""
+
+    kind = Kind.PARSED_UNWRITABLE
 
 
 class ExpectationFailedError(NonRetryableError):
@@ -415,6 +436,7 @@ _ERRORS: Mapping[Kind, type[KafkalakeError]] = {
     Kind.BAD_CONFIG: BadConfigError,
     Kind.SCHEMA_REJECTED: SchemaRejectedError,
     Kind.SCHEMA_UNUSABLE: UnusableSchemaError,
+    Kind.PARSED_UNWRITABLE: ParsedUnwritableError,
     Kind.EXPECTATION_FAILED: ExpectationFailedError,
     Kind.TABLE_STATE: TableStateError,
     Kind.INGEST_UNFINISHED: IngestUnfinishedError,

@@ -129,19 +129,26 @@ class IngestRun:
             return classify_spark_error(self.topic.name, exception_text(err), self.topic.storage_conn_id)
 
     def _catch_up(self) -> Failure | None:
-        """Catch the parsed tables up from bronze when their side is behind; the failure if it stays so."""
-        from pyspark.errors.exceptions.captured import CapturedException
+        """Catch the parsed tables up from bronze when their side is behind; the failure if it stays so.
 
+        Any error, not only Spark's: the parsed side must never crash the run whose bronze landed
+        (a JVM error such as a StackOverflowError reaches Python as py4j's, not as a captured one).
+        One of no transient kind is ``parsed_unwritable``, not retried: these records failed in the
+        stream (or an earlier run) and again here, and a retry reads the same records.
+        """
         topic, writer = self.topic, self.writer
         try:
             catch_up_if_behind(self.spark, topic, writer)
-        except (KafkalakeError, CapturedException, ValueError) as err:
+        except Exception as err:
             self.catch_up_error = err
             backlog = parsed_backlog.read(topic) or writer.backlog
-            assert backlog is not None
+            if backlog is None:
+                raise  # no parsed side behind: not a catch-up's failure
             kind = err.kind if isinstance(err, KafkalakeError) else Kind(backlog.kind)
-            if isinstance(err, CapturedException) and kind is Kind.UNKNOWN:
+            if kind is Kind.UNKNOWN:
                 kind = classify_spark_error(topic.name, exception_text(err), topic.storage_conn_id).kind
+            if kind is Kind.UNKNOWN:
+                kind = Kind.PARSED_UNWRITABLE
             log.error("the parsed tables of topic %s could not catch up: %s", topic.name, err)
             cause = str(err).splitlines()[0] if str(err) else type(err).__name__
             # Bronze is current; the parsed side is not. The run fails with the parsed side's kind
