@@ -318,20 +318,30 @@ def resolve(target: Path | None = None, *, force: bool = False, group: str = "co
     return target
 
 
-def jar_files(conf: str, target: Path | None = None) -> list[Path]:
-    """The resolved jars of one set; a clear error when set-up never ran."""
+def jar_files(conf: str, target: Path | None = None, *, extension: bool | None = None) -> list[Path]:
+    """The resolved jars of one set; a clear error when set-up never ran.
+
+    ``extension``: whether the ``spark`` set includes kafkalake's JVM extension (then it must be
+    built); by default :func:`jvm_extension.enabled`'s answer. Without it, no build of it is listed.
+    """
     target = target or jars_dir()
     if not is_resolved(target, _group_of(conf)):
         raise JarsMissingError(
             f"the JVM jars are not resolved in {target}: run `make setup` "
             "(or `python -m kafkalake.launch.jars`) once, with access to Maven Central"
         )
-    if conf == "spark" and not jvm_extension.is_built(target):
+    jars = sorted((target / conf).glob("*.jar"))
+    if conf != "spark":
+        return jars
+    if not (jvm_extension.enabled() if extension is None else extension):
+        return [jar for jar in jars if not jvm_extension.is_extension_jar(jar)]
+    if not jvm_extension.is_built(target):
         raise JarsMissingError(
             f"kafkalake's JVM extension ({jvm_extension.SOURCE_DIR}) is not built for this source "
-            f"and pyspark in {target / conf}: run `make setup` (or `python -m kafkalake.launch.jars`)"
+            f"and pyspark in {target / conf}: run `make setup` (or `python -m kafkalake.launch.jars`), "
+            f"or run the jobs without it ({jvm_extension.ENV_JVM_EXTENSION}=off)"
         )
-    return sorted((target / conf).glob("*.jar"))
+    return jars
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -339,11 +349,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--force", action="store_true", help="resolve again even if present")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    extension = jvm_extension.enabled()
     for group, sets in GROUPS.items():
         target = resolve(force=args.force, group=group)
         for conf in sets:
-            if conf == "spark":
+            if conf == "spark" and extension:
                 jvm_extension.build(target, pyspark_jars=pyspark_jars_dir())
+            elif conf == "spark":
+                log.info("%s=off: kafkalake's JVM extension is not built", jvm_extension.ENV_JVM_EXTENSION)
             print(f"{conf}: {len(jar_files(conf, target))} jars in {target / conf}")
     return 0
 

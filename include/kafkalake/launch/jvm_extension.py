@@ -7,6 +7,13 @@ jar set (``.jars/spark``), so everything that hands that set to Spark (``spark-s
 tests' session, the class archive's training run) has it. Its name carries a digest of the source
 and of pyspark's and delta-spark's versions: a changed source, another Spark or another Delta makes
 ``make setup`` build again, and the class archive (keyed by the jars' names, sizes and times) follows.
+
+The extension is behind a switch, :data:`ENV_JVM_EXTENSION` (``on`` by default, ``off``): it reaches
+into Spark's and Delta's internals (``private[sql]``, ``private[delta]``, reflection), so a Spark or
+Delta upgrade that moves them would stop every topic. Off, a job's settings leave its class out of
+``spark.sql.extensions`` (:mod:`.spark_conf`), its jar out of the job's jars (:mod:`.jars`), set-up
+does not build it, and the Spark side uses Spark's and Delta's public APIs instead: it asks its
+session whether the extension is loaded (:mod:`kafkalake.spark.extension`), never the environment.
 """
 
 from __future__ import annotations
@@ -18,10 +25,11 @@ import shutil
 import subprocess
 import tempfile
 import zipfile
+from collections.abc import Mapping
 from importlib.metadata import version
 from pathlib import Path
 
-from kafkalake.core.errors import JarsMissingError
+from kafkalake.core.errors import BadConfigError, JarsMissingError
 from kafkalake.core.paths import jars_dir
 
 log = logging.getLogger(__name__)
@@ -31,6 +39,38 @@ EXTENSION_CLASS = "org.apache.spark.sql.kafkalake.KafkalakeExtensions"
 #: Where the source is: Spark-side code, kept beside the Python that calls it.
 SOURCE_DIR = Path(__file__).resolve().parents[1] / "spark" / "jvm"
 _PREFIX = "kafkalake-spark-"
+
+#: Whether the jobs run with kafkalake's JVM extension: ``on`` (the default) or ``off`` (Spark's and
+#: Delta's public APIs only, for an upgrade that breaks the extension; docs/scale.md).
+ENV_JVM_EXTENSION = "KAFKALAKE_JVM_EXTENSION"
+SWITCH_VALUES = ("on", "off")
+
+
+def enabled(environ: Mapping[str, str] | None = None) -> bool:
+    """Whether :data:`ENV_JVM_EXTENSION` (in ``environ``, by default this process's) has the jobs
+    use the extension; unset or empty means ``on``.
+
+    Raises:
+        BadConfigError: any other value than ``on`` or ``off`` (in any case, spaces around).
+    """
+    raw = (os.environ if environ is None else environ).get(ENV_JVM_EXTENSION, "")
+    value = raw.strip().lower() or "on"
+    if value not in SWITCH_VALUES:
+        raise BadConfigError(
+            f"{ENV_JVM_EXTENSION}={raw!r}: accepted values are {' or '.join(SWITCH_VALUES)} "
+            "(on, the default: kafkalake's JVM extension; off: Spark's and Delta's public APIs only)"
+        )
+    return value == "on"
+
+
+def loaded_by(extensions: str) -> bool:
+    """Whether a ``spark.sql.extensions`` value (class names, comma-separated) loads the extension."""
+    return EXTENSION_CLASS in (name.strip() for name in extensions.split(","))
+
+
+def is_extension_jar(jar: Path) -> bool:
+    """Whether ``jar`` is a build of the extension (of any digest)."""
+    return jar.name.startswith(_PREFIX) and jar.suffix == ".jar"
 
 
 def _sources() -> list[Path]:

@@ -15,15 +15,26 @@ from pathlib import Path
 
 from kafkalake.config.topic import TopicConfig
 from kafkalake.core.paths import jars_dir, metastore_dir
+from kafkalake.launch import jvm_extension
 from kafkalake.launch.class_archive import driver_java_options
 from kafkalake.launch.jars import HIVE_METASTORE_VERSION
 from kafkalake.launch.jvm_extension import EXTENSION_CLASS
 
+DELTA_EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
 DELTA_SETTINGS = {
     # Delta's, then kafkalake's own functions (launch/jvm_extension: the JSON parse over bytes).
-    "spark.sql.extensions": f"io.delta.sql.DeltaSparkSessionExtension,{EXTENSION_CLASS}",
+    "spark.sql.extensions": f"{DELTA_EXTENSION},{EXTENSION_CLASS}",
     "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
 }
+
+
+def delta_settings(extension: bool | None = None) -> dict[str, str]:
+    """:data:`DELTA_SETTINGS`; without kafkalake's JVM extension (``extension`` False, by default
+    :func:`jvm_extension.enabled`'s answer), Delta's extension alone. The Spark side asks its
+    session which it got (:mod:`kafkalake.spark.extension`)."""
+    if jvm_extension.enabled() if extension is None else extension:
+        return dict(DELTA_SETTINGS)
+    return {**DELTA_SETTINGS, "spark.sql.extensions": DELTA_EXTENSION}
 
 
 def redaction_conf() -> dict[str, str]:
@@ -131,14 +142,18 @@ JVM_OPTIONS = f"{JVM_GC_OPTIONS} {JVM_JIT_OPTIONS}"
 PARQUET_DICTIONARY_BYTES = 128 * 1024
 
 
-def base_conf(lake_root: Path, metastore: str | None = None) -> dict[str, str]:
+def base_conf(
+    lake_root: Path, metastore: str | None = None, *, extension: bool | None = None
+) -> dict[str, str]:
     """Settings every job gets: Delta, small-machine defaults, a metastore that persists.
 
     ``metastore``: a Hive metastore service's URI; by default :data:`ENV_METASTORE_URI`'s, else Derby.
+    ``extension``: whether kafkalake's JVM extension is among ``spark.sql.extensions``; by default
+    :data:`~kafkalake.launch.jvm_extension.ENV_JVM_EXTENSION`'s answer (:func:`delta_settings`).
     """
     uri = metastore or metastore_uri()
     conf = {
-        **DELTA_SETTINGS,
+        **delta_settings(extension),
         # As a setting, not --driver-memory (which would beat a topic's own spark_conf).
         "spark.driver.memory": "1g",
         # No shuffle in the ingest path; keep the few that happen (registration, checks) cheap.

@@ -21,6 +21,7 @@ from kafkalake.core.run_metrics import ENV_METRICS_FILE
 from kafkalake.lake.table_position import ENV_TOPIC_ID
 from kafkalake.launch.handover import ENV_CLIENT_CONFIG_FILE
 from kafkalake.launch.jars import jar_files
+from kafkalake.launch.jvm_extension import loaded_by
 from kafkalake.launch.spark_conf import for_run, topic_conf
 
 
@@ -73,10 +74,10 @@ def topic_args(topic_name: str, args: Sequence[str] = ()) -> list[str]:
     return ["--topic", topic_name, *args]
 
 
-def spark_jars(topic: TopicConfig) -> list[Path]:
-    """The ``spark`` set (Delta, the Kafka connector, kafkalake's extension), and for a topic whose
-    tables are on an object store the ``s3a`` set (:mod:`.jars`)."""
-    return [*jar_files("spark"), *(jar_files("s3a") if topic.on_object_store else [])]
+def spark_jars(topic: TopicConfig, *, extension: bool | None = None) -> list[Path]:
+    """The ``spark`` set (Delta, the Kafka connector, kafkalake's extension unless ``extension`` is
+    False), and for a topic whose tables are on an object store the ``s3a`` set (:mod:`.jars`)."""
+    return [*jar_files("spark", extension=extension), *(jar_files("s3a") if topic.on_object_store else [])]
 
 
 def job_environment(catalog: Path, lake: Path, path: str) -> dict[str, str]:
@@ -129,7 +130,8 @@ def submission(
     settings = topic_conf(topic, lake) if conf is None else dict(conf)
     if short_run is not None:
         settings = for_run(settings, short_run)
-    jars = spark_jars(topic)
+    # The settings decide (a DAG's were chosen at parse time): the extension's jar goes with its class.
+    jars = spark_jars(topic, extension=loaded_by(settings.get("spark.sql.extensions", "")))
     handed = {
         **({ENV_TOPIC_ID: topic_id} if topic_id else {}),
         **({ENV_CLIENT_CONFIG_FILE: str(kafka_settings)} if kafka_settings is not None else {}),

@@ -31,7 +31,7 @@ def maintain_task(monkeypatch, tmp_path) -> Any:
 def _record_submits(monkeypatch) -> list[str]:
     submitted: list[str] = []
     monkeypatch.setattr(SparkSubmitOperator, "execute", lambda self, context: submitted.append(self.task_id))
-    monkeypatch.setattr(submit, "jar_files", lambda conf: [])
+    monkeypatch.setattr(submit, "jar_files", lambda conf, **_: [])
     monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", json.dumps({"conn_type": "spark", "host": "local[1]"}))
     return submitted
 

@@ -100,7 +100,7 @@ def test_ingest_execute_hands_secrets_in_a_private_file_not_on_the_command_line(
     jar = tmp_path / "delta-spark_2.13-4.0.0.jar"
     jar.write_bytes(b"")
     # Jar resolution is not under test here; a resolved jar set is a list of local files.
-    monkeypatch.setattr(submit, "jar_files", lambda conf: [jar])
+    monkeypatch.setattr(submit, "jar_files", lambda conf, **_: [jar])
 
     seen: dict[str, Any] = {}
 
@@ -219,7 +219,7 @@ def test_spark_job_failure_becomes_a_typed_error_the_policy_acts_on(monkeypatch,
         raise AirflowException(f"Cannot execute: spark-submit ingest_topic.py. Error code is: 65.{tail}")
 
     monkeypatch.setattr(SparkSubmitOperator, "execute", failing_submit)
-    monkeypatch.setattr(submit, "jar_files", lambda conf: [])
+    monkeypatch.setattr(submit, "jar_files", lambda conf, **_: [])
     monkeypatch.setenv("AIRFLOW_CONN_KAFKA_DEFAULT", json.dumps({"conn_type": "kafka", "host": "b:9092"}))
     with pytest.raises(OffsetsExpiredError, match=r"\[offsets_expired\] topic 'payments': gone") as raised:
         ingest_task.execute(context={})

@@ -102,7 +102,7 @@ def test_replay_task_runs_the_replay_job_in_the_spark_pool_with_the_retry_policy
 )
 def test_replay_task_submits_the_chosen_topic_with_its_spark_settings(monkeypatch, replay_bag, params, args):
     task = replay_bag.dags[REPLAY_DAG_ID].get_task("replay")
-    monkeypatch.setattr(submit, "jar_files", lambda conf: [])
+    monkeypatch.setattr(submit, "jar_files", lambda conf, **_: [])
     monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", json.dumps({"conn_type": "spark", "host": "local[1]"}))
     seen: dict[str, Any] = {}
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from kafkalake.core.errors import JarsMissingError
+from kafkalake.core.errors import BadConfigError, JarsMissingError
 from kafkalake.launch import jvm_extension
 from kafkalake.launch.jars import (
     EXCLUDES,
@@ -218,6 +218,36 @@ def test_resolved_folder_lists_its_jars_sorted(tmp_path):
         tmp_path / "spark" / "spark-sql-kafka-0-10_2.13-4.2.0.jar",
     ]
     assert jar_files("kafka", tmp_path) == [tmp_path / "kafka" / "kafka_2.13-4.2.0.jar"]
+
+
+def test_with_the_switch_off_the_spark_set_leaves_the_extension_out_built_or_not(tmp_path, monkeypatch):
+    make_jars(tmp_path / "spark", "spark-sql-kafka-0-10_2.13-4.2.0.jar", "delta-spark_4.2_2.13-4.4.0.jar")
+    (tmp_path / "resolved.txt").write_text(marker_text())
+    without = [
+        tmp_path / "spark" / "delta-spark_4.2_2.13-4.4.0.jar",
+        tmp_path / "spark" / "spark-sql-kafka-0-10_2.13-4.2.0.jar",
+    ]
+    # Not built: no error without it.
+    assert jar_files("spark", tmp_path, extension=False) == without
+    jvm_extension.jar_path(tmp_path).write_bytes(b"PK")
+    (tmp_path / "spark" / "kafkalake-spark-000000000000.jar").write_bytes(b"PK")  # a stale build too
+    assert jar_files("spark", tmp_path, extension=False) == without
+    assert jvm_extension.jar_path(tmp_path) in jar_files("spark", tmp_path, extension=True)
+    # By default, the switch decides.
+    monkeypatch.setenv(jvm_extension.ENV_JVM_EXTENSION, "off")
+    assert jar_files("spark", tmp_path) == without
+    monkeypatch.setenv(jvm_extension.ENV_JVM_EXTENSION, "on")
+    assert jvm_extension.jar_path(tmp_path) in jar_files("spark", tmp_path)
+    monkeypatch.setenv(jvm_extension.ENV_JVM_EXTENSION, "maybe")
+    with pytest.raises(BadConfigError, match="KAFKALAKE_JVM_EXTENSION"):
+        jar_files("spark", tmp_path)
+
+
+def test_an_unbuilt_extension_names_the_switch_that_does_without_it(tmp_path):
+    make_jars(tmp_path / "spark", "delta-spark_4.2_2.13-4.4.0.jar")
+    (tmp_path / "resolved.txt").write_text(marker_text())
+    with pytest.raises(JarsMissingError, match="KAFKALAKE_JVM_EXTENSION=off"):
+        jar_files("spark", tmp_path, extension=True)
 
 
 def test_the_object_store_jars_have_their_own_marker(tmp_path):

@@ -6,7 +6,7 @@ import zipfile
 
 import pytest
 
-from kafkalake.core.errors import JarsMissingError
+from kafkalake.core.errors import BadConfigError, JarsMissingError
 from kafkalake.core.paths import jars_dir
 from kafkalake.launch import jvm_extension
 from kafkalake.launch.jars import pyspark_jars_dir
@@ -72,3 +72,49 @@ def test_another_delta_is_another_build(tmp_path, monkeypatch):
         jvm_extension, "version", lambda name: "9.9.9" if name == "delta-spark" else real(name)
     )
     assert jvm_extension.jar_path(tmp_path) != first
+
+
+@pytest.mark.parametrize(
+    ("environ", "on"),
+    [
+        ({}, True),
+        ({jvm_extension.ENV_JVM_EXTENSION: ""}, True),
+        ({jvm_extension.ENV_JVM_EXTENSION: "on"}, True),
+        ({jvm_extension.ENV_JVM_EXTENSION: " ON "}, True),
+        ({jvm_extension.ENV_JVM_EXTENSION: "off"}, False),
+        ({jvm_extension.ENV_JVM_EXTENSION: "Off"}, False),
+    ],
+)
+def test_the_switch_is_on_unless_set_off(environ, on):
+    assert jvm_extension.enabled(environ) is on
+
+
+@pytest.mark.parametrize("value", ["maybe", "0", "false", "yes", "on,off"])
+def test_any_other_value_of_the_switch_is_refused_naming_the_variable_and_the_accepted_values(value):
+    with pytest.raises(BadConfigError) as excinfo:
+        jvm_extension.enabled({jvm_extension.ENV_JVM_EXTENSION: value})
+    message = str(excinfo.value)
+    assert f"KAFKALAKE_JVM_EXTENSION={value!r}" in message
+    assert "accepted values are on or off" in message
+
+
+def test_the_switch_reads_this_process_s_environment_by_default(monkeypatch):
+    monkeypatch.setenv(jvm_extension.ENV_JVM_EXTENSION, "off")
+    assert jvm_extension.enabled() is False
+    monkeypatch.setenv(jvm_extension.ENV_JVM_EXTENSION, "maybe")
+    with pytest.raises(BadConfigError, match="KAFKALAKE_JVM_EXTENSION"):
+        jvm_extension.enabled()
+
+
+@pytest.mark.parametrize(
+    ("extensions", "loaded"),
+    [
+        (f"io.delta.sql.DeltaSparkSessionExtension,{jvm_extension.EXTENSION_CLASS}", True),
+        (f"io.delta.sql.DeltaSparkSessionExtension, {jvm_extension.EXTENSION_CLASS} ", True),
+        ("io.delta.sql.DeltaSparkSessionExtension", False),
+        (f"{jvm_extension.EXTENSION_CLASS}Other", False),
+        ("", False),
+    ],
+)
+def test_the_extension_is_loaded_by_its_class_among_the_sessions_extensions(extensions, loaded):
+    assert jvm_extension.loaded_by(extensions) is loaded

@@ -10,7 +10,9 @@ from datetime import timedelta
 import pytest
 
 from kafkalake.config.topic import TopicConfig
+from kafkalake.core.errors import BadConfigError
 from kafkalake.core.paths import metastore_dir
+from kafkalake.launch.jvm_extension import ENV_JVM_EXTENSION, EXTENSION_CLASS
 from kafkalake.launch.spark_conf import (
     DELTA_SETTINGS,
     ENV_DRIVER_JAVA_OPTIONS,
@@ -20,6 +22,7 @@ from kafkalake.launch.spark_conf import (
     SHORT_RUN_JAVA_OPTIONS,
     SHORT_RUN_RECORDS,
     base_conf,
+    delta_settings,
     for_run,
     is_short_run,
     merged_java_options,
@@ -82,6 +85,33 @@ def test_topic_spark_conf_goes_on_top_of_the_base(tmp_path):
     assert conf["spark.executor.memory"] == "2g"
     assert conf["spark.sql.extensions"] == DELTA_SETTINGS["spark.sql.extensions"]
     assert set(conf) == set(base_conf(tmp_path)) | {"spark.executor.memory"}
+
+
+def test_with_the_switch_off_only_delta_s_extension_is_loaded(tmp_path, monkeypatch):
+    monkeypatch.delenv(ENV_JVM_EXTENSION, raising=False)
+    assert base_conf(tmp_path)["spark.sql.extensions"] == DELTA_SETTINGS["spark.sql.extensions"]
+    assert EXTENSION_CLASS in base_conf(tmp_path)["spark.sql.extensions"]
+    monkeypatch.setenv(ENV_JVM_EXTENSION, "off")
+    conf = base_conf(tmp_path)
+    assert conf["spark.sql.extensions"] == "io.delta.sql.DeltaSparkSessionExtension"
+    assert conf["spark.sql.catalog.spark_catalog"] == DELTA_SETTINGS["spark.sql.catalog.spark_catalog"]
+    # Nothing else changes.
+    assert {k: v for k, v in conf.items() if k != "spark.sql.extensions"} == {
+        k: v for k, v in base_conf(tmp_path, extension=True).items() if k != "spark.sql.extensions"
+    }
+    topic = TopicConfig(name="orders", freshness_sla=timedelta(hours=6))
+    assert EXTENSION_CLASS not in topic_conf(topic, tmp_path)["spark.sql.extensions"]
+    assert (
+        base_conf(tmp_path, extension=True)["spark.sql.extensions"] == DELTA_SETTINGS["spark.sql.extensions"]
+    )
+    monkeypatch.setenv(ENV_JVM_EXTENSION, "maybe")
+    with pytest.raises(
+        BadConfigError, match="KAFKALAKE_JVM_EXTENSION='maybe': accepted values are on or off"
+    ):
+        base_conf(tmp_path)
+    assert (
+        delta_settings(extension=False)["spark.sql.extensions"] == "io.delta.sql.DeltaSparkSessionExtension"
+    )
 
 
 def test_topic_without_spark_conf_gets_exactly_the_base(tmp_path):

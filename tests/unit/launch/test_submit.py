@@ -11,9 +11,10 @@ from kafkalake.config.catalog import load_catalog
 from kafkalake.core.paths import ENV_CATALOG, ENV_LAKE_ROOT, jobs_dir
 from kafkalake.core.run_metrics import ENV_METRICS_FILE
 from kafkalake.lake.table_position import ENV_TOPIC_ID
-from kafkalake.launch import jobs, submit
+from kafkalake.launch import jobs, jvm_extension, submit
 from kafkalake.launch.handover import ENV_CLIENT_CONFIG_FILE
 from kafkalake.launch.spark_conf import (
+    DELTA_SETTINGS,
     ENV_DRIVER_JAVA_OPTIONS,
     MACHINERY_JIT_OPTIONS,
     SHORT_RUN_JAVA_OPTIONS,
@@ -33,7 +34,7 @@ def lake(tmp_path) -> Path:
 def resolved_jars(monkeypatch, tmp_path) -> dict[str, list[Path]]:
     """A resolved jar set is a list of local files; which sets a job gets is under test here."""
     sets = {name: [tmp_path / "jars" / name / f"{name}-1.0.jar"] for name in ("spark", "s3a")}
-    monkeypatch.setattr(submit, "jar_files", lambda conf: sets[conf])
+    monkeypatch.setattr(submit, "jar_files", lambda conf, **_: sets[conf])
     return sets
 
 
@@ -127,3 +128,33 @@ def test_a_jobs_environment_extends_its_parents(lake):
     env = jobs.environment(CATALOG, lake, {"PATH": "/bin", "HOME": "/home/x"})
     assert env["HOME"] == "/home/x"
     assert env == {"HOME": "/home/x", **submit.job_environment(CATALOG, lake, "/bin")}
+
+
+def test_with_the_switch_off_the_job_gets_neither_the_extension_s_class_nor_its_jar(
+    lake, tmp_path, monkeypatch
+):
+    """The job's settings decide its jars: a DAG's settings were chosen at parse time."""
+    spark_set = tmp_path / "jars" / "spark"
+    spark_jars = [spark_set / "delta-spark_4.2_2.13-4.4.0.jar", jvm_extension.jar_path(tmp_path / "jars")]
+    asked: list[bool | None] = []
+
+    def jar_files(conf: str, *, extension: bool | None = None) -> list[Path]:
+        asked.append(extension)
+        return [j for j in spark_jars if extension or not jvm_extension.is_extension_jar(j)]
+
+    monkeypatch.setattr(submit, "jar_files", jar_files)
+    orders = topic("orders-v2", lake)
+    monkeypatch.setenv(jvm_extension.ENV_JVM_EXTENSION, "off")
+    off = submit.submission("ingest_topic", orders, catalog=CATALOG, lake=lake)
+    assert off.conf["spark.sql.extensions"] == "io.delta.sql.DeltaSparkSessionExtension"
+    assert off.jars == (spark_set / "delta-spark_4.2_2.13-4.4.0.jar",)
+    assert jvm_extension.EXTENSION_CLASS not in " ".join(off.command("local[1]"))
+    # Settings chosen with the extension (at a DAG's parse time) bring its jar, whatever the switch says now.
+    with_it = {**off.conf, "spark.sql.extensions": DELTA_SETTINGS["spark.sql.extensions"]}
+    chosen = submit.submission("ingest_topic", orders, catalog=CATALOG, lake=lake, conf=with_it)
+    assert chosen.jars == tuple(spark_jars)
+    monkeypatch.delenv(jvm_extension.ENV_JVM_EXTENSION)
+    on = submit.submission("ingest_topic", orders, catalog=CATALOG, lake=lake)
+    assert jvm_extension.EXTENSION_CLASS in on.conf["spark.sql.extensions"]
+    assert on.jars == tuple(spark_jars)
+    assert asked == [False, True, True]
