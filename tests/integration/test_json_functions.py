@@ -9,6 +9,10 @@ must pass it with this one: the parse path relies on them for what lands where. 
 them in one Spark job on a corpus of odd bytes (the ones where a byte-based and a reader-based JSON
 parser could differ: byte-order marks, zero bytes, UTF-16, invalid or overlong UTF-8, surrogates,
 control characters) and on random bytes.
+
+Each runs both ways (``implementation``): with the extension, and with Spark's built-ins that replace
+it when a job runs without it (``KAFKALAKE_JVM_EXTENSION=off``); one test compares the two record for
+record.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from typing import Any
 import pytest
 from pyspark.sql.types import ArrayType, DataType, MapType, StringType, StructType
 
-from kafkalake.spark import parse_columns
+from kafkalake.spark import extension, parse_columns
 from kafkalake.spark.json_functions import TRAILING_KEYS, from_json, from_json_keyed, utf8_text
 
 from .test_parsing import SHORTCUT_SCHEMA, SHORTCUT_VALUES
@@ -90,6 +94,21 @@ SCHEMAS: dict[str, DataType] = {
 }
 
 
+@pytest.fixture(params=[True, False], ids=["extension", "built-ins"])
+def use_extension(request, spark) -> bool:
+    """Which implementation of the JSON functions a test runs: kafkalake's JVM extension, or Spark's
+    built-in functions (a job with ``KAFKALAKE_JVM_EXTENSION=off``)."""
+    if request.param and not extension.loaded(spark):
+        pytest.skip("this session runs without kafkalake's JVM extension (KAFKALAKE_JVM_EXTENSION=off)")
+    return bool(request.param)
+
+
+@pytest.fixture
+def with_extension(spark) -> None:
+    if not extension.loaded(spark):
+        pytest.skip("this session runs without kafkalake's JVM extension (KAFKALAKE_JVM_EXTENSION=off)")
+
+
 def _random_values(seed: int, count: int) -> list[bytes]:
     """JSON objects with random bytes spliced in, and plain random bytes."""
     rnd = random.Random(seed)
@@ -105,7 +124,7 @@ def _random_values(seed: int, count: int) -> list[bytes]:
     return out
 
 
-def _compare(spark: Any, values: list[bytes | None], schema: DataType) -> None:
+def _compare(spark: Any, values: list[bytes | None], schema: DataType, use_extension: bool) -> None:
     from pyspark.sql import functions as F
 
     frame = spark.createDataFrame(list(enumerate(values)), "i int, v binary")
@@ -113,12 +132,12 @@ def _compare(spark: Any, values: list[bytes | None], schema: DataType) -> None:
     columns = [
         "i",
         F.from_json(text, schema).alias("spark"),
-        from_json(text, schema).alias("ours"),
+        from_json(text, schema, use_extension=use_extension).alias("ours"),
         F.size(F.json_object_keys(text)).alias("spark_keys"),
     ]
     names = schema.fieldNames() if isinstance(schema, StructType) else []
     if isinstance(schema, StructType):
-        both = from_json_keyed(text, schema)
+        both = from_json_keyed(text, schema, use_extension=use_extension)
         fields = schema.jsonValue()["fields"]
         types = [f["type"] for f in fields]
         key_count = F.size(F.json_object_keys(text))
@@ -177,25 +196,77 @@ def _compare(spark: Any, values: list[bytes | None], schema: DataType) -> None:
 
 
 @pytest.mark.parametrize("kind", sorted(SCHEMAS))
-def test_the_byte_parse_gives_spark_s_result_for_odd_bytes(spark, kind):
-    _compare(spark, ODD_VALUES, SCHEMAS[kind])
+def test_the_byte_parse_gives_spark_s_result_for_odd_bytes(spark, kind, use_extension):
+    _compare(spark, ODD_VALUES, SCHEMAS[kind], use_extension)
 
 
-def test_the_byte_parse_gives_spark_s_result_for_random_bytes(spark):
-    values = _random_values(seed=20261126, count=20000)
-    _compare(spark, values, SCHEMAS["struct"])
-    _compare(spark, values[:1000], SCHEMAS["map of texts"])
+def test_the_byte_parse_gives_spark_s_result_for_random_bytes(spark, use_extension):
+    # The built-ins on fewer: the next test holds them to the extension's results on all of them.
+    values = _random_values(seed=20261126, count=20000 if use_extension else 4000)
+    _compare(spark, values, SCHEMAS["struct"], use_extension)
+    _compare(spark, values[:1000], SCHEMAS["map of texts"], use_extension)
 
 
-def test_the_byte_parse_reads_what_spark_does(spark):
+def test_without_the_extension_the_functions_give_the_extension_s_results(spark, with_extension):
+    """Record for record, on the odd and the random bytes: the value, the key count, and the parse
+    path's clean-record test. The one difference is in text that is not UTF-8 (which the parse path
+    never parses: it is an ``invalid_utf8`` dead letter first): where such bytes follow the object,
+    the built-ins see text after it (:data:`TRAILING_KEYS`), where the extension's reader-based
+    fallback can miss it."""
+    from pyspark.sql import functions as F
+
+    values = [*ODD_VALUES, *_random_values(seed=20261126, count=20000)]
+    frame = spark.createDataFrame(list(enumerate(values)), "i int, v binary")
+    text = F.col("v").cast("string")
+    checked = 0
+    for kind, schema in sorted(SCHEMAS.items()):
+        both = {way: from_json(text, schema, use_extension=way) for way in (True, False)}
+        columns = [
+            "i",
+            both[True].alias("on"),
+            both[False].alias("off"),
+            F.expr("try_validate_utf8(cast(v AS STRING))").alias("utf8"),
+        ]
+        if isinstance(schema, StructType):
+            names, types = schema.fieldNames(), [f["type"] for f in schema.jsonValue()["fields"]]
+            for way, label in ((True, "on"), (False, "off")):
+                keyed = from_json_keyed(text, schema, use_extension=way)
+                columns += [
+                    keyed.alias(f"keyed_{label}"),
+                    parse_columns._clean(keyed["value"], keyed["keys"], names, types).alias(f"clean_{label}"),
+                ]
+        # The random bytes for the struct schema only (as above); the odd ones for every schema.
+        rows = frame.where(F.col("i") < len(ODD_VALUES)) if kind != "struct" else frame
+        for row in rows.select(*columns).collect():
+            value = values[row["i"]]
+            assert repr(row["on"]) == repr(row["off"]), f"{kind}: {value!r}"
+            checked += 1
+            if not isinstance(schema, StructType):
+                continue
+            on, off = row["keyed_on"], row["keyed_off"]
+            assert (on is None) == (off is None), f"{kind}: {value!r}"
+            if on is None:
+                continue
+            assert repr(on["value"]) == repr(off["value"]), f"{kind}: {value!r}"
+            if row["utf8"] is not None or row["i"] < len(ODD_VALUES):
+                assert on["keys"] == off["keys"], f"{kind}: {value!r}"
+                assert row["clean_on"] == row["clean_off"], f"{kind}: {value!r}"
+            else:
+                assert on["keys"] == off["keys"] or off["keys"] == TRAILING_KEYS, f"{kind}: {value!r}"
+    assert checked > 20000
+
+
+def test_the_byte_parse_reads_what_spark_does(spark, use_extension):
     """Not only equal: the corpus holds records both parse, and ones both refuse."""
     from pyspark.sql import functions as F
 
     values = [b'{"s": "caf\xc3\xa9", "n": 7, "zz": [1]}', b'{"s": ', None, b"[]"]
     frame = spark.createDataFrame(list(enumerate(values)), "i int, v binary")
     text = F.col("v").cast("string")
+    schema = SCHEMAS["struct"]
     rows = frame.select(
-        from_json(text, SCHEMAS["struct"]).alias("p"), from_json_keyed(text, SCHEMAS["struct"]).alias("k")
+        from_json(text, schema, use_extension=use_extension).alias("p"),
+        from_json_keyed(text, schema, use_extension=use_extension).alias("k"),
     ).collect()
     assert rows[0]["p"]["s"] == "café" and rows[0]["p"]["n"] == 7 and rows[0]["k"]["keys"] == 3
     assert rows[0]["k"]["value"] == rows[0]["p"]
@@ -204,7 +275,7 @@ def test_the_byte_parse_reads_what_spark_does(spark):
     assert rows[3]["k"]["keys"] is None
 
 
-def test_a_bad_schema_argument_is_refused_with_its_reason(spark):
+def test_a_bad_schema_argument_is_refused_with_its_reason(spark, with_extension):
     from pyspark.sql import functions as F
 
     text = F.col("v").cast("string")
@@ -236,7 +307,7 @@ def _utf8_cases() -> list[bytes | None]:
 
 
 @pytest.mark.parametrize("mode", ["CODEGEN_ONLY", "NO_CODEGEN"])
-def test_the_utf8_check_gives_try_validate_utf8s_answer(spark, mode):
+def test_the_utf8_check_gives_try_validate_utf8s_answer(spark, mode, use_extension):
     from pyspark.sql import functions as F
 
     values = _utf8_cases()
@@ -246,7 +317,7 @@ def test_the_utf8_check_gives_try_validate_utf8s_answer(spark, mode):
         rows = frame.select(
             "i",
             F.expr("try_validate_utf8(cast(v AS STRING))").alias("spark"),
-            utf8_text(F.col("v")).alias("ours"),
+            utf8_text(F.col("v"), use_extension=use_extension).alias("ours"),
         ).collect()
     finally:
         spark.conf.unset("spark.sql.codegen.factoryMode")
@@ -257,7 +328,7 @@ def test_the_utf8_check_gives_try_validate_utf8s_answer(spark, mode):
     assert valid > 1000 and len(rows) - valid > 1000
 
 
-def test_the_utf8_check_takes_only_bytes(spark):
+def test_the_utf8_check_takes_only_bytes(spark, with_extension):
     from pyspark.sql import functions as F
 
     frame = spark.createDataFrame([("{}",)], "v string")
