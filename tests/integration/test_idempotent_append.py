@@ -1,6 +1,9 @@
 """The idempotent append every batch write goes through (``write_idempotent``, Scala
 ``IdempotentAppend``): what it commits, what it skips, where it looks the version up, and that a
-concurrent commit of the same batch still fails it. Real Spark and Delta; read back with delta-rs."""
+concurrent commit of the same batch still fails it. Real Spark and Delta; read back with delta-rs.
+
+Each runs both ways (``use_extension``): through kafkalake's JVM extension, and through Delta's public
+writer, which a job without it uses (``KAFKALAKE_JVM_EXTENSION=off``)."""
 
 from __future__ import annotations
 
@@ -13,11 +16,29 @@ from typing import Any
 import pytest
 from deltalake import DeltaTable
 
-from kafkalake.spark.batch_writer import write_idempotent
+from kafkalake.spark import extension
+from kafkalake.spark.batch_writer import write_idempotent as write_with
 
 from .helpers import read_rows
 
 pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(params=[True, False], ids=["extension", "delta writer"])
+def use_extension(request, spark) -> bool:
+    if request.param and not extension.loaded(spark):
+        pytest.skip("this session runs without kafkalake's JVM extension (KAFKALAKE_JVM_EXTENSION=off)")
+    return bool(request.param)
+
+
+@pytest.fixture
+def write_idempotent(use_extension) -> Any:
+    """``write_idempotent`` the way the test runs."""
+
+    def write(*args: Any, **kwargs: Any) -> bool:
+        return write_with(*args, **kwargs, use_extension=use_extension)
+
+    return write
 
 
 def lookup(spark: Any) -> str:
@@ -34,12 +55,14 @@ def crc_transactions(table: Path, version: int) -> list[dict[str, Any]] | None:
     return crc.get("setTransactions")
 
 
-def test_commits_once_per_batch_and_app_and_reads_the_version_from_the_checksum(spark, tmp_path):
+def test_commits_once_per_batch_and_app_and_reads_the_version_from_the_checksum(
+    spark, tmp_path, write_idempotent, use_extension
+):
     table = tmp_path / "t"
     path = str(table)
     assert write_idempotent(rows(spark, 0), path, "app-a", 0, metadata='{"note": "b0"}') is True
     assert write_idempotent(rows(spark, 1), path, "app-a", 1) is True
-    assert lookup(spark) == "checksum"
+    assert lookup(spark) == "checksum" or not use_extension
     # The same batch again (a replay after a crash): skipped, whatever its rows.
     assert write_idempotent(rows(spark, 1, n=5), path, "app-a", 1) is False
     assert write_idempotent(rows(spark, 0), path, "app-a", 0) is False
@@ -68,7 +91,9 @@ def test_commits_once_per_batch_and_app_and_reads_the_version_from_the_checksum(
         pytest.param(lambda text: "", id="empty"),
     ],
 )
-def test_without_a_readable_checksum_the_table_state_answers(spark, tmp_path, damage):
+# The extension's own look-up (the checksum, else the state); Delta's writer always asks the state.
+@pytest.mark.parametrize("use_extension", [True], ids=["extension"], indirect=True)
+def test_without_a_readable_checksum_the_table_state_answers(spark, tmp_path, damage, write_idempotent):
     table = tmp_path / "t"
     path = str(table)
     for batch in range(2):
@@ -89,7 +114,7 @@ def test_without_a_readable_checksum_the_table_state_answers(spark, tmp_path, da
     assert DeltaTable(path).transaction_version("app") == 2
 
 
-def test_a_schema_change_needs_merge_schema(spark, tmp_path):
+def test_a_schema_change_needs_merge_schema(spark, tmp_path, write_idempotent):
     path = str(tmp_path / "t")
     write_idempotent(rows(spark, 0), path, "app", 0)
     wider = spark.createDataFrame([(1, 0, "x")], "batch long, i long, extra string")
@@ -100,7 +125,7 @@ def test_a_schema_change_needs_merge_schema(spark, tmp_path):
     assert DeltaTable(path).transaction_version("app") == 1
 
 
-def test_a_concurrent_commit_of_the_same_batch_fails_the_other(spark, tmp_path):
+def test_a_concurrent_commit_of_the_same_batch_fails_the_other(spark, tmp_path, write_idempotent):
     """Two drivers write one batch (one stalled past its lease while the next run replayed it):
     the second commit must fail, as Delta's own look-up makes it, not land the rows twice."""
     from pyspark.sql import functions as F

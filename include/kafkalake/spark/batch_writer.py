@@ -41,9 +41,10 @@ from kafkalake.lake.checkpoint import batch_end_offsets, starting_offsets
 from kafkalake.lake.checkpoint_lock import assert_held
 from kafkalake.spark import data_loss, driver_kafka, parse_columns
 from kafkalake.spark.batch_cache import cached
+from kafkalake.spark.extension import resolve as resolve_extension
 from kafkalake.spark.latest import latest_schema, merge_latest
 from kafkalake.spark.table_settings import create_table
-from kafkalake.spark.topic_parser import RunStats, TopicParser, write_measured
+from kafkalake.spark.topic_parser import RunStats, TopicParser, observed, write_measured
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -59,6 +60,8 @@ def write_idempotent(
     batch_id: int,
     merge_schema: bool = False,
     metadata: str | None = None,
+    *,
+    use_extension: bool | None = None,
 ) -> bool:
     """Append ``frame`` to the Delta table at ``path`` unless it holds batch ``batch_id`` of
     ``app_id`` already; True when this call committed the rows.
@@ -66,7 +69,9 @@ def write_idempotent(
     Delta's own idempotent append (the writer's ``txnAppId``/``txnVersion`` options), with the
     look-up of what the table has committed read from the version's checksum instead of a full
     state reconstruction (``spark/jvm/IdempotentAppend.scala``): the commit, its ``txn`` action and
-    Delta's conflict check on the app id are the same.
+    Delta's conflict check on the app id are the same. A session without kafkalake's JVM extension
+    (``use_extension``: None asks the session, :mod:`kafkalake.spark.extension`) writes with Delta's
+    public writer itself (:func:`_delta_append`).
     """
     options = {"txnAppId": app_id, "txnVersion": str(batch_id)}
     if merge_schema:
@@ -74,8 +79,29 @@ def write_idempotent(
     if metadata is not None:
         # The Kafka offsets the table holds through this commit (lake/table_position).
         options["userMetadata"] = metadata
+    if not resolve_extension(use_extension, frame.sparkSession):
+        return _delta_append(frame, path, options)
     append = frame.sparkSession.sparkContext._jvm.org.apache.spark.sql.delta.kafkalake.IdempotentAppend
     return bool(append.save(frame._jdf, path, options))
+
+
+def _delta_append(frame: DataFrame, path: str, options: Mapping[str, str]) -> bool:
+    """``frame.write.format("delta").mode("append").options(**options).save(path)``; True when it
+    committed.
+
+    Delta skips a ``txnVersion`` its table has committed for the ``txnAppId`` without a word, and
+    before it runs the frame's plan: the frame goes with an ``Observation``, which Spark fills in
+    only when the plan ran. A write that ran it commits (its ``txn`` action is always in the commit,
+    rows or none) or raises (a concurrent commit of the same app id: Delta's conflict check), so a
+    filled observation is exactly "this call committed the rows", with no look-up of the table.
+    """
+    from pyspark.sql import Observation
+    from pyspark.sql import functions as F
+
+    observation = Observation()
+    observed_frame = frame.observe(observation, F.count(F.lit(1)).alias("rows"))
+    observed_frame.write.format("delta").mode("append").options(**options).save(path)
+    return observed(observation) is not None
 
 
 def in_ranges(ranges: Mapping[int, tuple[int, int]]) -> Column:
