@@ -64,6 +64,10 @@ topics:
     freshness_sla: 1h
     max_offsets_per_trigger: 300
     parsed: {latest_by_key: true}
+  - name: it-kill-points-off
+    freshness_sla: 1h
+    max_offsets_per_trigger: 300
+    parsed: {latest_by_key: true}
   - name: it-lost-dag
     freshness_sla: 1h
     parsed: {latest_by_key: true}

@@ -23,8 +23,9 @@ from kafkalake.dev.producer import Record
 from kafkalake.dev.standalone_airflow import wait_for
 from kafkalake.kafka.offsets import decide, end_offsets
 from kafkalake.lake.checkpoint import read_checkpoint
-from kafkalake.launch import jobs
+from kafkalake.launch import jobs, jvm_extension
 from kafkalake.launch.handover import ENV_CLIENT_CONFIG_FILE, ENV_KEEP_CLIENT_CONFIG_FILE
+from kafkalake.launch.spark_conf import DELTA_EXTENSION
 
 from .helpers import assert_exactly_once, newest_spots, read_rows
 
@@ -157,6 +158,7 @@ def test_sigkill_mid_batch_then_rerun_lands_every_offset_once(topic, catalog_fil
 
 
 KILL_TOPIC = "it-kill-points"  # parsed, latest_by_key, max_offsets_per_trigger: 300 in the test catalog
+KILL_TOPIC_OFF = "it-kill-points-off"  # the same settings, for the run without the JVM extension
 
 
 def json_or_broken(i: int, run: int) -> bytes:
@@ -164,7 +166,10 @@ def json_or_broken(i: int, run: int) -> bytes:
     return f'{{"n": {i}, "run": {run}}}'.encode() if i % 41 else b"{"
 
 
-def run_ingest_job(topic: TopicConfig, catalog: Path, lake: Path, settings: Path, kill_at: str | None) -> int:
+def run_ingest_job(
+    topic: TopicConfig, catalog: Path, lake: Path, settings: Path, kill_at: str | None
+) -> subprocess.CompletedProcess[str]:
+    """The ingest job, built as the launch layer builds it for this process's environment."""
     cmd = jobs.command("ingest_topic", topic.name, catalog=catalog, lake=lake)
     env = {
         **jobs.environment(catalog, lake),
@@ -174,19 +179,52 @@ def run_ingest_job(topic: TopicConfig, catalog: Path, lake: Path, settings: Path
     if kill_at is not None:
         # The second micro-batch of the run: the first one's commits are complete by then.
         env |= {kill_points.ENV_KILL_AT: kill_at, kill_points.ENV_KILL_AFTER: "1"}
-    done = subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=600)
-    return done.returncode
+    # spark-submit passes the driver's standard error on as its own standard output.
+    return subprocess.run(
+        cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=600
+    )
 
 
 def test_sigkill_at_each_commit_point_then_rerun_every_table_holds_each_offset_once(
-    catalog_file, lake, kafka, tmp_path
+    catalog_file, lake, kafka, tmp_path, monkeypatch
 ):
-    topic = load_catalog(catalog_file, lake).topic(KILL_TOPIC)
-    producer.create_topic(kafka.bootstrap_servers, KILL_TOPIC, partitions=2)
+    monkeypatch.delenv(jvm_extension.ENV_JVM_EXTENSION, raising=False)  # on, the default
+    points = ["ingest:before_bronze_commit", "ingest:after_bronze_commit", "ingest:after_parsed_commits"]
+    logs = kill_at_points_then_rerun(KILL_TOPIC, points, catalog_file, lake, kafka, tmp_path)
+    assert all("kafkalake's JVM extension is on" in log for log in logs)
+
+
+def test_without_the_jvm_extension_a_kill_after_bronze_commit_then_rerun_holds_each_offset_once(
+    catalog_file, lake, kafka, tmp_path, monkeypatch
+):
+    """KAFKALAKE_JVM_EXTENSION=off, where the launch layer reads it: the job's settings leave the
+    extension's class out, its jars leave the jar out, and the job writes with Delta's public writer
+    and parses with Spark's built-ins. Killed once its bronze commit landed, its rerun replays the
+    batch: Delta skips bronze's write, the parsed side lands once."""
+    monkeypatch.setenv(jvm_extension.ENV_JVM_EXTENSION, "off")
+    cmd = jobs.command("ingest_topic", KILL_TOPIC_OFF, catalog=catalog_file, lake=lake)
+    assert not any(jvm_extension.is_extension_jar(Path(j)) for j in cmd[cmd.index("--jars") + 1].split(","))
+    assert f"spark.sql.extensions={DELTA_EXTENSION}" in cmd
+    logs = kill_at_points_then_rerun(
+        KILL_TOPIC_OFF, ["ingest:after_bronze_commit"], catalog_file, lake, kafka, tmp_path
+    )
+    # What the job's session loaded: Delta's extension alone.
+    for log in logs:
+        off = "kafkalake's JVM extension is off: Spark's and Delta's public APIs only"
+        assert f"{off} (spark.sql.extensions={DELTA_EXTENSION})" in log, log[-3000:]
+
+
+def kill_at_points_then_rerun(
+    name: str, points: list[str], catalog_file: Path, lake: Path, kafka: LocalKafka, tmp_path: Path
+) -> list[str]:
+    """Runs killed at each of ``points`` in turn, then one to the end: every table holds each offset
+    once, and the latest table each key's last parsed record. The runs' logs."""
+    topic = load_catalog(catalog_file, lake).topic(name)
+    producer.create_topic(kafka.bootstrap_servers, name, partitions=2)
     settings = tmp_path / "kafka.json"
     settings.write_text(json.dumps({"bootstrap.servers": kafka.bootstrap_servers}))
     produced = 0
-    points = ["ingest:before_bronze_commit", "ingest:after_bronze_commit", "ingest:after_parsed_commits"]
+    logs = []
     for number, point in enumerate(points):
         # 600 new records a run: two micro-batches of 300, killed in the second (a rerun first
         # replays the batch the run before was killed in, then is killed in the next one).
@@ -196,15 +234,19 @@ def test_sigkill_at_each_commit_point_then_rerun_every_table_holds_each_offset_o
             )
             for i in range(produced, produced + 600)
         ]
-        producer.produce(kafka.bootstrap_servers, KILL_TOPIC, records)
+        producer.produce(kafka.bootstrap_servers, name, records)
         produced += len(records)
-        code = run_ingest_job(topic, catalog_file, lake, settings, point)
+        killed = run_ingest_job(topic, catalog_file, lake, settings, point)
+        logs.append(killed.stdout)
+        code = killed.returncode
         assert code in (137, -signal.SIGKILL), f"the job was not killed at {point} (exit {code})"
-    assert run_ingest_job(topic, catalog_file, lake, settings, None) == 0
+    last = run_ingest_job(topic, catalog_file, lake, settings, None)
+    logs.append(last.stdout)
+    assert last.returncode == 0, last.stdout[-3000:]
 
     rows = read_rows(Path(topic.path))  # delta-rs: every table must open outside Spark too
     assert len(rows) == produced
-    assert_exactly_once(rows, KILL_TOPIC, kafka.bootstrap_servers)
+    assert_exactly_once(rows, name, kafka.bootstrap_servers)
     parsed, dead = parsed_side_matches(topic, rows)
     assert len(dead) == sum(1 for i in range(produced) if i % 41 == 0)
     # The latest table holds each key's last parsed record, whatever was replayed.
@@ -216,6 +258,7 @@ def test_sigkill_at_each_commit_point_then_rerun_every_table_holds_each_offset_o
         if (r["partition"], r["offset"]) in valid
     )
     assert {r["_kafka"]["key"]: (r["_kafka"]["partition"], r["_kafka"]["offset"]) for r in latest} == expected
+    return logs
 
 
 CONCURRENT_TOPIC = "it-concurrent"  # parsed, latest_by_key, max_offsets_per_trigger: 500

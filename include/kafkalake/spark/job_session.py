@@ -25,7 +25,7 @@ from kafkalake.config.topic import TopicConfig
 from kafkalake.core.errors import Failure, KafkalakeError, failure_of
 from kafkalake.core.job_failures import classify_spark_error
 from kafkalake.lake import store_refusal_kinds
-from kafkalake.spark import s3a_session
+from kafkalake.spark import extension, s3a_session
 from kafkalake.spark.job_args import report
 
 if TYPE_CHECKING:
@@ -69,6 +69,13 @@ def job_session(
     builder = SparkSession.builder.appName(app)
     spark = (builder.enableHiveSupport() if hive else builder).getOrCreate()
     spark.sparkContext.setLogLevel(log_level)
+    # Which way the run went, as its session has it (launch/jvm_extension's switch).
+    log.info(
+        "%s: kafkalake's JVM extension is %s (spark.sql.extensions=%s)",
+        app,
+        "on" if extension.loaded(spark) else "off: Spark's and Delta's public APIs only",
+        spark.conf.get("spark.sql.extensions", ""),
+    )
     job = Job(spark)
     name = topic.name if topic is not None else app
     try:
