@@ -2,6 +2,7 @@
 
     make bench                       # 2,000,000 events of ~300 bytes over 6 partitions
     python -m kafkalake.dev.bench --events 200000 --out bench.json
+    python -m kafkalake.dev.bench --parsed --jvm-extension off   # without kafkalake's JVM extension
 
 Everything runs on the local broker (``.bench/kafka``, port 9192 by default). The backlog is
 produced once and reused by later runs with the same size; the bronze table is rebuilt each run.
@@ -53,7 +54,7 @@ from kafkalake.dev.bench_backlog import ensure_backlog, raw_read
 from kafkalake.dev.bench_results import MIB, Compaction, Drain, IdleRun, Parked, report
 from kafkalake.dev.broker import LocalKafka
 from kafkalake.dev.standalone_airflow import StandaloneAirflow, free_port, wait_for
-from kafkalake.launch import jobs
+from kafkalake.launch import jobs, jvm_extension
 from kafkalake.launch.handover import ENV_CLIENT_CONFIG_FILE, ENV_KEEP_CLIENT_CONFIG_FILE
 from kafkalake.launch.spark_conf import is_short_run
 
@@ -263,8 +264,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         metavar="SECONDS",
         help="kafka-delta-ingest's --allowed_latency: it writes a file at least this often (default 5)",
     )
+    parser.add_argument(
+        "--jvm-extension",
+        choices=jvm_extension.SWITCH_VALUES,
+        default=None,
+        help=f"run the jobs with kafkalake's JVM extension or without it ({jvm_extension.ENV_JVM_EXTENSION}; "
+        "default: the environment's, else on)",
+    )
     args = parser.parse_args(argv)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    # The launch layer reads the switch for every job the bench starts (and the idle run's Airflow).
+    if args.jvm_extension is not None:
+        os.environ[jvm_extension.ENV_JVM_EXTENSION] = args.jvm_extension
+    extension = "on" if jvm_extension.enabled() else "off"
     if args.with_kdi is not None and not os.access(args.with_kdi, os.X_OK):
         parser.error(f"--with-kdi: {args.with_kdi} is not an executable file")
 
@@ -296,6 +308,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     # As a DAG run of this backlog would start its driver (table care is the bench's own step).
     short = is_short_run(raw.records, care_due=False)
     print(f"driver's compiler: {'quick only (a short run)' if short else 'tiered (a long run)'}", flush=True)
+    print(f"kafkalake's JVM extension: {extension}", flush=True)
     bronze = drain(topic, catalog, lake, settings, raw.bytes, workdir / "drain.log", short_run=short)
     if bronze.records != raw.records:
         raise RuntimeError(f"bronze holds {bronze.records:,} rows, the topic {raw.records:,}")
@@ -330,9 +343,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args.skip_idle:
         idle = idle_run(workdir, broker.bootstrap_servers, catalog, lake, topic.dag_id)
 
-    print(report(raw, bronze, compaction, idle, park, kdi))
+    print(report(raw, bronze, compaction, idle, park, kdi, jvm_extension=extension))
     results: dict[str, Any] = {
         "events": args.events,
+        "jvm_extension": extension,
         "partitions": args.partitions,
         "max_offsets_per_trigger": topic.max_offsets_per_trigger,
         "spark_conf": spark_conf,

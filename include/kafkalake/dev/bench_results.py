@@ -99,11 +99,15 @@ def report(
     idle: IdleRun | None,
     park: Parked | None = None,
     kdi: KdiRun | None = None,
+    jvm_extension: str = "on",
 ) -> str:
+    """The figures as a table; ``jvm_extension``: whether the jobs ran with kafkalake's JVM
+    extension (``on``) or without it (``off``, KAFKALAKE_JVM_EXTENSION)."""
     ratio = bronze.records_per_s / raw.records_per_s
     processing_ratio = bronze.records / bronze.processing_s / raw.records_per_s
     lines = [
         f"{'measure':<34}{'raw read':>14}{'bronze drain':>16}",
+        f"{'kafkalake JVM extension':<34}{'':>14}{jvm_extension:>16}",
         f"{'records':<34}{raw.records:>14,}{bronze.records:>16,}",
         f"{'records/s':<34}{raw.records_per_s:>14,.0f}{bronze.records_per_s:>16,.0f}",
         f"{'MiB/s (payload)':<34}{raw.mib_per_s:>14,.1f}{bronze.mib_per_s:>16,.1f}",

@@ -76,3 +76,20 @@ def test_the_report_sets_kafka_delta_ingest_beside_ours_per_second_and_per_cpu_s
     assert lines["records per CPU-second"] == ["1,000", "50"]
     assert lines["  records per CPU-second"] == ["100"]
     assert lines["  records / distinct offsets"] == ["1,000", "/", "1,000"]
+
+
+@pytest.mark.parametrize("switch", ["on", "off"])
+def test_the_report_says_which_way_the_jobs_ran(switch: str) -> None:
+    raw = bench_results.RawRead(records=1000, bytes=300_000, seconds=1.0, cpu_s=1.0)
+    ours = bench_results.Drain(1000, 300_000, 10.0, 4.0, 1, 1.0, 1.0, 1, 1.0, cpu_s=20.0)
+    text = bench_results.report(raw, ours, None, None, jvm_extension=switch)
+    lines = {line[:34].rstrip(): line[34:].split() for line in text.splitlines() if line.strip()}
+    assert lines["kafkalake JVM extension"] == [switch]
+
+
+def test_the_bench_refuses_a_switch_value_it_does_not_know(capsys: pytest.CaptureFixture[str]) -> None:
+    from kafkalake.dev import bench
+
+    with pytest.raises(SystemExit):
+        bench.main(["--jvm-extension", "maybe"])
+    assert "--jvm-extension: invalid choice: 'maybe'" in capsys.readouterr().err
