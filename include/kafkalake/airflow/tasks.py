@@ -188,6 +188,12 @@ class KafkalakeSparkSubmitOperator(SparkSubmitOperator):  # type: ignore[misc]  
     :func:`~kafkalake.launch.submit.submission`; the operators look up connections and hand it over.
     """
 
+    # Nothing is rendered as Jinja: the settings come from the catalog, where a value such as
+    # `{{ conn.kafka_default.password }}` would otherwise be rendered onto spark-submit's command
+    # line and into the task's rendered fields. The jobs need no templating: they read the run's
+    # context in execute().
+    template_fields: Sequence[str] = ()
+
     def __init__(self, *, job: str, catalog_file: Path, lake_root: Path, **kwargs: Any) -> None:
         kwargs.setdefault("pool", SPARK_POOL)
         super().__init__(application=str(submit.application(job)), **kwargs)

@@ -8,6 +8,7 @@ Told from the settings' names alone (no I/O): the catalog asks when it loads.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 
 # Settings whose values are credentials: on the command line they would be visible in `ps`, in the
 # task log and in the task's rendered fields.
@@ -34,6 +35,23 @@ CREDENTIAL_ADVICE = (
 )
 
 
-def credential_settings(keys: list[str]) -> list[str]:
-    """The settings among ``keys`` whose values would be credentials (sorted)."""
-    return sorted(k for k in keys if _CREDENTIAL.search(k) and not _NOT_A_CREDENTIAL.search(k))
+def _is_credential(name: str) -> bool:
+    return bool(_CREDENTIAL.search(name)) and not _NOT_A_CREDENTIAL.search(name)
+
+
+#: A JVM system property set in a Java options value: ``-Dname=value`` (or ``-Dname`` alone).
+_SYSTEM_PROPERTY = re.compile(r"""(?:^|\s)["']?-D([^=\s"']+)""")
+
+
+def credential_settings(conf: Mapping[str, object] | list[str]) -> list[str]:
+    """The settings among ``conf`` (its keys) that would put a credential on the command line
+    (sorted): a setting named like one, and Java options (``spark.driver.extraJavaOptions`` and the
+    like) that set a system property named like one (``-Dfs.s3a.secret.key=...``), shown as
+    ``setting (-Dproperty)``. An executor environment variable is told by its name, the part after
+    ``spark.executorEnv.``, as any other key is."""
+    found = [k for k in conf if _is_credential(k)]
+    if isinstance(conf, Mapping):
+        for key, value in conf.items():
+            if key.endswith("JavaOptions") and isinstance(value, str):
+                found += [f"{key} (-D{p})" for p in _SYSTEM_PROPERTY.findall(value) if _is_credential(p)]
+    return sorted(found)

@@ -185,7 +185,7 @@ def validate_topic(file: Path, index: int, entry: Mapping[str, Any], lake_root: 
         isinstance(k, str) and k.startswith("spark.") for k in spark_conf
     ):
         raise fail("spark_conf", "must map Spark settings (keys starting with 'spark.') to values")
-    if secrets := credential_settings(list(spark_conf)):
+    if secrets := credential_settings(spark_conf):
         raise fail("spark_conf", f"{secrets} look like credentials: {CREDENTIAL_ADVICE}")
     for key, value in spark_conf.items():
         if value is None or isinstance(value, Mapping | list):

@@ -12,10 +12,12 @@ from typing import Any
 
 import pytest
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+from airflow.sdk import BaseHook
 from airflow.sdk.definitions.retry_policy import RetryAction
 from airflow.sdk.exceptions import AirflowException, AirflowNotFoundException
 
 from kafkalake.airflow.dag_factory import retry_policy
+from kafkalake.airflow.tasks import KafkalakeSparkSubmitOperator
 from kafkalake.core import run_metrics
 from kafkalake.core.errors import (
     BadConfigError,
@@ -31,9 +33,12 @@ from kafkalake.kafka import client_config as kafka_client
 from kafkalake.launch import handover, submit
 
 from .dag_helpers import (
+    CATALOGS,
     KAFKA_EXTRA,
     PASSWORD,
     ParseGuard,
+    parse_dags,
+    set_catalog,
     unset_env_for_test,
 )
 
@@ -225,3 +230,17 @@ def test_spark_job_failure_becomes_a_typed_error_the_policy_acts_on(monkeypatch,
         ingest_task.execute(context={})
     assert isinstance(raised.value.__cause__, AirflowException)
     assert ingest_task.retry_policy.evaluate(raised.value, 1, 4).action is RetryAction.FAIL
+
+
+def test_catalog_values_are_never_rendered_as_jinja(monkeypatch, tmp_path):
+    """Airflow renders an operator's template fields before it runs; kafkalake's Spark tasks have
+    none, so a catalog value like ``{{ conn.kafka_default.password }}`` reaches Spark as written."""
+    set_catalog(monkeypatch, CATALOGS / "jinja_in_spark_conf.yaml", tmp_path / "lake", strict=True)
+    monkeypatch.setenv("AIRFLOW_CONN_KAFKA_DEFAULT", json.dumps({"conn_type": "kafka", "password": "p4ss"}))
+    dag = parse_dags().dags["ingest_payments"]
+    for task in dag.tasks:
+        if isinstance(task, KafkalakeSparkSubmitOperator):
+            assert task.template_fields == ()
+            task.render_template_fields(context={"conn": BaseHook, "var": {"value": {"secret": "s3"}}})
+            assert task.conf["spark.app.label"] == "{{ conn.kafka_default.password }}", task.task_id
+            assert "-Dlabel={{ var.value.secret }}" in task.conf["spark.driver.extraJavaOptions"]

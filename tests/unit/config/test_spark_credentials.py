@@ -41,3 +41,32 @@ def test_credential_settings_are_found(key):
 )
 def test_providers_switches_and_paths_are_not_credentials(key):
     assert credential_settings([key]) == []
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        "-Dfs.s3a.secret.key=abc",
+        "-XX:+UseG1GC -Dfs.s3a.access.key=AKIA -Dx=1",
+        "-Djavax.net.ssl.keyStorePassword=changeit",
+        '"-Dspark.hadoop.fs.azure.account.key.acct.dfs.core.windows.net=k"',
+        "-Dsasl.jaas.config",
+    ],
+)
+def test_java_options_that_set_a_credential_property_are_found(options):
+    for key in ("spark.driver.extraJavaOptions", "spark.executor.extraJavaOptions"):
+        found = credential_settings({key: options, "spark.executor.memory": "1g"})
+        assert len(found) == 1 and found[0].startswith(f"{key} (-D"), found
+
+
+def test_java_options_without_a_credential_property_pass():
+    conf = {
+        "spark.driver.extraJavaOptions": "-XX:+UseG1GC -Dlog4j.configurationFile=x -Da.credentials.provider",
+        "spark.executorEnv.JAVA_HOME": "/usr/lib/jvm",
+    }
+    assert credential_settings(conf) == []
+
+
+def test_an_executor_environment_variable_named_like_a_credential_is_found():
+    conf = {"spark.executorEnv.AWS_SECRET_ACCESS_KEY": "x", "spark.executorEnv.DB_PASSWD": "y"}
+    assert credential_settings(conf) == sorted(conf)
