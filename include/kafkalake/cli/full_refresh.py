@@ -10,7 +10,7 @@ topic is refused too (its offsets start at 0, but older versions of a key that b
 gone from Kafka) unless ``--allow-compacted`` says that loss is accepted.
 
 It deletes under the topic's run lock (an ingest running meanwhile makes it refuse, and no ingest
-can start while it deletes), and only paths inside the lake root or the topic's own configured
+can start while it deletes: the lock file, in bronze's folder, is deleted last), and only paths inside the lake root or the topic's own configured
 location that hold a Delta table, a checkpoint, or nothing: never ``/``, a home folder, the lake
 root itself, or a folder that holds the lake. Pause the topic's DAG first.
 """
@@ -123,14 +123,45 @@ def delete_tables(topic: TopicConfig, lake: Path) -> list[str]:
             raise SystemExit(f"full refresh REFUSED: {reason}; nothing was deleted")
         paths.append(path)
     deleted = []
-    with checkpoint_lock(topic.checkpoint_path):
-        # The lock file lives in the bronze folder: deleting it while held is fine (the kernel keeps
-        # the lock on the open file until release), and the next ingest makes a new one.
-        for path in paths:
+    with checkpoint_lock(topic.checkpoint_path) as lock:
+        assert lock is not None  # local paths only (above)
+        # The lock file lives in the bronze folder: that folder goes last, and the lock file last
+        # of all, so no ingest can take the lock (and start) while any table is half deleted.
+        # Unlinked while held, the lock stays ours (the kernel keeps it on the open file).
+        for path in sorted(paths, key=lambda p: lock.is_relative_to(p)):
             if path.exists():
-                shutil.rmtree(path)
+                _delete_all_but(path, lock)
                 deleted.append(str(path))
+        lock.unlink(missing_ok=True)
+    for path in paths:
+        if lock.is_relative_to(path):
+            _remove_empty_folders(lock.parent, path)
     return deleted
+
+
+def _delete_all_but(path: Path, keep: Path) -> None:
+    """Delete ``path`` and everything in it except ``keep`` (and the folders that lead to it)."""
+    if not keep.is_relative_to(path):
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        else:
+            path.unlink()
+        return
+    if path == keep:
+        return
+    for child in path.iterdir():
+        _delete_all_but(child, keep)
+
+
+def _remove_empty_folders(folder: Path, top: Path) -> None:
+    """Remove ``folder`` and its parents up to ``top`` while they are empty: one an ingest started in
+    meanwhile (it took a new lock) is left to it."""
+    while folder.is_relative_to(top):
+        try:
+            folder.rmdir()
+        except OSError:
+            return
+        folder = folder.parent
 
 
 def kafka_config(topic: TopicConfig, bootstrap_servers: str | None) -> dict[str, str]:
