@@ -10,9 +10,10 @@ topic is refused too (its offsets start at 0, but older versions of a key that b
 gone from Kafka) unless ``--allow-compacted`` says that loss is accepted.
 
 It deletes under the topic's run lock (an ingest running meanwhile makes it refuse, and no ingest
-can start while it deletes: the lock file, in bronze's folder, is deleted last), and only paths inside the lake root or the topic's own configured
-location that hold a Delta table, a checkpoint, or nothing: never ``/``, a home folder, the lake
-root itself, or a folder that holds the lake. Pause the topic's DAG first.
+can start while it deletes: the lock file, in bronze's folder, is deleted last), and only paths
+inside the lake root or the topic's own configured location that hold a Delta table, a
+checkpoint, or nothing: never ``/``, a home folder, the lake root itself, or a folder that holds
+the lake. Pause the topic's DAG first.
 """
 
 from __future__ import annotations

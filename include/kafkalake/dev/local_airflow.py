@@ -261,11 +261,14 @@ def test_dag(
     sync: bool = True,
     mark_success: str | None = None,
     conf: Mapping[str, object] | None = None,
+    first_try: bool = True,
 ) -> DagRunResult:
     """Run one DAG run end to end with ``airflow dags test``; raise unless it succeeded.
 
     ``mark_success`` is a regex of task ids marked successful instead of run; ``conf`` the run's
-    conf, which sets the DAG's params (e.g. the topic of ``kafkalake_replay``).
+    conf, which sets the DAG's params (e.g. the topic of ``kafkalake_replay``). ``first_try``: raise
+    too when a task succeeded only after a retry (a failure the retry policy hid); a test where a
+    task is meant to fail first says ``first_try=False``.
     """
     if sync:
         sync_dags(env)
@@ -279,7 +282,24 @@ def test_dag(
             f"{dag_id} run {run_id} ended {state} (exit {done.returncode}), tasks {tasks}:\n{output[-6000:]}",
             result,
         )
+    retried = retried_tasks(Path(env["AIRFLOW_HOME"]), dag_id, run_id) if first_try else {}
+    if retried:
+        raise DagRunError(
+            f"{dag_id} run {run_id} succeeded only after retries (task: try) {retried}:\n{output[-6000:]}",
+            result,
+        )
     return result
+
+
+def retried_tasks(airflow_home: Path, dag_id: str, run_id: str) -> dict[str, int]:
+    """{task id: try number} of the run's tasks that took more than one try."""
+    with sqlite3.connect(airflow_home / "airflow.db") as db:
+        rows = db.execute(
+            "SELECT task_id, try_number FROM task_instance"
+            " WHERE dag_id = ? AND run_id = ? AND try_number > 1",
+            (dag_id, run_id),
+        ).fetchall()
+    return {task: int(tries) for task, tries in rows}
 
 
 def dags_test_environment(env: Mapping[str, str]) -> dict[str, str]:
