@@ -28,7 +28,7 @@ from kafkalake.dev.broker import LocalKafka
 from kafkalake.dev.local_airflow import DagRunError
 from kafkalake.dev.producer import Record
 from kafkalake.dev.standalone_airflow import wait_for
-from kafkalake.kafka.offsets import watermarks
+from kafkalake.kafka.offsets import topic_id, watermarks
 from kafkalake.launch import jobs
 
 from .helpers import assert_exactly_once, read_rows
@@ -235,7 +235,9 @@ def test_with_fail_on_data_loss_false_the_loss_is_recorded_in_the_gaps_table_log
     assert [(g["partition"], g["first_offset"], g["end_offset"], g["offsets"]) for g in gaps] == [
         (0, 100, 150, 50)
     ]
-    assert gaps[0]["topic"] == EXPIRED_TOPIC and gaps[0]["topic_id"] is None  # no task handed it one
+    # No task handed it the topic ID: the job asked Kafka itself.
+    assert gaps[0]["topic"] == EXPIRED_TOPIC
+    assert gaps[0]["topic_id"] == topic_id({"bootstrap.servers": kafka.bootstrap_servers}, EXPIRED_TOPIC)
     assert "LOST 50 offsets that Kafka deleted before they were read" in output
     assert "partition 0: offsets 100..149 (50 offsets)" in output
     assert JobMetrics.from_json(metrics_file.read_text()).lost_offsets == 50

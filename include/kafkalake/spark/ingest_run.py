@@ -13,6 +13,7 @@ job's on-call failure. Both report the run's figures (:meth:`IngestRun.metrics`)
 
 from __future__ import annotations
 
+import errno
 import logging
 import time
 from collections.abc import Mapping
@@ -142,8 +143,10 @@ class IngestRun:
         except Exception as err:
             self.catch_up_error = err
             backlog = parsed_backlog.read(topic) or writer.backlog
-            if backlog is None:
-                raise  # no parsed side behind: not a catch-up's failure
+            if backlog is None or (isinstance(err, OSError) and err.errno == errno.ENOSPC):
+                # Not a catch-up's failure; or a full disk, which the job reports as such, naming
+                # the file it could not write (job_session).
+                raise
             kind = err.kind if isinstance(err, KafkalakeError) else Kind(backlog.kind)
             if kind is Kind.UNKNOWN:
                 kind = classify_spark_error(topic.name, exception_text(err), topic.storage_conn_id).kind
