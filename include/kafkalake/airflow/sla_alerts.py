@@ -122,6 +122,30 @@ def redacted_url(url: str) -> str:
     return f"{parts.scheme}://{parts.host}{port}/***"
 
 
+#: The shortest path or query masked on its own (tokens are longer; see :func:`secret_forms`).
+MIN_SECRET_PART = 8
+
+
+def secret_forms(url: str) -> list[str]:
+    """Every form in which a log line may carry the URL's secret parts, for the secrets masker.
+
+    The masker matches exact strings, and httpx logs the URL as it normalised it (host in lower
+    case, ``:443`` dropped), so the URL as configured is not enough: its path with the query (a
+    webhook's token), the path alone, decoded and not, the query, and the user info are masked on
+    their own too.
+    """
+    parts = httpx.URL(url)
+    forms = {url, str(parts)}
+    if parts.userinfo:
+        forms.add(parts.userinfo.decode())
+    target = parts.raw_path.decode("ascii")  # the path and the query, as sent
+    for form in (target, target.partition("?")[0], parts.path, parts.query.decode("ascii")):
+        # A short path ("/hook") is no token, and masked it would blank that text in every line.
+        if len(form.strip("/")) >= MIN_SECRET_PART:
+            forms.add(form)
+    return sorted(forms)
+
+
 async def landed_since_preflight(dag_id: str, run_id: str) -> bool:
     """Whether an ``ingest`` of this DAG succeeded after the late run's pre-flight began.
 
@@ -175,8 +199,9 @@ def record_landed_count(ti: Any) -> None:
 async def post_webhook(conn_id: str, body: Mapping[str, Any]) -> int:
     """POST ``body`` as JSON to the HTTP connection ``conn_id``; raise unless it answers 2xx.
 
-    httpx's own errors (and its INFO log line per request) carry the whole URL: the URL is
-    registered with Airflow's secrets masker, and a failure is raised again with the URL redacted.
+    httpx's own errors (and its INFO log line per request) carry the whole URL: every form of its
+    secret parts is registered with Airflow's secrets masker (:func:`secret_forms`), and a failure
+    is raised again with the URL redacted.
     """
     from airflow.sdk import BaseHook  # the triggerer's connection lookup, at run time only
     from airflow.sdk.log import mask_secret
@@ -184,7 +209,8 @@ async def post_webhook(conn_id: str, body: Mapping[str, Any]) -> int:
     conn = await BaseHook.aget_connection(conn_id)
     extra = conn.extra_dejson
     url = webhook_url(conn.host, conn.schema, conn.port, extra)
-    mask_secret(url)
+    for form in secret_forms(url):
+        mask_secret(form)
     safe_url = redacted_url(url)
     auth = httpx.BasicAuth(conn.login, conn.password or "") if conn.login else None
     try:

@@ -11,6 +11,7 @@ from datetime import timedelta
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from typing import Any
 
+import httpx
 import pytest
 
 from kafkalake.airflow import sla_alerts
@@ -297,3 +298,23 @@ def test_when_airflow_cannot_be_asked_the_alert_still_goes(monkeypatch, receiver
     [request] = handler.received
     assert request["json"]["landing_checked"] is False
     assert "could not ask Airflow whether an ingest landed the topic since" in caplog.text
+
+
+@pytest.mark.parametrize(
+    "configured",
+    [
+        "https://hooks.example.com/services/T0/B0/s3cr3tT0ken",
+        "https://HOOKS.Example.com:443/services/T0/B0/s3cr3tT0ken",
+        "http://hooks.example.com:80/services/T0/B0/s3cr3tT0ken?sig=s3cr3tT0ken",
+        "https://user:s3cr3tT0ken@hooks.example.com/hook",
+        "https://hooks.example.com/hook?token=s3cr3tT0ken&x=%2F",
+    ],
+)
+def test_every_form_httpx_logs_the_url_in_is_masked(configured):
+    """httpx's INFO line names the URL as it normalised it (lower-case host, default port dropped);
+    masking only the URL as configured let the token through."""
+    request = httpx.Request("POST", configured)
+    logged = f'HTTP Request: POST {request.url} "HTTP/1.1 200 OK"'
+    for form in sorted(sla_alerts.secret_forms(configured), key=len, reverse=True):
+        logged = logged.replace(form, "***")
+    assert "s3cr3tT0ken" not in logged, logged
