@@ -159,22 +159,10 @@ def check_topic_identity(config: Mapping[str, str], topic_name: str, table_path:
     """Fail at once (no JVM) when Kafka's topic is not the one the table's offsets came from, and
     (retried) when Kafka does not say its ID while the table's offsets carry one: never skipped."""
     current = offsets.topic_id(config, topic_name)
-    position = table_position.read_position(table_path)
-    if position is None:
-        return
-    if current is None:
-        if not position.topic_id:
-            return  # nothing recorded to check against (a broker without topic IDs)
-        failed = failures.failure(
-            failures.Kind.BROKER_UNREACHABLE, table_position.unknown_id_message(topic_name, position)
-        )
-    else:
-        recreated = table_position.recreated_message(topic_name, current, position)
-        if recreated is None:
-            return
-        failed = failures.failure(failures.Kind.TOPIC_RECREATED, recreated)
-    log.error("%s", failed.message)
-    raise failed.error()
+    failed = table_position.identity_failure(topic_name, current, table_position.read_position(table_path))
+    if failed is not None:
+        log.error("%s", failed.message)
+        raise failed.error()
 
 
 class KafkalakeSparkSubmitOperator(SparkSubmitOperator):  # type: ignore[misc]  # provider is untyped

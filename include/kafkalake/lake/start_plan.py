@@ -33,7 +33,7 @@ from dataclasses import dataclass
 
 from kafkalake.config.tables import topic_tables
 from kafkalake.config.topic import TopicConfig
-from kafkalake.core.errors import BrokerUnreachableError, Kind, TableStateError, TopicRecreatedError, failure
+from kafkalake.core.errors import Kind, TableStateError, failure
 from kafkalake.lake import small_files, store_settings, table_position
 from kafkalake.lake.checkpoint import CheckpointState, Offsets, batch_ids, read_checkpoint, starting_offsets
 from kafkalake.lake.small_files import Location, join
@@ -222,14 +222,9 @@ def plan_start(topic: TopicConfig, topic_id: str | None = None) -> StartPlan:
             past the table's offsets would be read as the old one. Retried, never skipped.
     """
     position = table_position.read_position(topic.path)
-    if position is not None and position.topic_id and topic_id is None:
-        raise BrokerUnreachableError(
-            failure(Kind.BROKER_UNREACHABLE, table_position.unknown_id_message(topic.name, position)).message
-        )
-    if position is not None and topic_id is not None:
-        recreated = table_position.recreated_message(topic.name, topic_id, position)
-        if recreated is not None:
-            raise TopicRecreatedError(failure(Kind.TOPIC_RECREATED, recreated).message)
+    refused = table_position.identity_failure(topic.name, topic_id, position)
+    if refused is not None:
+        raise refused.error()
     parsed_end: Offsets = {}
     if topic.parsed.enabled:
         parsed_end = table_position.furthest(

@@ -22,6 +22,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
+from kafkalake.core.errors import Failure, Kind, failure
 from kafkalake.lake import store_settings
 from kafkalake.lake.checkpoint import Offsets
 
@@ -146,6 +147,22 @@ def unknown_id_message(topic: str, position: TablePosition) -> str:
         f"({position.describe()}) were read from topic ID {position.topic_id}: whether the topic was "
         "deleted and re-created since cannot be checked, so nothing is read until it can"
     )
+
+
+def identity_failure(topic: str, current_id: str | None, position: TablePosition | None) -> Failure | None:
+    """Why the table's offsets may not be read on from Kafka's topic now; None when they may.
+
+    ``topic_recreated`` (not retried) when Kafka's ID differs from the one the offsets were read
+    from; ``broker_unreachable`` (retried, never skipped) when Kafka did not say the ID
+    (``current_id`` None) while the offsets carry one: a re-created topic refilled past them would
+    otherwise be read as the old one. The pre-flight and the job both ask this.
+    """
+    if position is None or not position.topic_id:
+        return None  # nothing recorded to check against (a first run, a broker without topic IDs)
+    if current_id is None:
+        return failure(Kind.BROKER_UNREACHABLE, unknown_id_message(topic, position))
+    recreated = recreated_message(topic, current_id, position)
+    return None if recreated is None else failure(Kind.TOPIC_RECREATED, recreated)
 
 
 def furthest(positions: Iterable[TablePosition | None]) -> Offsets:

@@ -25,19 +25,25 @@ _BYTES = "org.apache.kafka.common.serialization.ByteArrayDeserializer"
 TIMEOUT_S = 30
 
 
-@contextlib.contextmanager
-def _consumer(
-    spark: SparkSession, client_config: Mapping[str, str], client_id: str
-) -> Iterator[tuple[Any, Any]]:
-    """The driver's JVM and a Kafka consumer in it (closed on leaving), which joins no group."""
+def _properties(spark: SparkSession, client_config: Mapping[str, str], client_id: str) -> tuple[Any, Any]:
+    """The driver's JVM and the job's Java client settings in it, as ``java.util.Properties``."""
     jvm = spark.sparkContext._jvm
     assert jvm is not None
     props = jvm.java.util.Properties()
     for key, value in client_config.items():
         props.setProperty(key, value)
+    props.setProperty("client.id", client_id)
+    return jvm, props
+
+
+@contextlib.contextmanager
+def _consumer(
+    spark: SparkSession, client_config: Mapping[str, str], client_id: str
+) -> Iterator[tuple[Any, Any]]:
+    """The driver's JVM and a Kafka consumer in it (closed on leaving), which joins no group."""
+    jvm, props = _properties(spark, client_config, client_id)
     props.setProperty("key.deserializer", _BYTES)
     props.setProperty("value.deserializer", _BYTES)
-    props.setProperty("client.id", client_id)
     consumer = jvm.org.apache.kafka.clients.consumer.KafkaConsumer(props)
     try:
         yield jvm, consumer
@@ -71,12 +77,7 @@ def topic_id(spark: SparkSession, client_config: Mapping[str, str], topic: str) 
     allowed to describe the topic, a broker too old to have IDs)."""
     from py4j.protocol import Py4JJavaError
 
-    jvm = spark.sparkContext._jvm
-    assert jvm is not None
-    props = jvm.java.util.Properties()
-    for key, value in client_config.items():
-        props.setProperty(key, value)
-    props.setProperty("client.id", f"kafkalake-topic-id-{topic}")
+    jvm, props = _properties(spark, client_config, f"kafkalake-topic-id-{topic}")
     admin = jvm.org.apache.kafka.clients.admin.Admin.create(props)
     try:
         names = jvm.java.util.ArrayList()
