@@ -34,7 +34,7 @@ from kafkalake.config.topic import TopicConfig
 from kafkalake.core.errors import EXIT_CODES, CheckpointLockedError, Kind, StoreUnreachableError
 from kafkalake.core.job_failures import parse_failure_line
 from kafkalake.core.paths import ENV_CATALOG
-from kafkalake.dev import local_airflow, producer
+from kafkalake.dev import local_airflow, process_tree, producer
 from kafkalake.dev.broker import LocalKafka
 from kafkalake.dev.producer import Record
 from kafkalake.dev.s3_server import LocalS3
@@ -352,7 +352,7 @@ def test_the_lock_object_on_the_real_server(s3_server, topic):
     with pytest.raises(CheckpointLockedError, match=f"pid {os.getpid()} on host "):
         LeaseLock(location, lease=5).take()
     first._stop.set()  # frozen: no more renewals
-    time.sleep(6.5)
+    time.sleep(lease_lock.takeover_after(5) + 1.5)  # Last-Modified counts whole seconds
     second = LeaseLock(location, lease=5)
     second.take()
     assert first.renew_once() is False and first.lost is not None
@@ -364,27 +364,33 @@ def test_the_lock_object_on_the_real_server(s3_server, topic):
     third.release()
 
 
+def hand_job_env(kafka: LocalKafka, catalog: Path, lake: Path, folder: Path, lease: str) -> dict[str, str]:
+    """A hand-run ingest job's environment: its own Kafka and storage settings files (which the job
+    reads and deletes, as from its task) in ``folder``, and its run lock's lease."""
+    folder.mkdir()
+    kafka_settings = folder / "kafka.json"
+    kafka_settings.write_text(json.dumps({"bootstrap.servers": kafka.bootstrap_servers}))
+    handed = folder / "store_settings.json"
+    handed.write_text(store_settings.current().to_json())
+    handed.chmod(0o600)
+    return {
+        **jobs.environment(catalog, lake),
+        ENV_CLIENT_CONFIG_FILE: str(kafka_settings),
+        ENV_KEEP_CLIENT_CONFIG_FILE: "1",
+        store_settings.ENV_STORAGE_CONFIG_FILE: str(handed),
+        lease_lock.ENV_LEASE_SECONDS: lease,
+    }
+
+
 def test_a_second_ingest_on_the_store_meanwhile_is_turned_away(kafka, store_catalog, lake, topic, tmp_path):
     """Two drivers on one s3a topic (a job started by hand beside the DAG's): the first is frozen
     (SIGSTOP) while it holds the lock object; the second is refused with checkpoint_locked, naming
     the first's driver; the first then lands everything once."""
     producer.produce(kafka.bootstrap_servers, TOPIC, events(450, 200))
-    kafka_settings = tmp_path / "kafka.json"
-    kafka_settings.write_text(json.dumps({"bootstrap.servers": kafka.bootstrap_servers}))
 
     def job_env(name: str) -> dict[str, str]:
-        # Each job reads (and deletes) its own storage settings file, as from its task.
-        handed = tmp_path / f"{name}-store_settings.json"
-        handed.write_text(store_settings.current().to_json())
-        handed.chmod(0o600)
-        return {
-            **jobs.environment(store_catalog, lake),
-            ENV_CLIENT_CONFIG_FILE: str(kafka_settings),
-            ENV_KEEP_CLIENT_CONFIG_FILE: "1",
-            store_settings.ENV_STORAGE_CONFIG_FILE: str(handed),
-            # The frozen holder must not lose its lease while the second job starts its JVM.
-            lease_lock.ENV_LEASE_SECONDS: "900",
-        }
+        # The frozen holder must not lose its lease while the second job starts its JVM.
+        return hand_job_env(kafka, store_catalog, lake, tmp_path / name, lease="900")
 
     cmd = jobs.command("ingest_topic", TOPIC, catalog=store_catalog, lake=lake)
     lock = lease_lock.LeaseLock(topic.checkpoint_path + ".lock", lease=900)
@@ -437,6 +443,78 @@ def test_a_second_ingest_on_the_store_meanwhile_is_turned_away(kafka, store_cata
     )
     assert released is not None and released.released
     assert_tables_agree(topic, kafka)
+
+
+def store_objects(topic: TopicConfig, client: Any) -> dict[str, str]:
+    """Every object of the topic's tables and checkpoint, with its ETag (the lock object aside)."""
+    found: dict[str, str] = {}
+    for table in topic_tables(topic):
+        bucket, prefix = lease_lock.bucket_and_key(table.location)
+        for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix + "/"):
+            found |= {o["Key"]: o["ETag"] for o in page.get("Contents", []) if not o["Key"].endswith(".lock")}
+    return found
+
+
+def test_a_holder_frozen_past_its_lease_writes_nothing_after_the_takeover(
+    kafka, store_catalog, lake, topic, tmp_path
+):
+    """The fence: a driver freezes (SIGSTOP, as a long GC pause or a suspended VM would) right
+    before its bronze commit, holding the lock with an 8 s lease. A second driver takes the lock
+    over once the lease and its margin ran out, and lands everything. The first then wakes up in
+    the middle of its batch: it must stop with checkpoint_locked and write not one object (table
+    file, log entry, checkpoint file) after the takeover."""
+    producer.produce(kafka.bootstrap_servers, TOPIC, events(650, 120))
+
+    def job_env(name: str, **extra: str) -> dict[str, str]:
+        return {**hand_job_env(kafka, store_catalog, lake, tmp_path / name, lease="8"), **extra}
+
+    cmd = jobs.command("ingest_topic", TOPIC, catalog=store_catalog, lake=lake)
+    first = subprocess.Popen(
+        cmd,
+        env=job_env(
+            "first",
+            KAFKALAKE_KILL_AT="ingest:before_bronze_commit",
+            KAFKALAKE_KILL_SIGNAL="SIGSTOP",
+        ),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    client = small_files.s3_client()
+    try:
+        deadline = time.monotonic() + 300
+        while not any(stopped(pid) for pid in process_tree.tree(first.pid)):
+            assert first.poll() is None, f"the first job ended (exit {first.returncode}) before its commit"
+            assert time.monotonic() < deadline, "the first job never reached its bronze commit"
+            time.sleep(0.1)
+        # Its last renewal was at most a sixth of the lease before it froze; whole seconds on the server.
+        time.sleep(lease_lock.takeover_after(8) + 1.5)
+        second = subprocess.run(
+            cmd, env=job_env("second"), capture_output=True, text=True, timeout=600, check=False
+        )
+        assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-3000:]
+        assert "taking it over" in second.stdout + second.stderr
+        assert_tables_agree(topic, kafka)
+        after_takeover = store_objects(topic, client)
+
+        os.killpg(first.pid, signal.SIGCONT)
+        output, _ = first.communicate(timeout=600)
+    finally:
+        if first.poll() is None:
+            os.killpg(first.pid, signal.SIGCONT)
+            os.killpg(first.pid, signal.SIGKILL)
+    assert first.returncode == EXIT_CODES[Kind.CHECKPOINT_LOCKED], output[-3000:]
+    assert "past half its 8 s lease" in output or "taken over by another run" in output, output[-3000:]
+    assert store_objects(topic, client) == after_takeover
+    assert_tables_agree(topic, kafka)
+
+
+def stopped(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "T"
+    except (OSError, IndexError):
+        return False
 
 
 def test_create_text_on_the_store_never_overwrites(s3_server, topic):

@@ -15,7 +15,7 @@ and start time into the file, so the run that is turned away can name it. On NFS
 Only local paths and ``file://`` URIs can be locked this way. On an object store (``s3a://``) the
 lock is an object beside the checkpoint, taken with a conditional PUT and held by a lease
 (:mod:`kafkalake.lake.lease_lock`); a run that lost its lease while it stalled is stopped before its
-next write by :func:`assert_held`, which the batches call.
+next commit by :func:`fence`, which every commit of a run calls first.
 """
 
 from __future__ import annotations
@@ -108,17 +108,30 @@ def _lease(checkpoint: str) -> Iterator[None]:
 
 
 def assert_held(checkpoint: str) -> None:
-    """Before a write: raise when this process's lease on ``checkpoint`` was taken over.
+    """Before a write: raise when this process may no longer write behind ``checkpoint``'s lease.
 
     A no-op for local checkpoints (the kernel's lock cannot be lost while its holder lives) and
     for code that holds no lock (a test, a tool).
 
     Raises:
-        CheckpointLockedError: the lease ran out while this run stalled and another run took it.
+        CheckpointLockedError: the lease was lost (taken over, or its renewal stopped), or its last
+            renewal is too old to be sure no other run takes it over while this one writes.
     """
     lock = _leases.get(checkpoint)
-    if lock is not None and lock.lost is not None:
-        raise CheckpointLockedError(failure(Kind.CHECKPOINT_LOCKED, lock.lost).message)
+    why = lock.check_held() if lock is not None else None
+    if why is not None:
+        raise CheckpointLockedError(failure(Kind.CHECKPOINT_LOCKED, why).message)
+
+
+def fence() -> None:
+    """Before every commit this process makes (a table's, the checkpoint's, care's): every lease it
+    holds must still be safely held. Called where the commit happens, so no path can skip it.
+
+    Raises:
+        CheckpointLockedError: as :func:`assert_held`, for any lease this process holds.
+    """
+    for checkpoint in list(_leases):
+        assert_held(checkpoint)
 
 
 def _holder() -> dict[str, object]:

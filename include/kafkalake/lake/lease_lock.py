@@ -14,10 +14,17 @@ precondition fails, which is enough for a lock:
   run takes the object over, again with ``If-Match``, so of two runs that find it expired only one
   wins. Age is judged on the server's clock (the ``Date`` of the answer against the object's
   ``Last-Modified``), so clock skew between machines does not matter.
-- **a holder that stalled** past its lease (a frozen process) finds at its next renewal that the
-  object changed: it marks the lease lost and :func:`assert_held` fails its next batch before it
-  writes, with ``checkpoint_locked``. So does one that could not renew at all (the store
-  unreachable for it) for a whole lease: it can no longer know that nobody took over.
+- **a fence, not only a lock**: the holder writes only while its last renewal is younger than
+  :data:`SAFE_FRACTION` of the lease (on its own clock), checked before every commit the run makes
+  (:func:`kafkalake.lake.checkpoint_lock.fence`); a taker waits the holder's lease plus
+  :data:`TAKEOVER_MARGIN` of it (on the server's clock). A holder frozen mid-run (a GC pause, a
+  SIGSTOP, a VM migration) therefore stops at its next commit before any taker may start: half a
+  lease and a quarter lie between, room for the one commit that was under way when it froze. A
+  holder whose renewal found the object changed, or could not renew for half a lease, or whose
+  renewal thread ended for any reason, counts the lease as lost and fails with ``checkpoint_locked``.
+- **an unreadable lock object** (a newer version's fields are ignored, but a body that is no holder
+  at all) counts as held until its age passes :data:`MAX_LEASE_SECONDS` plus the margin: its lease
+  cannot be read, so the longest one allowed is assumed.
 
 Credentials and endpoint are the process's :mod:`kafkalake.lake.store_settings` settings (the client is
 :func:`kafkalake.lake.small_files.s3_client`). A server that
@@ -60,8 +67,16 @@ log = logging.getLogger(__name__)
 #: How long a lease lasts without renewal; a killed run's lock is taken over after it.
 ENV_LEASE_SECONDS = "KAFKALAKE_LOCK_LEASE_SECONDS"
 DEFAULT_LEASE_SECONDS = 120
-#: Renewed this often (a part of the lease), so two renewals can fail before the lease runs out.
-RENEW_FRACTION = 1 / 4
+#: The longest lease a run may set: how long an unreadable lock object counts as held.
+MAX_LEASE_SECONDS = 3600
+#: Renewed this often (a part of the lease): two renewals in a row can fail and the holder still
+#: writes (it stops at SAFE_FRACTION).
+RENEW_FRACTION = 1 / 6
+#: The holder writes only while its last renewal is younger than this part of the lease.
+SAFE_FRACTION = 1 / 2
+#: A taker waits the holder's lease and this part of it again: the holder stopped writing half a
+#: lease before the lease ran out, so a commit under way when it froze ends before a taker starts.
+TAKEOVER_MARGIN = 1 / 4
 
 
 def lease_seconds() -> int:
@@ -72,9 +87,17 @@ def lease_seconds() -> int:
         value = int(raw)
     except ValueError:
         value = 0
-    if value < 4:
-        raise ValueError(f"{ENV_LEASE_SECONDS} must be a whole number of seconds, at least 4; got {raw!r}")
+    if not 4 <= value <= MAX_LEASE_SECONDS:
+        raise ValueError(
+            f"{ENV_LEASE_SECONDS} must be a whole number of seconds from 4 to {MAX_LEASE_SECONDS}; "
+            f"got {raw!r}"
+        )
     return value
+
+
+def takeover_after(lease: float) -> float:
+    """Seconds after a holder's last renewal (server clock) that a taker may take its lock over."""
+    return lease * (1 + TAKEOVER_MARGIN)
 
 
 @dataclass(frozen=True)
@@ -94,11 +117,25 @@ class Holder:
 
     @classmethod
     def parse(cls, body: bytes) -> Holder | None:
+        """The holder the object names; None when the body is no holder at all.
+
+        Fields this version does not know are passed over: a newer version's holder (a rolling
+        upgrade) still names who holds the lock and for how long.
+        """
         try:
             loaded = json.loads(body or b"{}")
-            return cls(**loaded) if isinstance(loaded, dict) else None
-        except (TypeError, ValueError):
+        except ValueError:
             return None
+        if not isinstance(loaded, dict):
+            return None
+        known = {name: loaded[name] for name in cls.__dataclass_fields__ if name in loaded}
+        try:
+            holder = cls(**known)
+        except TypeError:  # a required field is missing
+            return None
+        if not isinstance(holder.lease, int) or isinstance(holder.lease, bool) or holder.lease <= 0:
+            return None
+        return holder
 
     def describe(self) -> str:
         return f"pid {self.pid} on host {self.host} since {self.since}"
@@ -210,14 +247,17 @@ class LeaseLock:
             raise _store_error(self.location, err)  # noqa: B904 (the ClientError itself, or its kind)
         holder = Holder.parse(found["Body"].read())
         age = _age_seconds(found)
-        if holder is not None and not holder.released:
-            if age is None or age < holder.lease:
-                raise _locked(self.location, holder, holder.lease - (age or 0))
+        if holder is None or not holder.released:
+            # An unreadable holder's lease is unknown: the longest one allowed is assumed.
+            lease = holder.lease if holder is not None else MAX_LEASE_SECONDS
+            wait = takeover_after(lease)
+            if age is None or age < wait:
+                raise _locked(self.location, holder, wait - (age or 0))
             log.warning(
                 "run lock %s: the lease of %s ran out %d s ago (a killed run?); taking it over",
                 self.location,
-                holder.describe(),
-                int(age - holder.lease),
+                holder.describe() if holder is not None else "an unreadable holder",
+                int(age - lease),
             )
         try:
             return self._put(IfMatch=found["ETag"])
@@ -227,16 +267,23 @@ class LeaseLock:
             raise _store_error(self.location, err)  # noqa: B904 (the ClientError itself, or its kind)
 
     def _renew(self) -> None:
-        while not self._stop.wait(self.lease * RENEW_FRACTION):
-            if not self.renew_once():
-                return
+        try:
+            while not self._stop.wait(self.lease * RENEW_FRACTION):
+                if not self.renew_once():
+                    return
+        finally:
+            # However the thread ends before release (an error nobody foresaw included), the
+            # lease is no longer renewed: the run must not write on as if it were.
+            if not self._stop.is_set() and self.lost is None:
+                self._lose(f"the run lock {self.location}'s renewal stopped unexpectedly")
 
     def renew_once(self) -> bool:
         """Renew the lease; False once it is lost (the object changed under it)."""
-        from botocore.exceptions import BotoCoreError, ClientError
+        from botocore.exceptions import ClientError
 
-        assert self.etag is not None
         try:
+            if self.etag is None:
+                raise RuntimeError("no lease taken")
             self.etag = self._put(IfMatch=self.etag)
         except ClientError as err:
             if _status(err) in _LOST_RACE:
@@ -245,7 +292,7 @@ class LeaseLock:
                     f"it (this run stalled for longer than its {self.lease} s lease)"
                 )
             failed: Exception = err
-        except BotoCoreError as err:  # the store unreachable for a moment
+        except Exception as err:  # the store unreachable for a moment, an answer without an ETag, ...
             failed = err
         else:
             self._written_at = self._clock()
@@ -254,10 +301,31 @@ class LeaseLock:
         if unrenewed >= self.lease:
             return self._lose(
                 f"the run lock {self.location} could not be renewed for {int(unrenewed)} s, past its "
-                f"{self.lease} s lease (last error: {failed}): another run may hold it now"
+                f"{self.lease} s lease (last error: {type(failed).__name__}: {failed}): another run "
+                "may hold it now"
             )
         log.warning("run lock %s: renewal failed, trying again: %s", self.location, failed)
         return True
+
+    def check_held(self) -> str | None:
+        """Why this process may not write now (the lease lost, or its renewal too old); None: it may.
+
+        Judged on this process's clock, which kept running while the process was frozen: a holder
+        that wakes after half its lease stops here even before its renewal thread ran again.
+        """
+        if self.lost is not None:
+            return self.lost
+        if self._renewer is None or not self._renewer.is_alive():
+            self._lose(f"the run lock {self.location} is not being renewed")
+            return self.lost
+        unrenewed = self._clock() - self._written_at
+        if unrenewed >= self.lease * SAFE_FRACTION:
+            return (
+                f"the run lock {self.location} was last renewed {int(unrenewed)} s ago, past half its "
+                f"{self.lease} s lease (this run stalled, or the store refused its renewals): another "
+                "run may take it over, so this one writes nothing more"
+            )
+        return None
 
     def _lose(self, why: str) -> bool:
         self.lost = why
@@ -304,7 +372,7 @@ def _locked(location: str, holder: Holder | None, left: float) -> CheckpointLock
     who = holder.describe() if holder is not None else "another run that took it over just now"
     detail = (
         f"checkpoint {location.removesuffix('.lock')} is in use by another run: {who} "
-        f"(lock object {location}; its lease runs out in {max(0, int(left))} s unless renewed)"
+        f"(lock object {location}; it can be taken over in {max(0, int(left))} s unless renewed)"
     )
     return CheckpointLockedError(failure(Kind.CHECKPOINT_LOCKED, detail).message)
 

@@ -38,7 +38,7 @@ from kafkalake.core.errors import Kind
 from kafkalake.kafka import gaps
 from kafkalake.lake import parsed_backlog, table_position
 from kafkalake.lake.checkpoint import batch_end_offsets, starting_offsets
-from kafkalake.lake.checkpoint_lock import assert_held
+from kafkalake.lake.checkpoint_lock import fence
 from kafkalake.spark import data_loss, driver_kafka, parse_columns
 from kafkalake.spark.batch_cache import cached
 from kafkalake.spark.extension import resolve as resolve_extension
@@ -73,6 +73,7 @@ def write_idempotent(
     (``use_extension``: None asks the session, :mod:`kafkalake.spark.extension`) writes with Delta's
     public writer itself (:func:`_delta_append`).
     """
+    fence()
     options = {"txnAppId": app_id, "txnVersion": str(batch_id)}
     if merge_schema:
         options["mergeSchema"] = "true"
@@ -220,6 +221,8 @@ class BatchWriter:
         started = time.monotonic()
         try:
             self._write(batch, batch_id)
+            # Spark commits the batch to the checkpoint when this returns: that commit is fenced too.
+            fence()
         except Exception as err:
             self.failure = err
             raise
@@ -248,8 +251,8 @@ class BatchWriter:
     def _write(self, batch: DataFrame, batch_id: int) -> None:
         app_id = self.app_id
         # On an object store the run lock is a lease: a run that stalled past it lost the lock to
-        # another run, and must not write behind it.
-        assert_held(self.topic.checkpoint_path)
+        # another run, and must not write behind it (each commit checks again: :func:`fence`).
+        fence()
         self._metadata = self._position_metadata(batch_id, app_id)
         self._record_lost(batch, batch_id, app_id)
         if not self.config.enabled:

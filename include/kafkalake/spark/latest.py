@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from kafkalake.lake.checkpoint_lock import fence
 from kafkalake.spark import parse_columns
 from kafkalake.spark.table_settings import as_nullable, quote_identifier
 
@@ -88,6 +89,7 @@ def merge_latest(
     if not exists or as_nullable(DeltaTable.forPath(spark, path).toDF().schema) != as_nullable(wanted):
         # Create the table, or give it the columns the parsed schema gained, with an empty append.
         empty = spark.createDataFrame([], wanted)
+        fence()
         empty.write.format("delta").mode("append").option("mergeSchema", "true").save(path)
     assignments = {quote_identifier(c): f"s.{quote_identifier(c)}" for c in columns}
     spark.conf.set(_TXN_APP_ID, app_id)
@@ -95,6 +97,7 @@ def merge_latest(
     if metadata is not None:
         spark.conf.set(_USER_METADATA, metadata)
     try:
+        fence()
         (
             DeltaTable.forPath(spark, path)
             .alias("t")
@@ -126,6 +129,7 @@ def delete_by_tombstones(spark: SparkSession, bronze: DataFrame, path: str) -> N
         F.struct("key", "partition", "offset", F.col("kafka_timestamp").alias("timestamp")).alias("_kafka")
     )
     newest = _newest_per_key(tombstones, F.struct("_kafka")).select("latest.*")
+    fence()
     (
         DeltaTable.forPath(spark, path)
         .alias("t")
@@ -163,4 +167,5 @@ def rebuild_latest(frame: DataFrame, path: str) -> None:
 
     latest = latest_per_key(frame)
     rows = latest.where(~F.col(_TOMBSTONE_FLAG)).drop(_TOMBSTONE_FLAG)
+    fence()
     rows.write.format("delta").mode("overwrite").option("mergeSchema", "true").save(path)

@@ -35,7 +35,7 @@ from kafkalake.config.topic import TopicConfig
 from kafkalake.core import durations, kill_points
 from kafkalake.core.errors import BadConfigError, IngestUnfinishedError, Kind, failure
 from kafkalake.lake.checkpoint import read_checkpoint
-from kafkalake.lake.checkpoint_lock import checkpoint_lock
+from kafkalake.lake.checkpoint_lock import checkpoint_lock, fence
 from kafkalake.spark import parse_columns
 from kafkalake.spark.latest import rebuild_latest
 from kafkalake.spark.table_settings import create_table
@@ -378,6 +378,7 @@ def _replace(
         writer = rows.write.format("delta").mode("append")
     if merge_schema:
         writer = writer.option("mergeSchema", "true")
+    fence()
     writer.save(path)
     return _committed_version(spark, path)
 

@@ -26,6 +26,7 @@ from kafkalake.config.topic import TopicConfig
 from kafkalake.core import kill_points
 from kafkalake.core.errors import BadConfigError, Kind, failure
 from kafkalake.lake.care_due import decide, read_state
+from kafkalake.lake.checkpoint_lock import fence
 from kafkalake.lake.start_plan import read_table
 from kafkalake.spark.table_settings import delta_ident, quote_identifier, set_properties
 
@@ -173,6 +174,7 @@ def maintain(
 
 
 def _optimize(spark: SparkSession, table: Table, config: MaintenanceConfig, columns: tuple[str, ...]) -> str:
+    fence()
     ident = delta_ident(table.location)
     cols = ", ".join(quote_identifier(c) for c in columns)
     if columns and config.cluster_by:
@@ -217,6 +219,7 @@ def _vacuum(
             raise BadConfigError(f"{table.name}: vacuum_retain below 7 days without the opt-in")
         spark.conf.set(_RETENTION_CHECK, "false")
     try:
+        fence()
         spark.sql(f"VACUUM {delta_ident(table.location)} RETAIN {hours} HOURS")
     finally:
         if below_guard:

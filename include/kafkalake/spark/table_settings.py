@@ -24,6 +24,7 @@ from kafkalake.config.tables import BRONZE_COLUMNS, Table, topic_tables
 from kafkalake.config.topic import TopicConfig
 from kafkalake.core.errors import BadConfigError, Kind, failure
 from kafkalake.lake import store_settings
+from kafkalake.lake.checkpoint_lock import fence
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -160,6 +161,7 @@ def _quote(value: str) -> str:
 
 def set_properties(spark: SparkSession, location: str, changes: Mapping[str, str]) -> None:
     settings = ", ".join(f"{_quote(k)} = {_quote(v)}" for k, v in sorted(changes.items()))
+    fence()
     spark.sql(f"ALTER TABLE {delta_ident(location)} SET TBLPROPERTIES ({settings})")
 
 
@@ -199,6 +201,7 @@ def create_table(
         builder = builder.partitionedBy(*settings.partition_by)
     for key, value in settings.properties:
         builder = builder.property(key, value)
+    fence()
     builder.execute()
 
 

@@ -98,7 +98,7 @@ def test_the_first_run_takes_it_and_the_second_is_told_who_holds_it(s3):
         message = str(refused.value)
         assert message.startswith("[checkpoint_locked] ")
         assert f"pid {s3.holder().pid} on host {s3.holder().host}" in message
-        assert "lease runs out in 120 s" in message
+        assert "it can be taken over in 150 s" in message
         assert "checkpoint s3a://lake/raw/orders/_kafkalake/checkpoint " in message
     finally:
         first.release()
@@ -121,8 +121,9 @@ def test_a_dead_holders_lease_runs_out_and_the_next_run_takes_over(s3):
     dead = lock(s3, lease=60)
     dead.take()
     dead._stop.set()  # killed: no more renewals, no release
-    s3.now += timedelta(seconds=59)
-    with pytest.raises(CheckpointLockedError, match="runs out in 1 s"):
+    # A taker waits the lease and a quarter of it again (75 s): the holder stopped writing at 30 s.
+    s3.now += timedelta(seconds=74)
+    with pytest.raises(CheckpointLockedError, match="taken over in 1 s"):
         lock(s3).take()
     s3.now += timedelta(seconds=2)
     taker = lock(s3)
@@ -139,7 +140,7 @@ def test_the_holders_lease_decides_not_the_takers(s3):
     holder = lock(s3, lease=600)
     holder.take()
     s3.now += timedelta(seconds=300)
-    with pytest.raises(CheckpointLockedError, match="runs out in 300 s"):
+    with pytest.raises(CheckpointLockedError, match="taken over in 450 s"):
         lock(s3, lease=10).take()
     holder.release()
 
@@ -194,7 +195,7 @@ def test_of_two_runs_taking_over_an_expired_lease_only_one_wins(s3):
     dead = lock(s3, lease=10)
     dead.take()
     dead._stop.set()
-    s3.now += timedelta(seconds=11)
+    s3.now += timedelta(seconds=13)
     winner = lock(s3)
     loser = lock(s3)
     # The loser read the expired object; the winner takes it over before the loser's conditional PUT.
@@ -238,7 +239,7 @@ def test_assert_held_stops_a_run_whose_lease_was_taken_over(s3, monkeypatch):
         assert_held(checkpoint)  # held: nothing happens
         mine = checkpoint_lock_module._leases[checkpoint]
         mine._stop.set()
-        s3.now += timedelta(seconds=121)
+        s3.now += timedelta(seconds=151)
         other = lock(s3)
         other.take()
         assert mine.renew_once() is False
@@ -251,7 +252,7 @@ def test_assert_held_stops_a_run_whose_lease_was_taken_over(s3, monkeypatch):
     assert_held(checkpoint)  # no lease held here any more: nothing to check
 
 
-@pytest.mark.parametrize("raw", ["0", "3", "soon", "-5"])
+@pytest.mark.parametrize("raw", ["0", "3", "soon", "-5", "3601"])
 def test_a_bad_lease_setting_is_named(monkeypatch, raw):
     monkeypatch.setenv(lease_lock.ENV_LEASE_SECONDS, raw)
     with pytest.raises(ValueError, match=f"KAFKALAKE_LOCK_LEASE_SECONDS .*{raw!r}"):
@@ -267,3 +268,125 @@ def test_the_lease_setting(monkeypatch):
 
 def test_bucket_and_key_as_s3a_names_them():
     assert lease_lock.bucket_and_key("s3a://b/a b/c%41/x.lock") == ("b", "a b/c%41/x.lock")
+
+
+def test_a_holder_stops_writing_at_half_its_lease_without_a_renewal(s3):
+    """A frozen holder (GC pause, SIGSTOP) wakes and is fenced off before its renewal thread ran:
+    by its own clock, half a lease without a renewal is too late to write."""
+    clock = [0.0]
+    holder = LeaseLock(LOCATION, client=s3, lease=60, clock=lambda: clock[0])
+    holder.take()
+    try:
+        assert holder.check_held() is None
+        clock[0] = 29.0
+        assert holder.check_held() is None
+        clock[0] = 30.0
+        why = holder.check_held()
+        assert why is not None and "last renewed 30 s ago, past half its 60 s lease" in why
+        # A renewal that gets through lets it write again (nobody could have taken over yet).
+        assert holder.renew_once() is True
+        assert holder.check_held() is None
+    finally:
+        holder.release()
+
+
+def test_a_renewal_thread_that_dies_on_any_error_loses_the_lease(s3):
+    """A store answering without an ETag (KeyError in the renewal) must not end the renewals
+    silently while the run writes on."""
+
+    class NoETag(FakeS3):
+        def put_object(self, **kwargs: Any) -> dict[str, Any]:
+            if kwargs.get("IfMatch"):
+                raise KeyError("ETag")
+            return super().put_object(**kwargs)
+
+    s3 = NoETag()
+    clock = [0.0]
+    holder = LeaseLock(LOCATION, client=s3, lease=60, clock=lambda: clock[0])
+    holder.take()
+    holder._stop.set()
+    holder._renewer.join()
+    clock[0] = 10.0
+    assert holder.renew_once() is True  # a failed renewal within the lease: tried again
+    clock[0] = 61.0
+    assert holder.renew_once() is False and "KeyError" in (holder.lost or "")
+
+    # And the thread itself: an error that escapes renew_once ends it, and the lease counts lost.
+    other = LeaseLock(LOCATION + "2", client=FakeS3(), lease=4)
+    other.take()
+
+    def boom() -> bool:
+        raise RuntimeError("unforeseen")
+
+    other.renew_once = boom  # type: ignore[method-assign]
+    other._renewer.join(timeout=5)
+    assert not other._renewer.is_alive()
+    assert other.lost is not None and "renewal stopped unexpectedly" in other.lost
+    assert other.check_held() == other.lost
+    other.release()
+
+
+def test_a_holder_whose_renewals_stopped_may_not_write(s3):
+    holder = lock(s3)
+    holder.take()
+    holder._stop.set()
+    holder._renewer.join()
+    why = holder.check_held()
+    assert why is not None and "is not being renewed" in why
+    holder.release()
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b"",
+        b"not json",
+        b"[1, 2]",
+        b'{"owner": "x"}',
+        b'{"owner": "x", "pid": 1, "host": "h", "since": "s", "lease": "soon"}',
+    ],
+)
+def test_an_unreadable_holder_counts_as_held_for_the_longest_lease(s3, body):
+    s3.objects[("lake", "raw/orders/_kafkalake/checkpoint.lock")] = ('"e1"', body, s3.now)
+    with pytest.raises(CheckpointLockedError, match="in use by another run"):
+        lock(s3).take()
+    s3.now += timedelta(seconds=lease_lock.takeover_after(lease_lock.MAX_LEASE_SECONDS) - 1)
+    with pytest.raises(CheckpointLockedError):
+        lock(s3).take()
+    s3.now += timedelta(seconds=2)
+    taker = lock(s3)
+    taker.take()
+    assert s3.holder().owner == taker.owner
+    taker.release()
+
+
+def test_a_newer_versions_holder_is_read_and_its_lease_kept(s3):
+    """A rolling upgrade: the holder's object carries a field this version does not know."""
+    import json
+
+    body = json.dumps(
+        {"owner": "x", "pid": 7, "host": "other", "since": "s", "lease": 60, "released": False, "epoch": 3}
+    ).encode()
+    s3.objects[("lake", "raw/orders/_kafkalake/checkpoint.lock")] = ('"e1"', body, s3.now)
+    assert Holder.parse(body) == Holder(owner="x", pid=7, host="other", since="s", lease=60)
+    s3.now += timedelta(seconds=60)
+    with pytest.raises(CheckpointLockedError, match="pid 7 on host other"):
+        lock(s3).take()
+    s3.now += timedelta(seconds=16)
+    lock(s3).take()
+
+
+def test_fence_checks_every_lease_this_process_holds(s3, monkeypatch):
+    clock = [0.0]
+    monkeypatch.setattr(
+        checkpoint_lock_module,
+        "LeaseLock",
+        lambda location: LeaseLock(location, client=s3, lease=60, clock=lambda: clock[0]),
+    )
+    checkpoint = LOCATION.removesuffix(".lock")
+    with checkpoint_lock(checkpoint):
+        checkpoint_lock_module.fence()
+        clock[0] = 31.0
+        with pytest.raises(CheckpointLockedError, match="past half its 60 s lease"):
+            checkpoint_lock_module.fence()
+    checkpoint_lock_module.fence()  # nothing held: nothing to check
