@@ -121,7 +121,9 @@ def refresh_catalog(monkeypatch, tmp_path) -> Path:
 
 
 def table_with_checkpoint(topic: TopicConfig) -> None:
-    write_deltalake(topic.path, pa.table({"offset": [0, 1, 2]}))
+    # As kafkalake creates bronze (its description): a full refresh deletes only the topic's own tables.
+    description = f"Kafka topic {topic.name}, as landed by kafkalake (bronze: bytes as they came)"
+    write_deltalake(topic.path, pa.table({"offset": [0, 1, 2]}), description=description)
     checkpoint = Path(topic.checkpoint_path)
     (checkpoint / "offsets").mkdir(parents=True)
     (checkpoint / "offsets" / "0").write_text("v1\n{}\n{}\n")

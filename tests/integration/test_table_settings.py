@@ -80,6 +80,8 @@ def test_ingestion_date_partitioning_and_properties_kept_in_step_on_every_run(sp
     }
     assert all(props.get(OPTIMIZE_WRITE) == "true" for _, props in tables.values()), tables
     assert tables["bronze"][1]["delta.appendOnly"] == "true"
+    # Each table names its topic in its own log: a full refresh deletes nothing else.
+    assert all(props.get("kafkalake.topic") == name for _, props in tables.values()), tables
     # Bronze's file statistics are of what it is read by, and Delta wrote just those.
     stats_columns = ["partition", "offset", "kafka_timestamp", "ingested_at"]
     assert tables["bronze"][1]["delta.dataSkippingStatsColumns"] == ",".join(stats_columns)

@@ -13,7 +13,10 @@ It deletes under the topic's run lock (an ingest running meanwhile makes it refu
 can start while it deletes: the lock file, in bronze's folder, is deleted last), and only paths
 inside the lake root or the topic's own configured location that hold a Delta table, a
 checkpoint, or nothing: never ``/``, a home folder, the lake root itself, or a folder that holds
-the lake. Pause the topic's DAG first.
+the lake. A table is deleted only when its own log says kafkalake created it for this topic (the
+``kafkalake.topic`` property, or the description tables created before that property carry): a
+location in the catalog that points at someone else's table is refused, not emptied. Pause the
+topic's DAG first.
 """
 
 from __future__ import annotations
@@ -104,6 +107,48 @@ def unsafe_to_delete(path: Path, lake: Path) -> str | None:
     return f"{path} is outside the lake root {lake} and holds no Delta table"
 
 
+#: Set on every table kafkalake creates (kafkalake.spark.table_settings.TOPIC_PROPERTY; the CLI
+#: does not import the Spark side).
+TOPIC_PROPERTY = "kafkalake.topic"
+
+
+def not_ours(path: Path, topic: TopicConfig) -> str | None:
+    """Why the folder at ``path`` is not one of ``topic``'s tables that a full refresh may delete.
+
+    A Delta table must say in its own log that kafkalake created it for this topic: the
+    ``kafkalake.topic`` property, or (tables created before the property) the description
+    ``Kafka topic <name>, ...`` / ``Kafka topic <name>: ...`` kafkalake wrote. A folder without a
+    Delta log may hold nothing but kafkalake's own ``_kafkalake`` folder (a checkpoint, a lock).
+    """
+    if not path.exists():
+        return None
+    if not (path / "_delta_log").is_dir():
+        if path == local_path(topic.checkpoint_path):
+            return None
+        foreign = sorted(p.name for p in path.iterdir() if p.name != "_kafkalake")
+        if not foreign:
+            return None
+        more = ", ..." if len(foreign) > 3 else ""
+        return f"{path} holds files but no Delta table ({', '.join(foreign[:3])}{more})"
+    from deltalake import DeltaTable
+
+    try:
+        metadata = DeltaTable(str(path)).metadata()
+    except Exception as err:  # a log delta-rs cannot read is no table we know to be ours
+        return f"{path} holds a Delta log that cannot be read ({type(err).__name__}: {err})"
+    owner = (metadata.configuration or {}).get(TOPIC_PROPERTY)
+    if owner is not None:
+        return None if owner == topic.name else f"{path} is a table of topic {owner!r}, not {topic.name!r}"
+    description = metadata.description or ""
+    for mark in (f"Kafka topic {topic.name}, ", f"Kafka topic {topic.name}: "):
+        if description.startswith(mark):
+            return None
+    return (
+        f"{path} is a Delta table that kafkalake did not create for topic {topic.name!r} (no "
+        f"{TOPIC_PROPERTY} property; description {description!r})"
+    )
+
+
 def delete_tables(topic: TopicConfig, lake: Path) -> list[str]:
     """Delete every table of the topic (the checkpoint lives inside) and the checkpoint itself.
 
@@ -120,7 +165,7 @@ def delete_tables(topic: TopicConfig, lake: Path) -> list[str]:
                 "command deletes local tables only: pause the DAG and delete the topic's prefixes with "
                 "the store's own tools (docs/object-storage.md); nothing was deleted"
             )
-        if (reason := unsafe_to_delete(path, lake)) is not None:
+        if (reason := unsafe_to_delete(path, lake) or not_ours(path, topic)) is not None:
             raise SystemExit(f"full refresh REFUSED: {reason}; nothing was deleted")
         paths.append(path)
     deleted = []

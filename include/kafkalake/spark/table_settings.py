@@ -72,11 +72,17 @@ class TableSettings:
     properties: tuple[tuple[str, str], ...] = ()
 
 
+#: The Kafka topic a table was created for (:func:`kafkalake.cli.full_refresh.not_ours` reads it).
+TOPIC_PROPERTY = "kafkalake.topic"
+
+
 def settings_for(topic: TopicConfig, table: Table) -> TableSettings:
     """Partitioning and properties of one of the topic's tables (from
     :func:`~kafkalake.config.tables.topic_tables`)."""
     config = topic.maintenance
     properties = dict(config.properties)
+    # Whose table this is, read by a full refresh before it deletes anything at the location.
+    properties[TOPIC_PROPERTY] = topic.name
     if table.kind == "bronze":
         properties[APPEND_ONLY] = "true"
         if not STATS_PROPERTIES & properties.keys():

@@ -75,17 +75,9 @@ def test_the_run_lock_is_held_until_every_table_is_gone_and_its_file_goes_last(t
     """The lock file lives in bronze's folder: deleted first, it would let an ingest start while the
     parsed tables are still being deleted. Every deletion happens while the lock is held."""
     lake = tmp_path / "lake"
-    t = TopicConfig(
-        name="orders",
-        freshness_sla=timedelta(hours=1),
-        table="orders",
-        path=str(lake / "bronze" / "orders"),
-        parsed=ParsedConfig(latest_by_key=True),
-        parsed_location=str(lake / "silver" / "orders"),
-    )
+    t = orders_topic(lake)
     for table in topic_tables(t):
-        (Path(table.location) / "_delta_log").mkdir(parents=True)
-        (Path(table.location) / "part-0.parquet").write_bytes(b"x")
+        write_table(Path(table.location), description=f"Kafka topic orders, {table.kind}")
     (Path(t.checkpoint_path) / "offsets").mkdir(parents=True)
     lock = lock_file(t.checkpoint_path)
     assert lock is not None
@@ -113,3 +105,75 @@ def test_the_run_lock_is_held_until_every_table_is_gone_and_its_file_goes_last(t
     assert seen and all(was_held for _, was_held in seen), seen
     assert [p for p, _ in seen][-1].startswith(t.path)  # bronze's own folder went last
     assert not Path(t.path).exists() and not any(Path(tb.location).exists() for tb in topic_tables(t))
+
+
+def write_table(path: Path, description: str | None = None, **configuration: str) -> None:
+    import pyarrow as pa
+    from deltalake import DeltaTable, write_deltalake
+
+    write_deltalake(str(path), pa.table({"x": [1]}), description=description)
+    if configuration:
+        # delta-rs creates tables with delta.* properties only; Spark's tables carry any (it reads them).
+        DeltaTable(str(path)).alter.set_table_properties(configuration, raise_if_not_exists=False)
+
+
+def orders_topic(lake: Path) -> TopicConfig:
+    return TopicConfig(
+        name="orders",
+        freshness_sla=timedelta(hours=1),
+        table="orders",
+        path=str(lake / "bronze" / "orders"),
+        parsed=ParsedConfig(latest_by_key=True),
+        parsed_location=str(lake / "silver" / "orders"),
+    )
+
+
+def test_only_tables_whose_log_names_this_topic_are_ours(tmp_path):
+    t = orders_topic(tmp_path / "lake")
+    assert full_refresh.not_ours(tmp_path / "nothing-here", t) is None
+    tagged = tmp_path / "tagged"
+    write_table(tagged, **{full_refresh.TOPIC_PROPERTY: "orders"})
+    assert full_refresh.not_ours(tagged, t) is None
+    other = tmp_path / "other"
+    write_table(
+        other, description="Kafka topic orders, as landed", **{full_refresh.TOPIC_PROPERTY: "payments"}
+    )
+    assert "table of topic 'payments', not 'orders'" in (full_refresh.not_ours(other, t) or "")
+    # Tables created before the property: kafkalake's own description names the topic.
+    for ok in ("Kafka topic orders, as landed by kafkalake (bronze)", "Kafka topic orders: parsed table"):
+        write_table(tmp_path / ok[-6:], description=ok)
+        assert full_refresh.not_ours(tmp_path / ok[-6:], t) is None
+    # A topic whose name starts the same is another topic.
+    write_table(tmp_path / "eu", description="Kafka topic orders.eu, as landed by kafkalake")
+    assert "did not create for topic 'orders'" in (full_refresh.not_ours(tmp_path / "eu", t) or "")
+    write_table(tmp_path / "theirs", description="the finance team's ledger")
+    assert "did not create" in (full_refresh.not_ours(tmp_path / "theirs", t) or "")
+    write_table(tmp_path / "bare")
+    assert "did not create" in (full_refresh.not_ours(tmp_path / "bare", t) or "")
+
+
+def test_a_folder_without_a_table_may_hold_only_kafkalakes_own_files(tmp_path):
+    t = orders_topic(tmp_path / "lake")
+    folder = tmp_path / "bronze"
+    (folder / "_kafkalake" / "checkpoint" / "offsets").mkdir(parents=True)
+    assert full_refresh.not_ours(folder, t) is None
+    (folder / "report.csv").write_text("a,b")
+    assert "holds files but no Delta table (report.csv)" in (full_refresh.not_ours(folder, t) or "")
+    broken = tmp_path / "broken"
+    (broken / "_delta_log").mkdir(parents=True)
+    (broken / "_delta_log" / "00000000000000000000.json").write_text("not json")
+    assert "cannot be read" in (full_refresh.not_ours(broken, t) or "")
+
+
+def test_a_refresh_that_finds_a_foreign_table_deletes_nothing(tmp_path):
+    lake = tmp_path / "lake"
+    t = orders_topic(lake)
+    tables = topic_tables(t)
+    for table in tables[:-1]:
+        write_table(Path(table.location), description=f"Kafka topic orders, {table.kind}")
+    write_table(Path(tables[-1].location), description="someone else's table")
+    with pytest.raises(
+        SystemExit, match=r"REFUSED: .* did not create for topic 'orders'.*nothing was deleted"
+    ):
+        full_refresh.delete_tables(t, lake)
+    assert all(Path(table.location, "_delta_log").is_dir() for table in tables)

@@ -13,6 +13,7 @@ from kafkalake.config.topic import TopicConfig
 from kafkalake.spark.stream import bronze_schema
 from kafkalake.spark.table_settings import (
     BRONZE_STATS_COLUMNS,
+    TOPIC_PROPERTY,
     GeneratedColumn,
     as_nullable,
     partitioning_mismatch,
@@ -67,13 +68,15 @@ def test_no_partitioning_by_default_and_properties_everywhere_with_append_only_o
     config = topic()
     settings = {t.kind: settings_for(config, t) for t in topic_tables(config)}
     assert all(s.partition_by == () and s.generated == () for s in settings.values())
+    owner = {TOPIC_PROPERTY: config.name}
     assert dict(settings["bronze"].properties) == {
         **dict(PROPS),
+        **owner,
         "delta.appendOnly": "true",
         "delta.dataSkippingStatsColumns": "partition,offset,kafka_timestamp,ingested_at",
     }
     for kind in ("parsed", "dead_letter", "latest"):
-        assert settings[kind].properties == PROPS
+        assert dict(settings[kind].properties) == {**dict(PROPS), **owner}
 
 
 def test_bronze_keeps_statistics_of_what_it_is_read_and_laid_out_by_unless_the_catalog_says():
