@@ -104,9 +104,10 @@ def retry_policy() -> ExceptionRetryPolicy:
 
 
 DOC = """\
-### Kafka topic `{name}` → Delta table `{table}`
+### Kafka {source} → Delta table `{table}`
 
-Lands every new record of the topic in the bronze table at `{path}`, exactly once.
+Lands every new record of the topic (of each member topic, for a family) in the bronze table at
+`{path}`, exactly once.
 Runs every **{interval}** (freshness SLA {sla} / 3, rounded down to the minute).
 
 1. `check_new_offsets` compares Kafka's end offsets with the table's checkpoint and skips the
@@ -147,11 +148,30 @@ successful `ingest` updates the asset `{table}`.
 """
 
 
+def _doc_source(topic: TopicConfig) -> str:
+    if topic.topic_pattern is not None:
+        return f"topics matching `{topic.topic_pattern}`"
+    if topic.members:
+        return "topics " + ", ".join(f"`{t}`" for t in topic.members)
+    return f"topic `{topic.name}`"
+
+
+def family_kwargs(topic: TopicConfig) -> dict[str, Any] | None:
+    """What the pre-flight needs of a family entry to find its members (None: a single topic)."""
+    if not topic.is_family:
+        return None
+    return {
+        "topics": list(topic.members),
+        "topic_pattern": topic.topic_pattern,
+        "starting_offsets": topic.starting_offsets,
+    }
+
+
 def dag_for(topic: TopicConfig, catalog: Catalog, lake: Any) -> DAG:
     interval = topic.run_interval
     dag = DAG(
         dag_id=topic.dag_id,
-        description=f"Kafka topic {topic.name} → Delta {topic.qualified_table}",
+        description=f"Kafka {topic.kafka_source} → Delta {topic.qualified_table}",
         schedule=interval,
         start_date=START_DATE,
         catchup=False,
@@ -160,7 +180,7 @@ def dag_for(topic: TopicConfig, catalog: Catalog, lake: Any) -> DAG:
         deadline=deadline_alert(topic, os.environ),
         params=reingest_params(),
         doc_md=DOC.format(
-            name=topic.name,
+            source=_doc_source(topic),
             table=topic.qualified_table,
             path=topic.path,
             checkpoint=topic.checkpoint_path,
@@ -197,6 +217,7 @@ def dag_for(topic: TopicConfig, catalog: Catalog, lake: Any) -> DAG:
                 "fail_on_data_loss": topic.fail_on_data_loss,
                 "table_path": topic.path,
                 "storage_conn_id": topic.storage_conn_id,
+                "family": family_kwargs(topic),
             },
             execution_timeout=timedelta(minutes=5),
             # Skip only `ingest` (and what needs it): table maintenance still gets its due check.

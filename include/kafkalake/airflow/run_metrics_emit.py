@@ -13,12 +13,20 @@ from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any
 
+from kafkalake.config.family import resolve_members
 from kafkalake.config.topic import TopicConfig
 from kafkalake.core.errors import KafkalakeError
-from kafkalake.core.run_metrics import XCOM_KEY, PartitionLag, RunMetrics, metric_points, partition_lag
+from kafkalake.core.run_metrics import (
+    XCOM_KEY,
+    PartitionLag,
+    RunMetrics,
+    family_lag,
+    metric_points,
+    partition_lag,
+)
 from kafkalake.kafka import offsets
 from kafkalake.lake import store_settings
-from kafkalake.lake.checkpoint import CheckpointState, read_checkpoint
+from kafkalake.lake.checkpoint import CheckpointState, read_checkpoint, read_family_checkpoint
 
 # Imported inside the functions that use them: confluent_kafka (the lag is measured when a task runs, never
 # when the DAG file is parsed) and Airflow's metrics backend (set up at run time, see _airflow_stats).
@@ -37,6 +45,8 @@ def lag_now(client_config: Mapping[str, str], topic: TopicConfig) -> PartitionLa
     """
     from confluent_kafka import KafkaException
 
+    if topic.is_family:
+        return _family_lag_now(client_config, topic)
     try:
         marks = offsets.watermarks(client_config, topic.name)
     except (KafkaException, KafkalakeError) as err:
@@ -48,6 +58,31 @@ def lag_now(client_config: Mapping[str, str], topic: TopicConfig) -> PartitionLa
         log.warning("topic %s: lag unknown, the checkpoint cannot be read: %s", topic.name, err)
         return None
     return lag_of(marks, checkpoint, topic)
+
+
+def _family_lag_now(client_config: Mapping[str, str], topic: TopicConfig) -> PartitionLag | None:
+    """:func:`lag_now` of a family: every member Kafka has, summed per partition number."""
+    from confluent_kafka import KafkaException
+
+    try:
+        state = read_family_checkpoint(topic.checkpoint_path)
+        present = resolve_members(
+            topic.members, topic.topic_pattern, offsets.topic_names(client_config)
+        ).present
+        per_member: dict[str, dict[int, int]] = {}
+        for member in present:
+            marks = offsets.watermarks(client_config, member)
+            committed = state.committed.get(member) if state is not None else None
+            per_member[member] = partition_lag(
+                {p: high for p, (_low, high) in marks.items()},
+                committed,
+                {p: low for p, (low, _high) in marks.items()},
+                topic.starting_offsets,
+            )
+    except (KafkaException, KafkalakeError, ValueError) as err:
+        log.warning("%s: lag unknown: %s", topic.name, err)
+        return None
+    return family_lag(per_member)
 
 
 def lag_of(

@@ -31,6 +31,7 @@ from kafkalake.airflow.connections import (
 )
 from kafkalake.airflow.pools import SPARK_POOL
 from kafkalake.config.catalog import load_topic
+from kafkalake.config.family import resolve_members
 from kafkalake.config.tables import topic_tables
 from kafkalake.config.topic import TopicConfig, parsed_backlog_file
 from kafkalake.core import errors as failures
@@ -39,7 +40,7 @@ from kafkalake.core.run_mode import Mode, RunMode, run_mode
 from kafkalake.kafka import client_config as kafka_client
 from kafkalake.kafka import offsets, redaction, windows
 from kafkalake.lake import care_due, parsed_backlog, registry, store_refusal_kinds, table_position
-from kafkalake.lake.checkpoint import read_checkpoint
+from kafkalake.lake.checkpoint import read_checkpoint, read_family_checkpoint
 from kafkalake.launch import handover, submit
 from kafkalake.launch.spark_conf import is_short_run, topic_conf
 
@@ -64,8 +65,13 @@ def check_new_offsets(
     table_path: str | None = None,
     ti: Any = None,
     storage_conn_id: str | None = None,
+    family: Mapping[str, Any] | None = None,
 ) -> bool:
     """ShortCircuit callable: true when the ingest job has work to do.
+
+    ``family``: for a family entry (``topic_name`` is then its table's name), its ``topics``,
+    ``topic_pattern`` and ``starting_offsets``; every member Kafka has is checked
+    (:func:`_family_has_new_offsets`).
 
     Fails at once (:class:`~kafkalake.core.errors.OffsetsExpiredError`, not retried) when Kafka has
     already deleted records the table never read, unless the topic accepts that loss. A backfill
@@ -83,6 +89,11 @@ def check_new_offsets(
     if mode.mode is Mode.BACKFILL:
         return False
     use_storage(topic_name, table_path or checkpoint, storage_conn_id)
+    if family is not None:
+        if mode.mode is Mode.REINGEST:
+            raise failures.ReingestRefusedError(family_reingest_refusal(topic_name))
+        with store_refusal_kinds.named(topic_name, storage_conn_id):
+            return _family_has_new_offsets(topic_name, checkpoint, kafka_conn_id, family, table_path, ti)
     with store_refusal_kinds.named(topic_name, storage_conn_id):
         return _has_new_offsets(
             topic_name, checkpoint, kafka_conn_id, fail_on_data_loss, mode, table_path, ti
@@ -152,6 +163,83 @@ def _has_new_offsets(
         run_metrics_emit.publish(
             run_metrics.idle_metrics(topic_name, dict(decision.lag), newest, datetime.now(UTC)), ti
         )
+    return decision.run
+
+
+def family_reingest_refusal(name: str) -> str:
+    """Why a family entry cannot be re-ingested (documented in docs/backfills.md)."""
+    return failures.failure(
+        failures.Kind.REINGEST_REFUSED,
+        f"entry {name!r} is a family of topics: a re-ingest reads one topic's window and is not "
+        "supported for a family yet. Nothing was read or written",
+    ).message
+
+
+def _family_has_new_offsets(
+    name: str,
+    checkpoint: str,
+    kafka_conn_id: str,
+    family: Mapping[str, Any],
+    table_path: str | None,
+    ti: Any,
+) -> bool:
+    """The pre-flight of a family: its members as Kafka has them now, each checked as a single
+    topic is (identity, expired offsets, anything new), no JVM."""
+    config = kafka_config_for(kafka_conn_id)
+    position = table_position.read_position(table_path) if table_path else None
+    try:
+        state = read_family_checkpoint(checkpoint)
+    except ValueError as err:
+        log.warning(
+            "%s: the checkpoint cannot be read (%s); the ingest job rebuilds it from the table", name, err
+        )
+        return True
+    known = set(position.members or {}) if position else set()
+    known |= set(state.committed) if state else set()
+    members = resolve_members(
+        family.get("topics") or (), family.get("topic_pattern"), offsets.topic_names(config), known
+    )
+    if members.missing:
+        log.warning(
+            "%s: members %s are not in Kafka (deleted, or not created yet): their rows stay in the "
+            "table; the others are read",
+            name,
+            ", ".join(members.missing),
+        )
+    if not members.present:
+        detail = f"no member of family {name!r} exists on the cluster at {config.get('bootstrap.servers')}"
+        raise failures.TopicMissingError(failures.failure(failures.Kind.TOPIC_MISSING, detail).message)
+    marks: dict[str, dict[int, tuple[int, int]]] = {}
+    ids: dict[str, str | None] = {}
+    for member in members.present:
+        try:
+            marks[member] = offsets.watermarks(config, member)
+        except failures.TopicMissingError:
+            log.warning("%s: member %s was deleted while the pre-flight ran", name, member)
+            continue
+        ids[member] = offsets.topic_id(config, member)
+    failed = table_position.family_identity_failure(ids, position)
+    if failed is not None:
+        log.error("%s", failed.message)
+        raise failed.error()
+    decision = offsets.decide_family(state, marks, str(family.get("starting_offsets", "earliest")))
+    lag = run_metrics.family_lag(decision.lag)
+    log.info(
+        "%s: %s; lag per member %s",
+        name,
+        decision.reason,
+        {t: sum(p.values()) for t, p in decision.lag.items()},
+    )
+    if decision.expired:
+        member, expired = sorted(decision.expired.items())[0]
+        message = job_failures.offsets_expired_message(member, expired)
+        log.error("%s", message)
+        raise failures.OffsetsExpiredError(message)
+    if not decision.run:
+        log.info("skipping the Spark job: the table already holds every offset Kafka has of every member")
+        newest = run_metrics_emit.table_newest_timestamp_ms(table_path) if table_path else None
+        idle = run_metrics.idle_metrics(name, lag, newest, datetime.now(UTC))
+        run_metrics_emit.publish(replace(idle, missing_members=list(members.missing)), ti)
     return decision.run
 
 
@@ -306,7 +394,8 @@ class IngestOperator(TopicSparkSubmitOperator):
         # Measured just before the job: its availableNow run reads up to the end offsets it sees at start.
         lag_before = run_metrics_emit.lag_now(client_config, self.topic)
         short = self._is_short(mode, lag_before)
-        topic_id = offsets.topic_id(client_config, self.topic.name)
+        # A family's job asks for its members' IDs itself, once it knows its members.
+        topic_id = None if self.topic.is_family else offsets.topic_id(client_config, self.topic.name)
         with handover.config_file(java_config) as path, job_metrics_file() as metrics_path:
             started = time.monotonic()
             self._submit(

@@ -23,7 +23,7 @@ from kafkalake.config.yaml_reading import read_yaml
 from kafkalake.core.errors import CatalogError
 
 #: What ``defaults:`` may set: a topic's fields but those naming one topic's own tables.
-DEFAULTS_FIELDS = TOPIC_FIELDS - {"name", "table", "path"}
+DEFAULTS_FIELDS = TOPIC_FIELDS - {"name", "table", "path", "topics", "topic_pattern"}
 
 
 @dataclass(frozen=True)

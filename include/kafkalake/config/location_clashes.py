@@ -57,10 +57,11 @@ def drop_clashes(
 
 def _claims_of(topic: TopicConfig) -> list[tuple[str, str, str]]:
     """(kind, value, field to change) for all a topic takes; the bronze table's come first."""
-    # A DAG id comes from the name, so that is the field to change.
+    # A DAG id comes from the name (a family's: its table), so that is the field to change.
+    named_by = "table" if topic.is_family else "name"
     claims = [
-        ("name", topic.name, "name"),
-        ("dag_id", topic.dag_id, "name"),
+        ("name", topic.name, named_by),
+        ("dag_id", topic.dag_id, named_by),
         ("table", topic.qualified_table, "table"),
         ("path", _one_spelling(topic.path), "path"),
     ]

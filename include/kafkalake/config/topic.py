@@ -75,10 +75,29 @@ class TopicConfig:
     #: killed after this long (Airflow's execution_timeout) and retried: a hung job never holds the
     #: Spark pool's slot, nor the topic, for good.
     spark_task_timeout: timedelta = timedelta(hours=2)
+    #: A family entry (:mod:`kafkalake.config.family`): the Kafka topics it lists (``topics``), or
+    #: the Java regex its members' whole names match (``topic_pattern``). A family's ``name`` is its
+    #: table's name (its DAG id and its jobs' ``--topic`` come from it); not a Kafka topic.
+    members: tuple[str, ...] = ()
+    topic_pattern: str | None = None
 
     @property
     def dag_id(self) -> str:
         return dag_id_for(self.name)
+
+    @property
+    def is_family(self) -> bool:
+        return bool(self.members) or self.topic_pattern is not None
+
+    @property
+    def kafka_source(self) -> str:
+        """What it reads from Kafka, for messages: ``topic 'orders'``, ``topics 'a', 'b'`` or
+        ``topics matching 'clicks-.*'``."""
+        if self.topic_pattern is not None:
+            return f"topics matching {self.topic_pattern!r}"
+        if self.members:
+            return "topics " + ", ".join(repr(t) for t in self.members)
+        return f"topic {self.name!r}"
 
     @property
     def on_object_store(self) -> bool:

@@ -14,6 +14,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+from kafkalake.config.family import pattern_problem
 from kafkalake.config.locations import unsupported
 from kafkalake.config.maintenance import parse_maintenance
 from kafkalake.config.parsed import (
@@ -73,7 +74,11 @@ TOPIC_FIELDS = {
     "storage_conn_id",
     "maintenance",
     "spark_task_timeout",
+    "topics",
+    "topic_pattern",
 }
+#: A family entry gives one of these instead of `name` (kafkalake.config.family).
+FAMILY_FIELDS = ("topics", "topic_pattern")
 
 
 def validate_topic(file: Path, index: int, entry: Mapping[str, Any], lake_root: Path) -> TopicConfig:
@@ -82,7 +87,8 @@ def validate_topic(file: Path, index: int, entry: Mapping[str, Any], lake_root: 
     Raises:
         CatalogError: the first field that cannot be used, named with the file and the topic.
     """
-    name = entry.get("name")
+    family = [f for f in FAMILY_FIELDS if f in entry]
+    name = entry.get("table") if family else entry.get("name")
     label = name if isinstance(name, str) else f"#{index + 1}"
 
     def fail(field_name: str, message: str) -> CatalogError:
@@ -91,6 +97,13 @@ def validate_topic(file: Path, index: int, entry: Mapping[str, Any], lake_root: 
     unknown = sorted(str(k) for k in set(entry) - TOPIC_FIELDS)
     if unknown:
         raise fail(unknown[0], f"unknown field; allowed: {sorted(TOPIC_FIELDS)}")
+    if family:
+        members, pattern = _family(entry, family, fail)
+        return replace(
+            validate_topic(file, index, _as_single(entry, family), lake_root),
+            members=members,
+            topic_pattern=pattern,
+        )
     if not isinstance(name, str) or not _TOPIC_NAME.fullmatch(name) or name in {".", ".."}:
         raise fail("name", "required: a Kafka topic name (letters, digits, '.', '_', '-')")
     if len(dag_id_for(name)) > MAX_DAG_ID_LENGTH:
@@ -238,6 +251,42 @@ def validate_topic(file: Path, index: int, entry: Mapping[str, Any], lake_root: 
         maintenance=parse_maintenance(file, name, entry.get("maintenance"), parsed),
         spark_task_timeout=task_timeout,
     )
+
+
+def _family(entry: Mapping[str, Any], given: list[str], fail: Any) -> tuple[tuple[str, ...], str | None]:
+    """A family entry's members (``topics``) or pattern (``topic_pattern``), checked."""
+    if "name" in entry:
+        raise fail("name", f"a family entry gives {given[0]} instead of name, not both")
+    if len(given) > 1:
+        raise fail("topic_pattern", "give topics (a list) or topic_pattern (a regex), not both")
+    if entry.get("table") is None:
+        raise fail("table", f"required with {given[0]}: the one table every member lands in")
+    if (problem := identifier_problem(entry["table"], MAX_TABLE_NAME)) is not None:
+        raise fail("table", problem)
+    if entry.get("parsed", True) is not False:
+        # The parsed side's positions, backlog and catch-up are kept per partition, not per member.
+        raise fail("parsed", "a family lands in bronze only for now: set parsed: false")
+    if entry.get("fail_on_data_loss", True) is not True:
+        raise fail("fail_on_data_loss", "a family's gaps are not recorded per member yet: keep it true")
+    if given[0] == "topic_pattern":
+        pattern = entry["topic_pattern"]
+        if (problem := pattern_problem(pattern)) is not None:
+            raise fail("topic_pattern", problem)
+        return (), pattern
+    topics = entry["topics"]
+    if not isinstance(topics, list) or not topics:
+        raise fail("topics", "must be a non-empty list of Kafka topic names")
+    for topic in topics:
+        if not isinstance(topic, str) or not _TOPIC_NAME.fullmatch(topic) or topic in {".", ".."}:
+            raise fail("topics", f"{topic!r} is not a Kafka topic name (letters, digits, '.', '_', '-')")
+    if duplicate := next((t for i, t in enumerate(topics) if t in topics[:i]), None):
+        raise fail("topics", f"{duplicate!r} is listed twice")
+    return tuple(topics), None
+
+
+def _as_single(entry: Mapping[str, Any], given: list[str]) -> dict[str, Any]:
+    """The entry validated as a single topic's would be, named after its table (its DAG's id)."""
+    return {**{k: v for k, v in entry.items() if k not in given}, "name": entry["table"]}
 
 
 def _conf_value(value: Any) -> str:

@@ -64,6 +64,10 @@ class JobMetrics:
     #: Offsets Kafka deleted before the job read them (``fail_on_data_loss: false``), recorded in the
     #: topic's gaps table.
     lost_offsets: int = 0
+    #: A family's members read for the first time this run (from ``starting_offsets``), and those
+    #: Kafka no longer has (deleted: their rows stay in the table); None for a single topic.
+    new_members: list[str] | None = None
+    missing_members: list[str] | None = None
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)
@@ -103,7 +107,17 @@ class JobMetrics:
             follow_ups=_follow_ups(data.get("follow_ups"), source),
             recovered=str(data.get("recovered") or ""),
             lost_offsets=number("lost_offsets", int, optional=True) or 0,
+            new_members=_names(data.get("new_members"), "new_members", source),
+            missing_members=_names(data.get("missing_members"), "missing_members", source),
         )
+
+
+def _names(value: Any, name: str, source: str) -> list[str] | None:
+    if value is None:
+        return None
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ValueError(f"{source}: field {name!r}: expected a list of topic names, not {value!r}")
+    return list(value)
 
 
 def _follow_ups(value: Any, source: str) -> dict[str, str]:
@@ -142,6 +156,9 @@ class RunMetrics:
     recovered: str = ""
     #: Offsets Kafka deleted before they were read (``fail_on_data_loss: false``): never silent.
     lost_offsets: int = 0
+    #: A family's members read for the first time, and those gone from Kafka (None: a single topic).
+    new_members: list[str] | None = None
+    missing_members: list[str] | None = None
 
     @property
     def dead_letter_count(self) -> int:
@@ -185,6 +202,13 @@ class RunMetrics:
             lines.append(f"  duration:  {self.duration_seconds:.1f} s of spark-submit{split}")
         if self.recovered:
             lines.append(f"  position:  {self.recovered}")
+        if self.new_members:
+            lines.append(
+                f"  members:   new, read from the entry's starting_offsets: {', '.join(self.new_members)}"
+            )
+        if self.missing_members:
+            gone = ", ".join(self.missing_members)
+            lines.append(f"  members:   NOT IN KAFKA (deleted; their rows stay in the table): {gone}")
         if self.lost_offsets:
             lines.append(
                 f"  LOST:      {self.lost_offsets:,} offsets Kafka deleted before they were read "
@@ -215,6 +239,16 @@ def partition_lag(
             start = max(committed.get(partition, 0), earliest)
         lag[partition] = max(0, end - start)
     return lag
+
+
+def family_lag(per_member: Mapping[str, Mapping[int, int]]) -> PartitionLag:
+    """A family's lag as one topic's reads: per partition number, summed over its members (each
+    member's own is in the pre-flight's log)."""
+    lag: PartitionLag = {}
+    for parts in per_member.values():
+        for partition, records in parts.items():
+            lag[partition] = lag.get(partition, 0) + records
+    return dict(sorted(lag.items()))
 
 
 def freshness_seconds(newest_timestamp_ms: int | None, now: datetime) -> float | None:
@@ -259,6 +293,8 @@ def ingest_metrics(
         processing_seconds=job.processing_seconds,
         recovered=job.recovered,
         lost_offsets=job.lost_offsets,
+        new_members=job.new_members,
+        missing_members=job.missing_members,
     )
 
 
@@ -335,6 +371,8 @@ def metric_points(metrics: RunMetrics) -> list[MetricPoint]:
         *gauge("lost_offsets", metrics.lost_offsets if metrics.ingested else None),
         *gauge("lag", total(metrics.lag_after)),
         *gauge("lag_before", total(metrics.lag_before)),
+        *gauge("new_members", None if metrics.new_members is None else len(metrics.new_members)),
+        *gauge("missing_members", None if metrics.missing_members is None else len(metrics.missing_members)),
     ]
     for partition, lag in sorted((metrics.lag_after or {}).items()):
         points += gauge(f"partition_lag.{partition}", lag, partition=str(partition))

@@ -16,7 +16,7 @@ from typing import Any
 from kafkalake.core.errors import KafkaConfigError, KafkalakeError, Kind, TopicMissingError, failure
 from kafkalake.core.job_failures import classify_text, security_failure
 from kafkalake.kafka.redaction import scrub
-from kafkalake.lake.checkpoint import CheckpointState, Offsets
+from kafkalake.lake.checkpoint import CheckpointState, FamilyCheckpointState, Offsets
 
 # confluent_kafka is imported inside the functions that talk to Kafka: the DAG file imports this module
 # (through the tasks) and parsing it never needs the client, which would add ~80 ms to every parse.
@@ -93,6 +93,61 @@ def decide(
     return Decision(False, "nothing new since the last run", lag)
 
 
+@dataclass(frozen=True)
+class FamilyDecision:
+    """:class:`Decision` of a family: the members' decisions together."""
+
+    run: bool
+    reason: str
+    #: Per member, records waiting per partition.
+    lag: dict[str, Offsets]
+    #: Per member, partitions whose unread records Kafka no longer holds.
+    expired: dict[str, dict[int, tuple[int, int]]] = field(default_factory=dict)
+    #: Members the checkpoint has never read that have records to read from ``starting_offsets``.
+    new: tuple[str, ...] = ()
+
+
+def decide_family(
+    checkpoint: FamilyCheckpointState | None,
+    marks: Mapping[str, Mapping[int, tuple[int, int]]],
+    starting_offsets: str,
+) -> FamilyDecision:
+    """Whether a family's ingest job must run: any member with anything new (:func:`decide` per
+    member), or a member new to the checkpoint with records from where ``starting_offsets`` reads.
+
+    ``marks``: Kafka's (earliest, end) offsets of every member Kafka has now. A member gone from
+    Kafka is no reason to run: its rows stay in the table, and the next run leaves it out.
+    """
+    lag: dict[str, Offsets] = {}
+    expired: dict[str, dict[int, tuple[int, int]]] = {}
+    reasons: list[str] = []
+    new: list[str] = []
+    for topic, parts in sorted(marks.items()):
+        ends = {p: high for p, (_low, high) in parts.items()}
+        lows = {p: low for p, (low, _high) in parts.items()}
+        if checkpoint is not None and topic in checkpoint.committed:
+            decision = decide(
+                CheckpointState(checkpoint.committed[topic], checkpoint.unfinished_batch), ends, lows
+            )
+            lag[topic] = decision.lag
+            if decision.expired:
+                expired[topic] = decision.expired
+            if decision.run:
+                reasons.append(f"{topic}: {decision.reason}")
+            continue
+        start = ends if starting_offsets == "latest" else lows
+        lag[topic] = {p: max(0, end - start.get(p, 0)) for p, end in sorted(ends.items())}
+        waiting = sum(lag[topic].values())
+        if checkpoint is not None and waiting:
+            new.append(topic)
+            reasons.append(f"{topic}: a new member, {waiting} records from {starting_offsets!r}")
+    if checkpoint is None:
+        return FamilyDecision(True, "first run: no checkpoint yet", lag, expired, tuple(new))
+    if reasons:
+        return FamilyDecision(True, "; ".join(reasons), lag, expired, tuple(new))
+    return FamilyDecision(False, "nothing new in any member since the last run", lag, expired)
+
+
 #: As the ingest reads (stream.ISOLATION_DEFAULTS): the end offset is then the last stable one, so
 #: a transaction still open is not "new records" that start a Spark job for nothing. librdkafka's
 #: default already; said here so a connection's other settings cannot hide it. Its own wins.
@@ -140,7 +195,9 @@ def security_error(topic: str, errors: list[Any], client_config: Mapping[str, st
     return None
 
 
-def _metadata(consumer: Any, topic: str, timeout: float, seen: list[Any], config: Mapping[str, str]) -> Any:
+def _metadata(
+    consumer: Any, topic: str | None, timeout: float, seen: list[Any], config: Mapping[str, str]
+) -> Any:
     """The topic's metadata; a security failure ends the wait at once, not after ``timeout``."""
     from confluent_kafka import KafkaException
 
@@ -150,7 +207,7 @@ def _metadata(consumer: Any, topic: str, timeout: float, seen: list[Any], config
             return consumer.list_topics(topic, timeout=max(0.1, min(1.0, deadline - time.monotonic())))
         except KafkaException:
             consumer.poll(0)  # serves error_cb
-            failed = security_error(topic, seen, config)
+            failed = security_error(topic or "(every topic)", seen, config)
             if failed is not None:
                 raise failed from None
             if time.monotonic() >= deadline:
@@ -209,6 +266,15 @@ def watermarks(
                     time.sleep(0.5)
             result[partition] = (int(low), int(high))
         return result
+    finally:
+        consumer.close()
+
+
+def topic_names(client_config: Mapping[str, str], timeout: float = 15.0) -> set[str]:
+    """Every topic the cluster has (a family's members are chosen among them)."""
+    consumer, seen = open_consumer(client_config, "kafkalake-preflight")
+    try:
+        return set(_metadata(consumer, None, timeout, seen, client_config).topics)
     finally:
         consumer.close()
 

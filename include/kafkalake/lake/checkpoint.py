@@ -8,7 +8,9 @@ batch's end offsets are what the table holds. The checkpoint may be local or on 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeVar, cast
 
 from kafkalake.lake import small_files
 from kafkalake.lake.small_files import Location, join
@@ -39,6 +41,22 @@ def _offsets_line(text: str, topic: str) -> Offsets | None:
                 continue  # the batch's metadata line: a topic named "conf" is a key there too
             if topic in loaded and isinstance(loaded[topic], dict):
                 return {int(p): int(o) for p, o in loaded[topic].items()}
+    return None
+
+
+def _all_topics_line(text: str) -> dict[str, Offsets] | None:
+    """The source-offsets JSON line of an offset-log file, every topic of it (a family's stream)."""
+    for line in text.replace("\x00", "").splitlines():
+        line = line.strip()
+        if line.startswith("{"):
+            loaded = json.loads(line)
+            if METADATA_FIELD in loaded:
+                continue
+            return {
+                str(t): {int(p): int(o) for p, o in parts.items()}
+                for t, parts in loaded.items()
+                if isinstance(parts, dict)
+            }
     return None
 
 
@@ -76,6 +94,36 @@ def _written_text(location: str, lines_needed: int) -> str | None:
     return text
 
 
+@dataclass(frozen=True)
+class FamilyCheckpointState:
+    """:class:`CheckpointState` of a stream of several topics (a family): per topic."""
+
+    committed: dict[str, Offsets]
+    unfinished_batch: bool
+
+
+def read_family_checkpoint(checkpoint: Location) -> FamilyCheckpointState | None:
+    """Read a Structured Streaming checkpoint of one Kafka source of several topics, every topic.
+
+    Raises:
+        ValueError: as :func:`read_checkpoint`.
+    """
+    found = _read_state(checkpoint, _all_topics_line)
+    return None if found is None else FamilyCheckpointState(found[0], found[1])
+
+
+def family_batch_end_offsets(checkpoint: Location, batch_id: int) -> dict[str, Offsets] | None:
+    """Every topic's end offsets of one micro-batch of a family's stream, as planned."""
+    text = small_files.read_text(join(checkpoint, "offsets", str(batch_id)))
+    return None if text is None else _all_topics_line(text)
+
+
+def family_starting_offsets(checkpoint: Location) -> dict[str, Offsets] | None:
+    """Every topic's offsets a family's stream pinned on its very first start."""
+    text = small_files.read_text(join(checkpoint, "sources", "0", "0"))
+    return None if text is None else _all_topics_line(text)
+
+
 def read_checkpoint(checkpoint: Location, topic: str) -> CheckpointState | None:
     """Read a Structured Streaming checkpoint of a single Kafka source.
 
@@ -84,6 +132,15 @@ def read_checkpoint(checkpoint: Location, topic: str) -> CheckpointState | None:
             the commit log is ahead of the offset log: the checkpoint is unreadable (the job
             rebuilds the position from the table).
     """
+    found = _read_state(checkpoint, lambda text: _offsets_line(text, topic))
+    return None if found is None else CheckpointState(found[0], found[1])
+
+
+_T = TypeVar("_T")
+
+
+def _read_state(checkpoint: Location, parse: Callable[[str], _T | None]) -> tuple[_T, bool] | None:
+    """(what ``parse`` reads of the newest committed batch's offsets, whether a batch is unfinished)."""
     offset_batches = batch_ids(join(checkpoint, "offsets"))
     commits = batch_ids(join(checkpoint, "commits"))
     if commits and (not offset_batches or commits[-1] > offset_batches[-1]):
@@ -92,6 +149,12 @@ def read_checkpoint(checkpoint: Location, topic: str) -> CheckpointState | None:
         # Delta would skip them as written: the records they cover never land.
         planned = f"offsets/{offset_batches[-1]}" if offset_batches else "no offsets file"
         raise ValueError(f"{checkpoint}: commits/{commits[-1]} is ahead of the offset log ({planned})")
+
+    def initial() -> _T | None:
+        # The Kafka source pins its starting offsets there on its very first start.
+        text = small_files.read_text(join(checkpoint, "sources", "0", "0"))
+        return None if text is None else parse(text)
+
     if offset_batches:
         newest = offset_batches[-1]
         committed_batches = set(commits)
@@ -104,16 +167,15 @@ def read_checkpoint(checkpoint: Location, topic: str) -> CheckpointState | None:
         }
         if committed_batches:
             _written_text(join(checkpoint, "commits", str(max(committed_batches))), COMMIT_LINES)
-        committed: Offsets = {}
+        committed: _T | None = None
         if done and (text := texts[done[-1]]) is not None:
-            committed = _offsets_line(text, topic) or {}
-        elif (initial := _initial_offsets(checkpoint, topic)) is not None:
-            committed = initial
-        return CheckpointState(committed, unfinished_batch=newest not in committed_batches)
-    initial = _initial_offsets(checkpoint, topic)
-    if initial is None:
-        return None
-    return CheckpointState(initial, unfinished_batch=False)
+            committed = parse(text)
+        else:
+            committed = initial()
+        empty = cast("_T", {})
+        return (empty if committed is None else committed), newest not in committed_batches
+    pinned = initial()
+    return None if pinned is None else (pinned, False)
 
 
 def batch_end_offsets(checkpoint: Location, topic: str, batch_id: int) -> Offsets | None:

@@ -9,6 +9,12 @@ keeps its progress in the table the same way. When the streaming checkpoint is l
 ahead of the table (the table was restored to an older version), the ingest rebuilds its position
 from here instead of re-reading Kafka from the start.
 
+A family's table (several topics: :mod:`kafkalake.config.family`) records every member's offsets and
+topic ID, one entry per topic: ``{"kafkalake": {"topics": {topic: {"end": {...}, "topic_id": id}},
+"batch": id, "query": id}}``. Each commit carries every member the table has ever held, those not
+read in the run included (a member deleted from Kafka keeps its last offsets and ID, so its
+re-creation is recognised).
+
 The newest recorded commit of the table's *current* state counts: a ``RESTORE`` to version v
 hides every commit after v, so the walk jumps back to v. Commits without the record (OPTIMIZE,
 VACUUM, a re-ingest's gap fill, a catch-up) are passed over.
@@ -41,10 +47,32 @@ class TablePosition:
     query: str | None = None
     #: Kafka's topic ID the offsets were read from (a re-created topic has a new one).
     topic_id: str | None = None
+    #: A family's table: per member topic, its offsets (``end`` is then empty) and its topic ID.
+    members: Mapping[str, Offsets] | None = None
+    member_ids: Mapping[str, str] | None = None
 
     def describe(self) -> str:
-        spots = ", ".join(f"partition {p}: {o}" for p, o in sorted(self.end.items()))
+        if self.members is not None:
+            spots = "; ".join(f"{t}: {_spots(o)}" for t, o in sorted(self.members.items()))
+        else:
+            spots = _spots(self.end)
         return f"version {self.version} ({spots})"
+
+    def member(self, topic: str) -> TablePosition | None:
+        """A family member's own position, as a single topic's reads; None when it holds none."""
+        if self.members is None or topic not in self.members:
+            return None
+        return TablePosition(
+            self.version,
+            dict(self.members[topic]),
+            self.batch,
+            self.query,
+            (self.member_ids or {}).get(topic),
+        )
+
+
+def _spots(end: Mapping[int, int]) -> str:
+    return ", ".join(f"partition {p}: {o}" for p, o in sorted(end.items()))
 
 
 def commit_metadata(end: Mapping[int, int], batch: int, query: str, topic_id: str | None = None) -> str:
@@ -59,6 +87,19 @@ def commit_metadata(end: Mapping[int, int], batch: int, query: str, topic_id: st
     return json.dumps({METADATA_KEY: record}, sort_keys=True)
 
 
+def family_commit_metadata(
+    ends: Mapping[str, Mapping[int, int]], topic_ids: Mapping[str, str], batch: int, query: str
+) -> str:
+    """The ``userMetadata`` of a family's micro-batch commit: every member's offsets and ID."""
+    members: dict[str, Any] = {}
+    for topic, end in sorted(ends.items()):
+        members[topic] = {"end": {str(p): o for p, o in sorted(end.items())}}
+        if topic_ids.get(topic):
+            members[topic]["topic_id"] = topic_ids[topic]
+    record = {"topics": members, "batch": batch, "query": query}
+    return json.dumps({METADATA_KEY: record}, sort_keys=True)
+
+
 def _recorded(commit: Mapping[str, Any]) -> dict[str, Any] | None:
     text = commit.get("userMetadata")
     if not text:
@@ -67,7 +108,9 @@ def _recorded(commit: Mapping[str, Any]) -> dict[str, Any] | None:
         record = json.loads(text).get(METADATA_KEY)
     except (ValueError, AttributeError):
         return None
-    return record if isinstance(record, dict) and isinstance(record.get("end"), dict) else None
+    if not isinstance(record, dict):
+        return None
+    return record if isinstance(record.get("end"), dict) or isinstance(record.get("topics"), dict) else None
 
 
 def _restored_to(commit: Mapping[str, Any], history: list[Mapping[str, Any]]) -> int | None:
@@ -102,6 +145,9 @@ def position_in(history: Iterable[Mapping[str, Any]]) -> TablePosition | None:
         record = _recorded(commit)
         if record is None:
             continue
+        if found is None and isinstance(record.get("topics"), dict):
+            # Each of a family's commits records every member it ever held: the newest is whole.
+            return _family_position(version, record)
         if found is None:
             found = TablePosition(
                 version=version,
@@ -116,6 +162,22 @@ def position_in(history: Iterable[Mapping[str, Any]]) -> TablePosition | None:
         if record.get("topic_id"):
             return replace(found, topic_id=record["topic_id"])
     return found
+
+
+def _family_position(version: int, record: Mapping[str, Any]) -> TablePosition:
+    members = {
+        str(t): {int(p): int(o) for p, o in (m.get("end") or {}).items()}
+        for t, m in record["topics"].items()
+        if isinstance(m, dict)
+    }
+    ids = {
+        str(t): str(m["topic_id"])
+        for t, m in record["topics"].items()
+        if isinstance(m, dict) and m.get("topic_id")
+    }
+    return TablePosition(
+        version, {}, record.get("batch"), record.get("query"), members=members, member_ids=ids
+    )
 
 
 def read_position(location: str, limit: int = 1000) -> TablePosition | None:
@@ -163,6 +225,20 @@ def identity_failure(topic: str, current_id: str | None, position: TablePosition
         return failure(Kind.BROKER_UNREACHABLE, unknown_id_message(topic, position))
     recreated = recreated_message(topic, current_id, position)
     return None if recreated is None else failure(Kind.TOPIC_RECREATED, recreated)
+
+
+def family_identity_failure(
+    current_ids: Mapping[str, str | None], position: TablePosition | None
+) -> Failure | None:
+    """:func:`identity_failure` of each family member Kafka has now (``current_ids``: its ID, or None
+    when Kafka did not say): the first member whose offsets may not be read on."""
+    if position is None:
+        return None
+    for topic, current in sorted(current_ids.items()):
+        failed = identity_failure(topic, current, position.member(topic))
+        if failed is not None:
+            return failed
+    return None
 
 
 def furthest(positions: Iterable[TablePosition | None]) -> Offsets:

@@ -84,7 +84,9 @@ def test_a_corrupt_checkpoint_is_left_to_the_job_which_rebuilds_it(monkeypatch, 
     with caplog.at_level("WARNING"):
         assert tasks.check_new_offsets("orders", str(checkpoint), "kafka_default") is True
     assert "cannot be read" in caplog.text
-    topic = SimpleNamespace(name="orders", checkpoint_path=str(checkpoint), starting_offsets="earliest")
+    topic = SimpleNamespace(
+        name="orders", checkpoint_path=str(checkpoint), starting_offsets="earliest", is_family=False
+    )
     assert run_metrics_emit.lag_now({}, topic) is None  # unknown: a metric never fails the run
 
 
