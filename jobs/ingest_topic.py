@@ -89,6 +89,14 @@ def main(argv: list[str] | None = None) -> int:
     except (CatalogError, KafkaConfigError) as err:
         return report(failure(Kind.BAD_CONFIG, f"topic {args.topic!r}: {err}"))
     if args.reingest_from is not None:
+        if topic.is_family:
+            return report(
+                failure(
+                    Kind.REINGEST_REFUSED,
+                    f"entry {topic.name!r} is a family of topics: a re-ingest reads one topic's window "
+                    "and is not supported for a family yet. Nothing was read or written",
+                )
+            )
         return reingest(topic, client_config, args.reingest_from)
     return ingest(topic, client_config, started, follow_ups=not args.no_follow_ups)
 

@@ -218,6 +218,14 @@ def kafka_config(topic: TopicConfig, bootstrap_servers: str | None) -> dict[str,
     return kafka_config_for(topic.kafka_conn_id)
 
 
+def family_refusal(topic: TopicConfig) -> str:
+    """Why a family entry is not refreshed: a member deleted from Kafka keeps rows only the table has."""
+    return (
+        f"entry {topic.name!r} is a family of {topic.kafka_source}: a full refresh of a family is not "
+        "supported yet (a member deleted from Kafka has rows only the table holds). Nothing was deleted"
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--topic", required=True, help="topic name, as in the catalog")
@@ -233,6 +241,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     lake = lake_root()
     topic = load_catalog(catalog_path(), lake).topic(args.topic)
+    if topic.is_family:
+        print(f"full refresh REFUSED: {family_refusal(topic)}", file=sys.stderr)
+        return 1
     client = kafka_config(topic, args.bootstrap_servers)
     compacted = is_compacted(topic_config(client, topic.name))
     decision = plan(topic, watermarks(client, topic.name), compacted, args.allow_compacted)

@@ -35,7 +35,15 @@ from kafkalake.config.tables import topic_tables
 from kafkalake.config.topic import TopicConfig
 from kafkalake.core.errors import Kind, TableStateError, failure
 from kafkalake.lake import small_files, store_settings, table_position
-from kafkalake.lake.checkpoint import CheckpointState, Offsets, batch_ids, read_checkpoint, starting_offsets
+from kafkalake.lake.checkpoint import (
+    CheckpointState,
+    Offsets,
+    batch_ids,
+    family_starting_offsets,
+    read_checkpoint,
+    read_family_checkpoint,
+    starting_offsets,
+)
 from kafkalake.lake.small_files import Location, join
 from kafkalake.lake.table_position import TablePosition
 
@@ -104,13 +112,34 @@ def landed_records(checkpoint: Location, topic: str) -> int | None:
     return sum(max(0, end - start.get(p, 0)) for p, end in state.committed.items())
 
 
+def landed_by_family(checkpoint: Location) -> int | None:
+    """:func:`landed_records` of a family's checkpoint: every topic's records."""
+    try:
+        state = read_family_checkpoint(checkpoint)
+    except ValueError:
+        return None
+    if state is None:
+        return None
+    start = family_starting_offsets(checkpoint) or {}
+    return sum(
+        max(0, end - start.get(t, {}).get(p, 0))
+        for t, parts in state.committed.items()
+        for p, end in parts.items()
+    )
+
+
 def check_safe_to_start(topic: TopicConfig) -> None:
     """Raise :class:`TableStateError` (its text is the on-call message) when starting is unsafe.
 
     The ingest job calls this first, before creating the table or starting the stream, and on
     ``TableStateError`` reports ``Failure(err.kind, str(err))`` (exit code 74, not retried).
     """
-    reason = refusal(topic, read_table(topic.path), landed_records(topic.checkpoint_path, topic.name))
+    landed = (
+        landed_by_family(topic.checkpoint_path)
+        if topic.is_family
+        else landed_records(topic.checkpoint_path, topic.name)
+    )
+    reason = refusal(topic, read_table(topic.path), landed)
     if reason is not None:
         raise TableStateError(failure(Kind.TABLE_STATE, reason).message)
 

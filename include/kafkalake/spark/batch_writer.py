@@ -37,7 +37,7 @@ from kafkalake.core import kill_points
 from kafkalake.core.errors import Kind
 from kafkalake.kafka import gaps
 from kafkalake.lake import parsed_backlog, table_position
-from kafkalake.lake.checkpoint import batch_end_offsets, starting_offsets
+from kafkalake.lake.checkpoint import batch_end_offsets, family_batch_end_offsets, starting_offsets
 from kafkalake.lake.checkpoint_lock import fence
 from kafkalake.spark import data_loss, driver_kafka, parse_columns
 from kafkalake.spark.batch_cache import cached
@@ -176,6 +176,11 @@ class BatchWriter:
         self.recovered = ""
         #: Kafka's ID of the topic, recorded with the offsets (None when the task did not say).
         self.topic_id = topic_id
+        #: A family's: the offsets and IDs the table records of every member it holds (carried into
+        #: each commit, so a member not read this run keeps its record), and the IDs of the members
+        #: read this run, as Kafka said them at start.
+        self.family_known: dict[str, dict[int, int]] = {}
+        self.family_ids: dict[str, str] = {}
         #: Whether a batch's parsed rows are first written straight from the parse (_write_direct);
         #: not for a latest-row table, whose MERGE reads the cached parse.
         self.direct_parse = not self.config.latest_by_key
@@ -243,6 +248,13 @@ class BatchWriter:
         """The batch's end offsets from the checkpoint's offset log (planned before the batch ran)."""
         if not self.records_position:
             return None
+        if self.topic.is_family:
+            ends = family_batch_end_offsets(self.topic.checkpoint_path, batch_id)
+            if ends is None:
+                return None
+            return table_position.family_commit_metadata(
+                {**self.family_known, **ends}, self.family_ids, batch_id, app_id
+            )
         end = batch_end_offsets(self.topic.checkpoint_path, self.topic.name, batch_id)
         if end is None:
             return None

@@ -92,3 +92,15 @@ def topic_id(spark: SparkSession, client_config: Mapping[str, str], topic: str) 
     if found is None or found.equals(jvm.org.apache.kafka.common.Uuid.ZERO_UUID):
         return None
     return table_position.standard_topic_id(str(found.toString()))
+
+
+def topic_names(spark: SparkSession, client_config: Mapping[str, str]) -> set[str]:
+    """Every topic the cluster has (a family's members are chosen among them); Kafka's own internal
+    topics are left out, as a pattern subscription leaves them out."""
+    jvm, props = _properties(spark, client_config, "kafkalake-topic-names")
+    admin = jvm.org.apache.kafka.clients.admin.Admin.create(props)
+    try:
+        names = admin.listTopics().names().get(TIMEOUT_S, jvm.java.util.concurrent.TimeUnit.SECONDS)
+        return {str(name) for name in names}
+    finally:
+        admin.close()

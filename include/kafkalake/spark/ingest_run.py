@@ -20,13 +20,15 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from kafkalake.config.family import resolve_members
 from kafkalake.config.topic import TopicConfig
-from kafkalake.core.errors import Failure, KafkalakeError, Kind, failure, failure_of
+from kafkalake.core.errors import Failure, KafkalakeError, Kind, TopicMissingError, failure, failure_of
 from kafkalake.core.job_failures import classify_spark_error, exception_text
 from kafkalake.core.run_metrics import JobMetrics
 from kafkalake.lake import parsed_backlog
 from kafkalake.lake.checkpoint_lock import checkpoint_lock
-from kafkalake.lake.start_plan import check_safe_to_start, plan_start
+from kafkalake.lake.family_start import FamilyStart, known_members, plan_family_start
+from kafkalake.lake.start_plan import StartPlan, check_safe_to_start, plan_start
 from kafkalake.spark import driver_kafka
 from kafkalake.spark.batch_writer import BatchWriter
 from kafkalake.spark.catch_up import catch_up_if_behind
@@ -36,6 +38,7 @@ from kafkalake.spark.stream import ensure_table, start_ingest
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+    from pyspark.sql.streaming import StreamingQuery
 
 log = logging.getLogger("kafkalake.ingest")
 
@@ -73,6 +76,11 @@ class IngestRun:
         self.stream_done: float | None = None
         #: Why the parsed tables could not catch up from bronze (bronze is current), as raised.
         self.catch_up_error: Exception | None = None
+        #: A family's: its members' IDs as Kafka said them at start (the members read), the members
+        #: read for the first time, and those Kafka does not have.
+        self.member_ids: dict[str, str | None] = {}
+        self.new_members: list[str] = []
+        self.missing_members: list[str] = []
 
     def land(self) -> Failure | None:
         """Run the sequence; the parsed side's failure when it stays behind bronze, else None.
@@ -85,22 +93,32 @@ class IngestRun:
         from pyspark.errors.exceptions.captured import CapturedException
 
         topic, writer = self.topic, self.writer
-        log.info("ingesting topic %s into %s (checkpoint %s)", topic.name, topic.path, topic.checkpoint_path)
-        if writer.topic_id is None:
-            writer.topic_id = driver_kafka.topic_id(self.spark, self.client_config, topic.name)
-        plan = plan_start(topic, writer.topic_id)
-        if plan.rebuild_from is None:
-            check_safe_to_start(topic)
+        log.info(
+            "ingesting %s into %s (checkpoint %s)", topic.kafka_source, topic.path, topic.checkpoint_path
+        )
+        if topic.is_family:
+            family = self._family_plan()
+            if family.rebuild_from is None:
+                check_safe_to_start(topic)
+        else:
+            if writer.topic_id is None:
+                writer.topic_id = driver_kafka.topic_id(self.spark, self.client_config, topic.name)
+            plan = plan_start(topic, writer.topic_id)
+            if plan.rebuild_from is None:
+                check_safe_to_start(topic)
         # The table first: the run lock's file lives in the table's folder, and Delta creates a
         # table only in a folder that is empty or already a table.
         writer.tables_exist(ensure_table(self.spark, topic))
         # Two runs of one topic never share the checkpoint, whatever started them.
         with checkpoint_lock(topic.checkpoint_path):
             # Decided again under the lock: a run that held it meanwhile may have moved things on.
-            plan = plan_start(topic, writer.topic_id)
-            writer.recovered = apply_start_plan(topic, plan, writer)
-            writer.resume_backlog()
-            query = start_ingest(self.spark, topic, self.client_config, writer, plan.rebuild_from)
+            if topic.is_family:
+                query = self._start_family()
+            else:
+                plan = plan_start(topic, writer.topic_id)
+                writer.recovered = apply_start_plan(topic, plan, writer)
+                writer.resume_backlog()
+                query = start_ingest(self.spark, topic, self.client_config, writer, plan.rebuild_from)
             self.streaming = time.monotonic()
             try:
                 query.awaitTermination()
@@ -114,6 +132,60 @@ class IngestRun:
         log.info("done: %s", writer.stats.summary())
         self.stream_done = time.monotonic()
         return behind
+
+    def _family_plan(self) -> FamilyStart:
+        """A family's members as Kafka has them now, their IDs, and where its stream starts.
+
+        Raises:
+            TopicMissingError: Kafka has none of the members.
+        """
+        topic = self.topic
+        members = resolve_members(
+            topic.members,
+            topic.topic_pattern,
+            driver_kafka.topic_names(self.spark, self.client_config),
+            known_members(topic),
+        )
+        self.missing_members = list(members.missing)
+        if members.missing:
+            log.warning(
+                "%s: members %s are not in Kafka (deleted, or not created yet): their rows stay in the "
+                "table, the other members are read",
+                topic.name,
+                ", ".join(members.missing),
+            )
+        if not members.present:
+            detail = f"entry {topic.name!r}: Kafka has none of its {topic.kafka_source}"
+            raise TopicMissingError(failure(Kind.TOPIC_MISSING, detail).message)
+        self.member_ids = {
+            t: driver_kafka.topic_id(self.spark, self.client_config, t) for t in members.present
+        }
+        return plan_family_start(topic, members.present, self.member_ids)
+
+    def _start_family(self) -> StreamingQuery:
+        """Under the run lock: plan the family's start again, apply it, start its stream."""
+        topic, writer = self.topic, self.writer
+        plan = plan_family_start(topic, list(self.member_ids), self.member_ids)
+        writer.family_known = plan.known
+        writer.family_ids = {**plan.known_ids, **{t: i for t, i in self.member_ids.items() if i}}
+        if plan.rebuild_from is not None:
+            writer.recovered = apply_start_plan(topic, StartPlan(rebuild_from={}, reason=plan.reason), writer)
+        self.new_members = list(plan.new)
+        for member in plan.new:
+            log.warning(
+                "%s: new member %s, read from the entry's starting_offsets (%s)",
+                topic.name,
+                member,
+                topic.starting_offsets,
+            )
+        return start_ingest(
+            self.spark,
+            topic,
+            self.client_config,
+            writer,
+            members=plan.members,
+            family_start=plan.rebuild_from,
+        )
 
     def execute(self) -> Failure | None:
         """:meth:`land`, with what stopped it as the job's on-call failure (None: all landed)."""
@@ -173,4 +245,7 @@ class IngestRun:
         metrics = self.writer.stats.job_metrics(
             startup_seconds=startup, processing_seconds=done - (self.streaming or done)
         )
-        return replace(metrics, follow_ups=dict(follow_ups or {}), recovered=self.writer.recovered)
+        metrics = replace(metrics, follow_ups=dict(follow_ups or {}), recovered=self.writer.recovered)
+        if self.topic.is_family:
+            metrics = replace(metrics, new_members=self.new_members, missing_members=self.missing_members)
+        return metrics

@@ -9,7 +9,7 @@ twice.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from kafkalake.config.tables import topic_tables
@@ -127,6 +127,7 @@ ISOLATION_DEFAULTS = {"kafka.isolation.level": "read_committed"}
 def source_options(topic: TopicConfig, client_config: Mapping[str, str]) -> dict[str, str]:
     """Options for Spark's Kafka source; Java client settings take the ``kafka.`` prefix."""
     options = {
+        # A family reads the members the job found in Kafka at start (start_ingest).
         "subscribe": topic.name,
         "startingOffsets": topic.starting_offsets,
         "failOnDataLoss": str(topic.fail_on_data_loss).lower(),
@@ -156,6 +157,28 @@ def starting_offsets_option(topic: str, starting: Mapping[int, int], partitions:
     return json.dumps({topic: {str(p): o for p, o in sorted(offsets.items())}})
 
 
+#: Spark's word for "a partition's latest offset" in a ``startingOffsets`` JSON.
+LATEST = -1
+
+
+def family_starting_offsets_option(
+    starting: Mapping[str, Mapping[int, int] | None], partitions: Mapping[str, Iterable[int]], default: str
+) -> str:
+    """The ``startingOffsets`` JSON of a family's stream started from the table's position.
+
+    Every partition of every member read is named (Spark refuses the query otherwise): a member's
+    offsets the table records, its partitions the table does not know from their earliest offset;
+    a member the table holds nothing of (None) from ``default``, the entry's ``starting_offsets``.
+    """
+    spots: dict[str, dict[str, int]] = {}
+    for topic, parts in sorted(partitions.items()):
+        known = starting.get(topic)
+        fresh = LATEST if known is None and default == "latest" else EARLIEST
+        offsets = {p: fresh for p in parts} | dict(known or {})
+        spots[topic] = {str(p): o for p, o in sorted(offsets.items())}
+    return json.dumps(spots)
+
+
 def to_bronze(kafka_rows: DataFrame) -> DataFrame:
     from pyspark.sql import functions as F
 
@@ -178,6 +201,9 @@ def start_ingest(
     client_config: Mapping[str, str],
     writer: BatchWriter,
     starting: Mapping[int, int] | None = None,
+    *,
+    members: Sequence[str] = (),
+    family_start: Mapping[str, Mapping[int, int] | None] | None = None,
 ) -> StreamingQuery:
     """Start the availableNow stream: everything new since the checkpoint, then stop.
 
@@ -186,7 +212,15 @@ def start_ingest(
     (:func:`kafkalake.lake.start_plan.plan_start`); a checkpoint's own offsets always win.
     """
     options = source_options(topic, client_config)
-    if starting is not None:
+    if topic.is_family:
+        # The members named, not the pattern: specific starting offsets must name every partition.
+        options["subscribe"] = ",".join(members)
+        if family_start is not None:
+            parts = {t: partition_ids(spark, client_config, t) for t in members}
+            options["startingOffsets"] = family_starting_offsets_option(
+                family_start, parts, topic.starting_offsets
+            )
+    elif starting is not None:
         now = partition_ids(spark, client_config, topic.name)
         options["startingOffsets"] = starting_offsets_option(topic.name, starting, now)
     source = spark.readStream.format("kafka").options(**options).load()
