@@ -96,6 +96,7 @@ LONGEST_FIRST = (
     "tests/integration/test_object_store.py",
     "tests/integration/test_retries.py",
     "tests/integration/test_kill_and_rerun.py",
+    "tests/integration/test_families.py",
     "tests/integration/test_disk_full.py",
     "tests/integration/test_ingest_dag.py",
     # One worker runs these two: they share one `airflow standalone` (SHARED_SERVER).

@@ -73,6 +73,11 @@ topics:
     parsed: {latest_by_key: true}
   - name: it-recreated-dag
     freshness_sla: 1h
+  - topic_pattern: "it-fam-[a-z]+"
+    table: it_family
+    freshness_sla: 1h
+    max_offsets_per_trigger: 10
+    parsed: false
   - name: it-kill-care
     freshness_sla: 1h
     max_offsets_per_trigger: 250

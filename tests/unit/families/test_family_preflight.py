@@ -4,6 +4,8 @@ read per topic."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from kafkalake.kafka.offsets import decide_family
@@ -66,3 +68,38 @@ def test_a_family_checkpoint_is_read_per_topic(tmp_path):
     assert read.committed == {"a": {0: 4, 1: 2}, "b": {0: 3}}
     assert family_batch_end_offsets(str(checkpoint), 1) == {"a": {0: 6, 1: 2}, "b": {0: 3}}
     assert read_family_checkpoint(str(tmp_path / "none")) is None
+
+
+def test_a_familys_start_names_every_partition_of_every_member_read():
+    from kafkalake.spark.stream import family_starting_offsets_option
+
+    option = family_starting_offsets_option(
+        {"a": {0: 4}, "new": None, "gone": {0: 9}}, {"a": [0, 1], "new": [0, 1]}, "latest"
+    )
+    # a's partition 1, new to the table, from its earliest; a new member from `latest`; a member
+    # not read (gone from Kafka) is not named: Spark refuses partitions it is not assigned.
+    assert json.loads(option) == {"a": {"0": 4, "1": -2}, "new": {"0": -1, "1": -1}}
+    assert json.loads(family_starting_offsets_option({"new": None}, {"new": [0]}, "earliest")) == {
+        "new": {"0": -2}
+    }
+
+
+def test_a_familys_dag_hands_its_members_to_the_preflight(tmp_path, monkeypatch):
+    from kafkalake.airflow.dag_factory import build_dags
+
+    catalog = tmp_path / "topics.yaml"
+    catalog.write_text(
+        "topics:\n  - topic_pattern: 'clicks-.*'\n    table: clicks\n"
+        "    freshness_sla: 1h\n    parsed: false\n"
+    )
+    monkeypatch.setenv("KAFKALAKE_CATALOG", str(catalog))
+    monkeypatch.setenv("KAFKALAKE_LAKE_ROOT", str(tmp_path / "lake"))
+    dag = build_dags(strict=True)["ingest_clicks"]
+    preflight = dag.get_task("check_new_offsets")
+    assert preflight.op_kwargs["family"] == {
+        "topics": [],
+        "topic_pattern": "clicks-.*",
+        "starting_offsets": "earliest",
+    }
+    assert dag.get_task("ingest").application_args == ["--topic", "clicks"]
+    assert "topics matching `clicks-.*`" in dag.doc_md

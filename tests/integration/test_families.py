@@ -1,0 +1,202 @@
+"""A family of topics (the integration catalog's ``topic_pattern: it-fam-[a-z]+``, table
+``it_family``) in one bronze table, through its DAG and its ingest job: three members land, an idle
+run starts no JVM, a member created between two runs is picked up and a deleted one reported, a
+SIGKILL mid-run and a rerun, and a lost checkpoint rebuilt from the table. After each, every
+(topic, partition, offset) Kafka holds is in bronze exactly once.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from confluent_kafka.admin import AdminClient
+
+from kafkalake.config.catalog import load_catalog
+from kafkalake.config.topic import TopicConfig
+from kafkalake.core import kill_points
+from kafkalake.core.run_metrics import XCOM_KEY as METRICS_XCOM_KEY
+from kafkalake.dev import local_airflow, producer
+from kafkalake.dev.broker import LocalKafka
+from kafkalake.dev.producer import Record
+from kafkalake.dev.standalone_airflow import wait_for
+from kafkalake.kafka.offsets import end_offsets, topic_id
+from kafkalake.lake.table_position import read_position, standard_topic_id
+from kafkalake.launch import jobs
+from kafkalake.launch.handover import ENV_CLIENT_CONFIG_FILE, ENV_KEEP_CLIENT_CONFIG_FILE
+
+from .helpers import read_rows, table_version
+
+pytestmark = [pytest.mark.integration, pytest.mark.families]
+
+FAMILY = "it_family"
+#: Partitions of each member; it-fam-d is created between the first runs, it-fam-c deleted.
+MEMBERS = {"it-fam-a": 2, "it-fam-b": 1, "it-fam-c": 1}
+NEW_MEMBER = "it-fam-d"
+#: A DAG run registers nothing (the first would start a JVM for it); table care is not due.
+NOT_REGISTERED = "register_table|maintain_table"
+
+
+@pytest.fixture(scope="module")
+def family(catalog_file: Path, lake: Path, kafka: LocalKafka) -> TopicConfig:
+    config = load_catalog(catalog_file, lake).topic(FAMILY)
+    for name, partitions in MEMBERS.items():
+        producer.create_topic(kafka.bootstrap_servers, name, partitions=partitions)
+        produce(kafka, name, 6, partitions)
+    # Matches no member: the whole name must match, as with Spark's subscribePattern.
+    producer.create_topic(kafka.bootstrap_servers, "it-fam-x1", partitions=1)
+    produce(kafka, "it-fam-x1", 3, 1)
+    return config
+
+
+@pytest.fixture(scope="module")
+def deleted() -> dict[str, int]:
+    """Records of members deleted from Kafka, which the table keeps: {topic: rows}."""
+    return {}
+
+
+def produce(kafka: LocalKafka, topic: str, count: int, partitions: int) -> None:
+    records = [
+        Record(f"{topic}-{i}".encode(), f'{{"n": {i}}}'.encode(), i % partitions) for i in range(count)
+    ]
+    assert len(producer.produce(kafka.bootstrap_servers, topic, records)) == count
+
+
+def assert_every_spot_once(family: TopicConfig, kafka: LocalKafka, deleted: dict[str, int]) -> list[dict]:
+    """Every (topic, partition, offset) of every member Kafka has is in bronze once; a deleted
+    member's rows are there once each too; nothing else is."""
+    rows = read_rows(Path(family.path))
+    spots = Counter((r["topic"], r["partition"], r["offset"]) for r in rows)
+    twice = [spot for spot, n in spots.items() if n > 1]
+    assert not twice, f"landed more than once: {twice[:5]}"
+    config = {"bootstrap.servers": kafka.bootstrap_servers}
+    members = sorted({*MEMBERS, NEW_MEMBER} - set(deleted))
+    expected = {
+        (t, p, o)
+        for t in members
+        if topic_id(config, t) is not None
+        for p, end in end_offsets(config, t).items()
+        for o in range(end)
+    }
+    kept = {spot for spot in spots if spot[0] in deleted}
+    assert {t: sum(1 for s in kept if s[0] == t) for t in deleted} == deleted
+    assert set(spots) - kept == expected
+    return rows
+
+
+def run_job(family: TopicConfig, catalog: Path, lake: Path, kafka: LocalKafka, tmp: Path, **env: str) -> int:
+    settings = tmp / "kafka.json"
+    settings.write_text(json.dumps({"bootstrap.servers": kafka.bootstrap_servers}))
+    cmd = jobs.command("ingest_topic", family.name, catalog=catalog, lake=lake)
+    full_env = {
+        **jobs.environment(catalog, lake),
+        ENV_CLIENT_CONFIG_FILE: str(settings),
+        ENV_KEEP_CLIENT_CONFIG_FILE: "1",
+        **env,
+    }
+    process = subprocess.Popen(cmd, env=full_env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        return process.wait(timeout=600)
+    finally:
+        if process.poll() is None:
+            process.kill()
+
+
+def test_three_members_land_in_one_table_each_offset_once(airflow_env, kafka, family, deleted):
+    run = local_airflow.test_dag(airflow_env, family.dag_id, sync=False, mark_success=NOT_REGISTERED)
+
+    assert run.task_states["ingest"] == "success"
+    rows = assert_every_spot_once(family, kafka, deleted)
+    assert Counter(r["topic"] for r in rows) == {"it-fam-a": 6, "it-fam-b": 6, "it-fam-c": 6}
+    # Each member's offsets and topic ID are in the table's Delta log.
+    position = read_position(family.path)
+    assert position is not None and position.members == {
+        "it-fam-a": {0: 3, 1: 3},
+        "it-fam-b": {0: 6},
+        "it-fam-c": {0: 6},
+    }
+    config = {"bootstrap.servers": kafka.bootstrap_servers}
+    assert position.member_ids == {t: standard_topic_id(topic_id(config, t) or "") for t in MEMBERS}
+
+
+def test_an_idle_run_starts_no_jvm_and_adds_no_version(airflow_env, family):
+    version = table_version(Path(family.path))
+
+    run = local_airflow.test_dag(airflow_env, family.dag_id, sync=False, mark_success=NOT_REGISTERED)
+
+    assert run.task_states["check_new_offsets"] == "success"
+    assert run.task_states["ingest"] == "skipped"
+    assert "Spark-Submit cmd" not in run.output
+    assert "nothing new in any member since the last run" in run.output
+    assert table_version(Path(family.path)) == version
+
+
+def test_a_member_created_between_runs_is_read_and_a_deleted_one_reported(
+    airflow_env, kafka, family, deleted
+):
+    config = {"bootstrap.servers": kafka.bootstrap_servers}
+    admin = AdminClient(config)  # kept: a collected client cancels its requests
+    admin.delete_topics(["it-fam-c"])["it-fam-c"].result(timeout=30)
+    wait_for(
+        lambda: topic_id(config, "it-fam-c") is None, what="it-fam-c to be deleted", timeout=60, every=0.5
+    )
+    deleted["it-fam-c"] = 6
+    producer.create_topic(kafka.bootstrap_servers, NEW_MEMBER, partitions=2)
+    produce(kafka, NEW_MEMBER, 5, 2)
+    produce(kafka, "it-fam-a", 4, 2)
+
+    run = local_airflow.test_dag(airflow_env, family.dag_id, sync=False, mark_success=NOT_REGISTERED)
+
+    assert "it-fam-d: a new member, 5 records from 'earliest'" in run.output
+    assert "members it-fam-c are not in Kafka" in run.output
+    metrics = local_airflow.xcom_value(Path(airflow_env["AIRFLOW_HOME"]), run, "ingest", METRICS_XCOM_KEY)
+    assert metrics["new_members"] == [NEW_MEMBER]
+    assert metrics["missing_members"] == ["it-fam-c"]
+    assert metrics["rows"] == 9
+    rows = assert_every_spot_once(family, kafka, deleted)
+    assert Counter(r["topic"] for r in rows)[NEW_MEMBER] == 5
+    # The deleted member keeps its record (its re-creation would be told by a new topic ID).
+    position = read_position(family.path)
+    assert position is not None and position.members is not None
+    assert position.members["it-fam-c"] == {0: 6} and "it-fam-c" in (position.member_ids or {})
+
+
+def test_sigkill_mid_run_then_rerun_lands_every_offset_once(
+    catalog_file, lake, kafka, family, deleted, tmp_path
+):
+    for name, partitions in (("it-fam-a", 2), ("it-fam-b", 1), (NEW_MEMBER, 2)):
+        produce(kafka, name, 12, partitions)  # 36 records: four batches of at most 10
+    before = len(read_rows(Path(family.path)))
+
+    # Killed right after its second batch's bronze commit, before the checkpoint records the batch.
+    killed = run_job(
+        family,
+        catalog_file,
+        lake,
+        kafka,
+        tmp_path,
+        **{kill_points.ENV_KILL_AT: "ingest:after_bronze_commit", kill_points.ENV_KILL_AFTER: "1"},
+    )
+    assert killed in (-9, 137)  # SIGKILL: the job itself, or spark-submit reporting it
+    partial = read_rows(Path(family.path))
+    assert before < len(partial) < before + 36
+
+    assert run_job(family, catalog_file, lake, kafka, tmp_path) == 0
+    assert len(assert_every_spot_once(family, kafka, deleted)) == before + 36
+
+
+def test_a_lost_checkpoint_is_rebuilt_from_the_table(catalog_file, lake, kafka, family, deleted, tmp_path):
+    produce(kafka, "it-fam-b", 3, 1)
+    produce(kafka, NEW_MEMBER, 4, 2)
+    shutil.move(family.checkpoint_path, tmp_path / "lost-checkpoint")
+
+    assert run_job(family, catalog_file, lake, kafka, tmp_path) == 0
+
+    rows = assert_every_spot_once(family, kafka, deleted)
+    assert Counter(r["topic"] for r in rows)["it-fam-b"] == 6 + 12 + 3
+    assert os.path.isdir(family.checkpoint_path)
