@@ -2,7 +2,8 @@
 ``it_family``) in one bronze table, through its DAG and its ingest job: three members land, an idle
 run starts no JVM, a member created between two runs is picked up and a deleted one reported, a
 SIGKILL mid-run and a rerun, and a lost checkpoint rebuilt from the table. After each, every
-(topic, partition, offset) Kafka holds is in bronze exactly once.
+(topic, partition, offset) Kafka holds is in bronze exactly once. Last, the deleted member created
+again: the pre-flight stops the run (topic_recreated), no JVM.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from kafkalake.core import kill_points
 from kafkalake.core.run_metrics import XCOM_KEY as METRICS_XCOM_KEY
 from kafkalake.dev import local_airflow, producer
 from kafkalake.dev.broker import LocalKafka
+from kafkalake.dev.local_airflow import DagRunError
 from kafkalake.dev.producer import Record
 from kafkalake.dev.standalone_airflow import wait_for
 from kafkalake.kafka.offsets import end_offsets, topic_id
@@ -200,3 +202,20 @@ def test_a_lost_checkpoint_is_rebuilt_from_the_table(catalog_file, lake, kafka, 
     rows = assert_every_spot_once(family, kafka, deleted)
     assert Counter(r["topic"] for r in rows)["it-fam-b"] == 6 + 12 + 3
     assert os.path.isdir(family.checkpoint_path)
+
+
+def test_a_member_deleted_and_created_again_stops_the_run_before_any_jvm(airflow_env, kafka, family):
+    # it-fam-c's rows and topic ID are in the table (deleted in an earlier test); now it is back.
+    producer.create_topic(kafka.bootstrap_servers, "it-fam-c", partitions=1)
+    produce(kafka, "it-fam-c", 2, 1)
+    version = table_version(Path(family.path))
+
+    with pytest.raises(DagRunError) as raised:
+        local_airflow.test_dag(airflow_env, family.dag_id, sync=False, mark_success=NOT_REGISTERED)
+
+    result = raised.value.result
+    assert result is not None and result.task_states["check_new_offsets"] == "failed"
+    assert result.task_states["ingest"] == "upstream_failed"
+    assert "Spark-Submit cmd" not in result.output
+    assert "topic 'it-fam-c' was deleted and re-created in Kafka" in result.output
+    assert table_version(Path(family.path)) == version
