@@ -3,7 +3,8 @@
 run starts no JVM, a member created between two runs is picked up and a deleted one reported, a
 SIGKILL mid-run and a rerun, and a lost checkpoint rebuilt from the table. After each, every
 (topic, partition, offset) Kafka holds is in bronze exactly once. Last, the deleted member created
-again: the pre-flight stops the run (topic_recreated), no JVM.
+again: the pre-flight stops the run (topic_recreated), no JVM; a full refresh of the family, and
+every member lands again once.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka.admin import AdminClient
 
+from kafkalake.cli import full_refresh
 from kafkalake.config.catalog import load_catalog
 from kafkalake.config.topic import TopicConfig
 from kafkalake.core import kill_points
@@ -77,7 +79,7 @@ def assert_every_spot_once(family: TopicConfig, kafka: LocalKafka, deleted: dict
     twice = [spot for spot, n in spots.items() if n > 1]
     assert not twice, f"landed more than once: {twice[:5]}"
     config = {"bootstrap.servers": kafka.bootstrap_servers}
-    members = sorted({*MEMBERS, NEW_MEMBER} - set(deleted))
+    members = sorted({*MEMBERS, NEW_MEMBER} - set(deleted))  # it-fam-c may be back
     expected = {
         (t, p, o)
         for t in members
@@ -219,3 +221,21 @@ def test_a_member_deleted_and_created_again_stops_the_run_before_any_jvm(airflow
     assert "Spark-Submit cmd" not in result.output
     assert "topic 'it-fam-c' was deleted and re-created in Kafka" in result.output
     assert table_version(Path(family.path)) == version
+
+
+def test_a_full_refresh_of_the_family_lands_every_member_again_once(
+    catalog_file, lake, kafka, family, tmp_path, capsys, monkeypatch
+):
+    monkeypatch.setenv("KAFKALAKE_CATALOG", str(catalog_file))
+    monkeypatch.setenv("KAFKALAKE_LAKE_ROOT", str(lake))
+    args = ["--topic", family.name, "--bootstrap-servers", kafka.bootstrap_servers]
+
+    # Every member Kafka has starts at offset 0, and the table holds no member Kafka lost (it-fam-c
+    # is back): the old it-fam-c's rows go with the table, as a full refresh says.
+    assert full_refresh.main([*args, "--yes"]) == 0
+    assert "every record of the 4 members of 'it_family'" in capsys.readouterr().out
+    assert not Path(family.path).exists()
+
+    assert run_job(family, catalog_file, lake, kafka, tmp_path) == 0
+    rows = assert_every_spot_once(family, kafka, deleted={})
+    assert Counter(r["topic"] for r in rows)["it-fam-c"] == 2

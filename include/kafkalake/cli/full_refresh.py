@@ -17,6 +17,10 @@ the lake. A table is deleted only when its own log says kafkalake created it for
 ``kafkalake.topic`` property, or the description tables created before that property carry): a
 location in the catalog that points at someone else's table is refused, not emptied. Pause the
 topic's DAG first.
+
+A family entry (several topics in one table) is refreshed when each member Kafka has passes those
+checks and the table holds no rows of a member Kafka no longer has (deleted: its rows exist nowhere
+else).
 """
 
 from __future__ import annotations
@@ -25,17 +29,19 @@ import argparse
 import os
 import shutil
 import sys
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from kafkalake.config.catalog import load_catalog
+from kafkalake.config.family import resolve_members
 from kafkalake.config.tables import topic_tables
 from kafkalake.config.topic import TopicConfig
 from kafkalake.core.errors import CheckpointLockedError
 from kafkalake.core.paths import catalog_path, lake_root
-from kafkalake.kafka.offsets import is_compacted, topic_config, watermarks
+from kafkalake.kafka.offsets import is_compacted, topic_config, topic_names, watermarks
 from kafkalake.lake.checkpoint_lock import checkpoint_lock, local_path
+from kafkalake.lake.table_position import read_position
 
 # kafkalake.airflow.connections (and with it Airflow, ~5 s to import) is imported only when a connection
 # must be looked up: the CLI runs without it otherwise.
@@ -218,12 +224,44 @@ def kafka_config(topic: TopicConfig, bootstrap_servers: str | None) -> dict[str,
     return kafka_config_for(topic.kafka_conn_id)
 
 
-def family_refusal(topic: TopicConfig) -> str:
-    """Why a family entry is not refreshed: a member deleted from Kafka keeps rows only the table has."""
-    return (
-        f"entry {topic.name!r} is a family of {topic.kafka_source}: a full refresh of a family is not "
-        "supported yet (a member deleted from Kafka has rows only the table holds). Nothing was deleted"
+def family_plan(
+    topic: TopicConfig,
+    marks: Mapping[str, Mapping[int, tuple[int, int]]],
+    held: Iterable[str],
+    compacted: Iterable[str] = (),
+    allow_compacted: bool = False,
+) -> RefreshPlan:
+    """:func:`plan` of a family: every member Kafka has (``marks``) as one topic's, and none of the
+    members whose rows the table holds (``held``) gone from Kafka: those rows exist nowhere else."""
+    gone = sorted(set(held) - set(marks))
+    if gone:
+        return RefreshPlan(
+            False,
+            f"entry {topic.name!r}: the table holds rows of {', '.join(repr(t) for t in gone)}, which "
+            "Kafka no longer has: a full refresh would lose them for good",
+        )
+    squashed = set(compacted)
+    for member, parts in sorted(marks.items()):
+        alone = replace(topic, name=member, members=(), topic_pattern=None)
+        decided = plan(alone, parts, member in squashed, allow_compacted)
+        if not decided.allowed:
+            return decided
+    total = sum(high for parts in marks.values() for _low, high in parts.values())
+    return RefreshPlan(
+        True,
+        f"Kafka still holds every record of the {len(marks)} members of {topic.name!r} "
+        f"({', '.join(sorted(marks))}) from offset 0 ({total} records): the next run re-reads them all",
     )
+
+
+def _family_decision(topic: TopicConfig, client: Mapping[str, str], allow_compacted: bool) -> RefreshPlan:
+    """Ask Kafka and the table what :func:`family_plan` decides on."""
+    position = read_position(topic.path)
+    held = set(position.members or {}) if position is not None else set()
+    members = resolve_members(topic.members, topic.topic_pattern, topic_names(client), held).present
+    marks = {member: watermarks(client, member) for member in members}
+    compacted = {member for member in members if is_compacted(topic_config(client, member))}
+    return family_plan(topic, marks, held, compacted, allow_compacted)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -241,12 +279,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     lake = lake_root()
     topic = load_catalog(catalog_path(), lake).topic(args.topic)
-    if topic.is_family:
-        print(f"full refresh REFUSED: {family_refusal(topic)}", file=sys.stderr)
-        return 1
     client = kafka_config(topic, args.bootstrap_servers)
-    compacted = is_compacted(topic_config(client, topic.name))
-    decision = plan(topic, watermarks(client, topic.name), compacted, args.allow_compacted)
+    if topic.is_family:
+        decision = _family_decision(topic, client, args.allow_compacted)
+    else:
+        compacted = is_compacted(topic_config(client, topic.name))
+        decision = plan(topic, watermarks(client, topic.name), compacted, args.allow_compacted)
     if not decision.allowed:
         print(f"full refresh REFUSED: {decision.reason}", file=sys.stderr)
         return 1

@@ -132,3 +132,22 @@ def test_java_syntax_python_reads_otherwise_is_refused(pattern):
 @pytest.mark.parametrize("pattern", ["orders\\..*", "(eu|us)-orders", "clicks-(?!test).*", "a{2,3}"])
 def test_plain_patterns_both_languages_read_are_accepted(pattern):
     assert pattern_problem(pattern) is None
+
+
+def test_a_familys_full_refresh_needs_every_member_whole_in_kafka_and_none_gone(tmp_path):
+    from kafkalake.cli.full_refresh import family_plan
+
+    catalog = load_catalog(write_catalog(tmp_path, GOOD), tmp_path / "lake")
+    orders = catalog.topic("orders_all")
+    whole = {"orders.eu": {0: (0, 5)}, "orders.us": {0: (0, 2), 1: (0, 1)}}
+    allowed = family_plan(orders, whole, held={"orders.eu", "orders.us"})
+    assert allowed.allowed and "(8 records)" in allowed.reason
+    gone = family_plan(orders, whole, held={"orders.eu", "orders.us", "orders.asia"})
+    assert not gone.allowed and "'orders.asia'" in gone.reason and "lose them for good" in gone.reason
+    expired = family_plan(orders, {**whole, "orders.us": {0: (3, 4)}}, held=())
+    assert not expired.allowed and expired.lost == {0: 3} and "'orders.us'" in expired.reason
+    squashed = family_plan(orders, whole, held=(), compacted={"orders.eu"})
+    assert not squashed.allowed and "'orders.eu' is compacted" in squashed.reason
+    assert family_plan(orders, whole, held=(), compacted={"orders.eu"}, allow_compacted=True).allowed
+    latest = catalog.topic("clicks")
+    assert not family_plan(latest, {"clicks-2026-01": {0: (0, 1)}}, held=()).allowed
