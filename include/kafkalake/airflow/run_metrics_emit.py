@@ -70,8 +70,7 @@ def _family_lag_now(client_config: Mapping[str, str], topic: TopicConfig) -> Par
             topic.members, topic.topic_pattern, offsets.topic_names(client_config)
         ).present
         per_member: dict[str, dict[int, int]] = {}
-        for member in present:
-            marks = offsets.watermarks(client_config, member)
+        for member, marks in offsets.family_watermarks(client_config, present).items():
             committed = state.committed.get(member) if state is not None else None
             per_member[member] = partition_lag(
                 {p: high for p, (_low, high) in marks.items()},

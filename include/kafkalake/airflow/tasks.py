@@ -209,15 +209,9 @@ def _family_has_new_offsets(
     if not members.present:
         detail = f"no member of family {name!r} exists on the cluster at {config.get('bootstrap.servers')}"
         raise failures.TopicMissingError(failures.failure(failures.Kind.TOPIC_MISSING, detail).message)
-    marks: dict[str, dict[int, tuple[int, int]]] = {}
-    ids: dict[str, str | None] = {}
-    for member in members.present:
-        try:
-            marks[member] = offsets.watermarks(config, member)
-        except failures.TopicMissingError:
-            log.warning("%s: member %s was deleted while the pre-flight ran", name, member)
-            continue
-        ids[member] = offsets.topic_id(config, member)
+    # One client for all members: a pattern may match hundreds of topics.
+    marks = offsets.family_watermarks(config, members.present)
+    ids = offsets.topic_ids(config, marks)
     failed = table_position.family_identity_failure(ids, position)
     if failed is not None:
         log.error("%s", failed.message)

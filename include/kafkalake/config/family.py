@@ -17,8 +17,10 @@ from dataclasses import dataclass
 #: Kafka's own topics, which a consumer's pattern subscription leaves out
 #: (``exclude.internal.topics``): ``__consumer_offsets``, ``__transaction_state``, ...
 INTERNAL_PREFIX = "__"
-#: Java syntax Python's ``re`` reads otherwise or not at all: refused rather than matched differently.
-_JAVA_ONLY = re.compile(r"\\[pPQEGZhHRvVX]|\(\?<[A-Za-z]|\[\[|&&")
+#: Syntax only one of Java and Python reads (or reads otherwise): refused rather than matched
+#: differently. Java's ``\p{..}``, ``\Q..\E``, ``\G``, ``\Z``, ``\h``, ``\R``, ``\v``, ``\X``,
+#: named groups ``(?<n>..)``, class unions and intersections; Python's ``(?P..)``, ``(?#..)``.
+_ONE_LANGUAGE = re.compile(r"\\[pPQEGZhHRvVX]|\(\?<[A-Za-z]|\(\?P|\(\?#|\[\[|&&")
 
 
 @dataclass(frozen=True)
@@ -36,10 +38,10 @@ def pattern_problem(pattern: object) -> str | None:
     """Why ``pattern`` cannot be a family's ``topic_pattern``; None when it can."""
     if not isinstance(pattern, str) or not pattern:
         return "must be a non-empty regular expression (Java syntax, matched against whole topic names)"
-    if _JAVA_ONLY.search(pattern):
+    if _ONE_LANGUAGE.search(pattern):
         return (
             f"{pattern!r} uses syntax Java and Python read differently (\\p{{..}}, \\Q..\\E, named "
-            "groups, class intersections): write it with plain classes, groups and alternations"
+            "groups, class intersections, (?P..)): write it with plain classes, groups and alternations"
         )
     try:
         re.compile(pattern)

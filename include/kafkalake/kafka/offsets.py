@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -223,51 +223,71 @@ def watermarks(
     topic; an authentication, authorization (ACL) or TLS failure as its own non-retryable error,
     within about a second; and ``KafkaException`` when the cluster did not answer (transient).
     """
-    from confluent_kafka import KafkaError, KafkaException, TopicPartition
+    return _watermarks(client_config, [topic], timeout, skip_missing=False)[topic]
 
+
+def family_watermarks(
+    client_config: Mapping[str, str], topics: Iterable[str], timeout: float = 15.0
+) -> dict[str, dict[int, tuple[int, int]]]:
+    """:func:`watermarks` of several topics (a family's members) through one client; a topic the
+    cluster does not have (deleted since it was listed) is left out."""
+    return _watermarks(client_config, list(topics), timeout, skip_missing=True)
+
+
+def _watermarks(
+    client_config: Mapping[str, str], topics: list[str], timeout: float, *, skip_missing: bool
+) -> dict[str, dict[int, tuple[int, int]]]:
     consumer, seen = open_consumer(client_config, "kafkalake-preflight")
     try:
-        metadata = _metadata(consumer, topic, timeout, seen, client_config)
-        info = metadata.topics.get(topic)
-        if (
-            info is not None
-            and info.error is not None
-            and info.error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART
-        ):
-            detail = (
-                f"topic {topic!r} does not exist on the cluster at {client_config.get('bootstrap.servers')}"
-            )
-            raise TopicMissingError(failure(Kind.TOPIC_MISSING, detail).message)
-        if info is not None and info.error is not None:
-            failed = security_error(topic, [info.error], client_config)
-            if failed is not None:
-                raise failed
-        if info is None or info.error is not None or not info.partitions:
-            reason = info.error if info is not None else "not in metadata"
-            raise KafkaException(f"topic {topic!r} is not available on the cluster: {reason}")
-        deadline = time.monotonic() + timeout
-        result: dict[int, tuple[int, int]] = {}
-        for partition in sorted(info.partitions):
-            while True:
-                try:
-                    low, high = consumer.get_watermark_offsets(
-                        TopicPartition(topic, partition), timeout=timeout
-                    )
-                    break
-                except KafkaException as err:
-                    failed = security_error(topic, [err.args[0], *seen], client_config)
-                    if failed is not None:
-                        raise failed from None
-                    # A broker that has just started (or a partition whose leader moved) answers
-                    # "not leader" for a moment while it elects leaders: wait for it, within the
-                    # same timeout, instead of failing the run.
-                    if not _leader_moving(err.args[0]) or time.monotonic() >= deadline:
-                        raise
-                    time.sleep(0.5)
-            result[partition] = (int(low), int(high))
-        return result
+        found: dict[str, dict[int, tuple[int, int]]] = {}
+        for topic in topics:
+            try:
+                found[topic] = _topic_watermarks(consumer, seen, client_config, topic, timeout)
+            except TopicMissingError:
+                if not skip_missing:
+                    raise
+                log.warning("topic %r is gone from the cluster: left out", topic)
+        return found
     finally:
         consumer.close()
+
+
+def _topic_watermarks(
+    consumer: Any, seen: list[Any], client_config: Mapping[str, str], topic: str, timeout: float
+) -> dict[int, tuple[int, int]]:
+    from confluent_kafka import KafkaError, KafkaException, TopicPartition
+
+    metadata = _metadata(consumer, topic, timeout, seen, client_config)
+    info = metadata.topics.get(topic)
+    if info is not None and info.error is not None and info.error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
+        detail = f"topic {topic!r} does not exist on the cluster at {client_config.get('bootstrap.servers')}"
+        raise TopicMissingError(failure(Kind.TOPIC_MISSING, detail).message)
+    if info is not None and info.error is not None:
+        failed = security_error(topic, [info.error], client_config)
+        if failed is not None:
+            raise failed
+    if info is None or info.error is not None or not info.partitions:
+        reason = info.error if info is not None else "not in metadata"
+        raise KafkaException(f"topic {topic!r} is not available on the cluster: {reason}")
+    deadline = time.monotonic() + timeout
+    result: dict[int, tuple[int, int]] = {}
+    for partition in sorted(info.partitions):
+        while True:
+            try:
+                low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=timeout)
+                break
+            except KafkaException as err:
+                failed = security_error(topic, [err.args[0], *seen], client_config)
+                if failed is not None:
+                    raise failed from None
+                # A broker that has just started (or a partition whose leader moved) answers
+                # "not leader" for a moment while it elects leaders: wait for it, within the
+                # same timeout, instead of failing the run.
+                if not _leader_moving(err.args[0]) or time.monotonic() >= deadline:
+                    raise
+                time.sleep(0.5)
+        result[partition] = (int(low), int(high))
+    return result
 
 
 def topic_names(client_config: Mapping[str, str], timeout: float = 15.0) -> set[str]:
@@ -327,3 +347,26 @@ def topic_id(client_config: Mapping[str, str], topic: str, timeout: float = 10.0
         log.warning("cannot read the topic ID of %r, its identity is not checked: %s", topic, err)
         return None
     return str(found) if found is not None else None
+
+
+def topic_ids(
+    client_config: Mapping[str, str], topics: Iterable[str], timeout: float = 10.0
+) -> dict[str, str | None]:
+    """:func:`topic_id` of several topics (a family's members), in one request."""
+    from confluent_kafka import KafkaException, TopicCollection
+    from confluent_kafka.admin import AdminClient
+
+    names = list(topics)
+    if not names:
+        return {}
+    admin = AdminClient(dict(client_config))
+    described = admin.describe_topics(TopicCollection(names), request_timeout=timeout)
+    ids: dict[str, str | None] = {}
+    for name in names:
+        try:
+            found = described[name].result(timeout=timeout).topic_id
+        except (KafkaException, TimeoutError) as err:
+            log.warning("cannot read the topic ID of %r, its identity is not checked: %s", name, err)
+            found = None
+        ids[name] = str(found) if found is not None else None
+    return ids

@@ -75,23 +75,38 @@ def topic_id(spark: SparkSession, client_config: Mapping[str, str], topic: str) 
     """Kafka's ID of ``topic`` (new each time a topic of that name is created), as the pre-flight's
     client spells it; None when the cluster does not say (no answer in time, a principal not
     allowed to describe the topic, a broker too old to have IDs)."""
+    return topic_ids(spark, client_config, [topic])[topic]
+
+
+def topic_ids(
+    spark: SparkSession, client_config: Mapping[str, str], topics: Iterable[str]
+) -> dict[str, str | None]:
+    """:func:`topic_id` of several topics (a family's members), through one client."""
     from py4j.protocol import Py4JJavaError
 
-    jvm, props = _properties(spark, client_config, f"kafkalake-topic-id-{topic}")
+    wanted = list(topics)
+    jvm, props = _properties(spark, client_config, f"kafkalake-topic-id-{wanted[0] if wanted else ''}")
     admin = jvm.org.apache.kafka.clients.admin.Admin.create(props)
+    ids: dict[str, str | None] = {}
     try:
-        names = jvm.java.util.ArrayList()
-        names.add(topic)
-        described = admin.describeTopics(names).allTopicNames()
-        found = described.get(TIMEOUT_S, jvm.java.util.concurrent.TimeUnit.SECONDS).get(topic).topicId()
-    except Py4JJavaError as err:
-        log.warning("Kafka did not say the topic ID of %r: %s", topic, str(err).splitlines()[0])
-        return None
+        for topic, future in admin.describeTopics(_java_list(jvm, wanted)).topicNameValues().items():
+            try:
+                found = future.get(TIMEOUT_S, jvm.java.util.concurrent.TimeUnit.SECONDS).topicId()
+            except Py4JJavaError as err:
+                log.warning("Kafka did not say the topic ID of %r: %s", topic, str(err).splitlines()[0])
+                found = None
+            unknown = found is None or found.equals(jvm.org.apache.kafka.common.Uuid.ZERO_UUID)
+            ids[str(topic)] = None if unknown else table_position.standard_topic_id(str(found.toString()))
     finally:
         admin.close()
-    if found is None or found.equals(jvm.org.apache.kafka.common.Uuid.ZERO_UUID):
-        return None
-    return table_position.standard_topic_id(str(found.toString()))
+    return {topic: ids.get(topic) for topic in wanted}
+
+
+def _java_list(jvm: Any, items: Iterable[str]) -> Any:
+    found = jvm.java.util.ArrayList()
+    for item in items:
+        found.add(item)
+    return found
 
 
 def topic_names(spark: SparkSession, client_config: Mapping[str, str]) -> set[str]:

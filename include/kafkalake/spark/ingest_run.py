@@ -157,9 +157,7 @@ class IngestRun:
         if not members.present:
             detail = f"entry {topic.name!r}: Kafka has none of its {topic.kafka_source}"
             raise TopicMissingError(failure(Kind.TOPIC_MISSING, detail).message)
-        self.member_ids = {
-            t: driver_kafka.topic_id(self.spark, self.client_config, t) for t in members.present
-        }
+        self.member_ids = driver_kafka.topic_ids(self.spark, self.client_config, members.present)
         return plan_family_start(topic, members.present, self.member_ids)
 
     def _start_family(self) -> StreamingQuery:

@@ -124,7 +124,7 @@ def test_a_pattern_matches_whole_names_like_subscribe_pattern_and_skips_kafkas_o
     assert not matches("a", "ab") and matches("a.*", "ab") and not matches(".*", "__consumer_offsets")
 
 
-@pytest.mark.parametrize("pattern", ["(?<name>x)", "\\Qa.b\\E", "[a-z&&[^b]]", "\\p{Lower}"])
+@pytest.mark.parametrize("pattern", ["(?<name>x)", "(?P<name>x)", "\\Qa.b\\E", "[a-z&&[^b]]", "\\p{Lower}"])
 def test_java_syntax_python_reads_otherwise_is_refused(pattern):
     assert pattern_problem(pattern) is not None
 
