@@ -32,7 +32,8 @@ from kafkalake.launch.jars import jar_files
 
 log = logging.getLogger(__name__)
 
-_LOG4J2 = """\
+#: A JVM server's log4j2 configuration: INFO to one file, Kafka's own chatter at WARN.
+LOG4J2_PROPERTIES = """\
 status = warn
 appender.file.type = File
 appender.file.name = file
@@ -156,7 +157,7 @@ class LocalKafka:
         props.touch(mode=0o600)
         props.chmod(0o600)
         props.write_text(self._server_properties())
-        (self.directory / "log4j2.properties").write_text(_LOG4J2.format(log_file=self.log_file))
+        (self.directory / "log4j2.properties").write_text(LOG4J2_PROPERTIES.format(log_file=self.log_file))
         java = shutil.which("java")
         if java is None:
             raise BrokerError("java is not on PATH: install a JDK 17 and set JAVA_HOME")

@@ -4,7 +4,12 @@ Debian's PostgreSQL 15 binaries (``/usr/lib/postgresql/15/bin``, or ``KAFKALAKE_
 cluster of our own, never the system service: ``initdb`` into a directory, a free port on 127.0.0.1,
 ``pg_ctl`` to start and stop it.
 
-    python -m kafkalake.dev.postgres start|stop|status|remove [--dir .stack/postgres]
+    python -m kafkalake.dev.postgres start|stop|status|remove [--dir .stack/postgres] [--logical]
+
+``logical_replication`` (``--logical``) starts the cluster with ``wal_level=logical`` and room for a
+few replication slots, for change data capture (:mod:`kafkalake.dev.cdc_source`: Debezium reads the
+changes through the built-in ``pgoutput`` plugin). It is a start option, not written into the
+cluster's configuration: the same cluster starts either way, and the setting takes effect at a start.
 
 Who may connect, and with what:
 - Over TCP (127.0.0.1 only) every role logs in with a password (scram-sha-256). Each database gets
@@ -52,6 +57,11 @@ START_TIMEOUT = 60
 
 class PostgresError(RuntimeError):
     pass
+
+
+#: Server options of a cluster that serves change data capture: logical decoding, and a few slots
+#: and WAL senders (one per connector).
+_LOGICAL_OPTIONS = ("-c wal_level=logical", "-c max_replication_slots=8", "-c max_wal_senders=8")
 
 
 @dataclass(frozen=True)
@@ -113,6 +123,8 @@ class LocalPostgres:
 
     directory: Path
     port: int = 0
+    #: Start with ``wal_level=logical`` (a cluster already running without it is restarted).
+    logical_replication: bool = False
 
     @property
     def _state_file(self) -> Path:
@@ -222,6 +234,8 @@ class LocalPostgres:
         if not self._state() or not (self.data_dir / "PG_VERSION").exists():
             self._init()
         self.port = int(self._state()["port"])
+        if self.running() and self.logical_replication and self.setting("wal_level") != "logical":
+            self._pg_ctl_stop()
         if not self.running():
             self._run(
                 [
@@ -232,7 +246,7 @@ class LocalPostgres:
                     "--log",
                     str(self.log_file),
                     "--options",
-                    f"-p {self.port}",
+                    " ".join([f"-p {self.port}", *(_LOGICAL_OPTIONS if self.logical_replication else ())]),
                     "--wait",
                     f"--timeout={START_TIMEOUT}",
                 ]
@@ -256,14 +270,22 @@ class LocalPostgres:
                 )
             time.sleep(0.3)
 
+    def setting(self, name: str) -> str:
+        """A server setting as the running cluster has it (``SHOW``)."""
+        return self.psql(f"SHOW {name};").strip()
+
     def psql(self, sql: str, database: str = "postgres") -> str:
         """Run SQL as the superuser over the Unix socket; the SQL goes through standard input."""
         cmd = [str(pg_bin() / "psql"), "-X", "-q", "-t", "-A", "-v", "ON_ERROR_STOP=1"]
         cmd += ["-h", str(self.socket_dir), "-p", str(self.port), "-U", SUPERUSER, "-d", database]
         return self._run(cmd, stdin=sql)
 
-    def database(self, name: str, *, user: str | None = None) -> Database:
-        """Create the database and its owner role unless they exist; give the role a new password."""
+    def database(self, name: str, *, user: str | None = None, replication: bool = False) -> Database:
+        """Create the database and its owner role unless they exist; give the role a new password.
+
+        ``replication``: the role may also stream changes (``REPLICATION``: a logical replication
+        slot, as Debezium's PostgreSQL connector opens).
+        """
         user = user or name
         for identifier in (name, user):
             if not identifier.replace("_", "").isalnum():
@@ -272,7 +294,7 @@ class LocalPostgres:
         self.psql(
             f"SELECT 'CREATE ROLE {user} LOGIN' WHERE NOT EXISTS"
             f" (SELECT FROM pg_roles WHERE rolname = '{user}')\\gexec\n"
-            f"ALTER ROLE {user} PASSWORD '{password}';\n"
+            f"ALTER ROLE {user} {'REPLICATION' if replication else 'NOREPLICATION'} PASSWORD '{password}';\n"
             f"SELECT 'CREATE DATABASE {name} OWNER {user}' WHERE NOT EXISTS"
             f" (SELECT FROM pg_database WHERE datname = '{name}')\\gexec\n"
         )
@@ -280,12 +302,13 @@ class LocalPostgres:
         write_secret(password_file, password)
         return Database(name, user, self.host, self.port, password_file)
 
+    def _pg_ctl_stop(self) -> None:
+        self._run([str(pg_bin() / "pg_ctl"), "stop", "--pgdata", str(self.data_dir), "-m", "fast", "--wait"])
+
     def stop(self, *, remove: bool = False) -> None:
         """Stop the cluster and remove the password files; ``remove`` deletes its data too."""
         if self._state() and self.running():
-            self._run(
-                [str(pg_bin() / "pg_ctl"), "stop", "--pgdata", str(self.data_dir), "-m", "fast", "--wait"]
-            )
+            self._pg_ctl_stop()
         shutil.rmtree(self.secrets_dir, ignore_errors=True)
         if remove and self._state():
             shutil.rmtree(self.data_dir.parent, ignore_errors=True)
@@ -306,9 +329,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("action", choices=["start", "stop", "status", "remove"])
     parser.add_argument("--dir", default=str(REPO_ROOT / ".stack" / "postgres"))
     parser.add_argument("--port", type=int, default=0, help="for a new cluster (default: a free port)")
+    parser.add_argument("--logical", action="store_true", help="wal_level=logical, for change data capture")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s", datefmt="%H:%M:%S")
-    cluster = LocalPostgres(Path(args.dir).resolve(), args.port)
+    cluster = LocalPostgres(Path(args.dir).resolve(), args.port, logical_replication=args.logical)
     if args.action == "start":
         cluster.start()
     elif args.action in ("stop", "remove"):

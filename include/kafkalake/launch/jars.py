@@ -4,7 +4,9 @@ Two sets: ``spark`` (Delta and the Kafka connector, handed to spark-submit with 
 ``kafka`` (Apache Kafka's broker, for the local KRaft broker). Two more for tables on object
 storage: ``s3a`` (Hadoop's S3A filesystem with the AWS SDK bundle it needs, added to ``--jars`` only
 for topics whose tables are on ``s3a://``) and ``s3proxy`` (the S3 API server the tests run); two for
-the Hive metastore service (:mod:`kafkalake.dev.metastore`): ``metastore`` and ``hive-client``. Each
+the Hive metastore service (:mod:`kafkalake.dev.metastore`): ``metastore`` and ``hive-client``; one
+for change data capture (:mod:`kafkalake.dev.cdc_source`): ``debezium`` (Kafka Connect and Debezium's
+PostgreSQL connector). Each
 group of sets has its own marker, so adding a group never invalidates another. After resolution
 nothing is fetched at run time: Spark jobs get plain file paths, never ``--packages``.
 
@@ -204,6 +206,25 @@ EXCLUDES: dict[str, list[tuple[str, str]]] = {
 }
 # ---------------------------------------------------------------------------------------------------
 
+# --- Change data capture (kafkalake.dev.cdc_source) --------------------------------------------------
+DEBEZIUM_VERSION = "3.6.1.Final"
+#: The Kafka version Debezium 3.6.1 is built against (its pom brings kafka-clients and connect-api
+#: of it): Connect's runtime of the same version, so one Kafka version is on Connect's classpath. It
+#: talks to the broker (KAFKA_VERSION) over the wire only.
+CONNECT_VERSION = "4.3.0"
+
+
+def debezium_coordinates() -> list[Coordinate]:
+    """Kafka Connect (``ConnectStandalone``) with Debezium's PostgreSQL connector on its classpath:
+    ``java -cp 'debezium/*'``. Connect logs through SLF4J, whose binding its pom leaves out.
+    """
+    return [
+        Coordinate("org.apache.kafka", "connect-runtime", CONNECT_VERSION),
+        Coordinate("io.debezium", "debezium-connector-postgres", DEBEZIUM_VERSION),
+        Coordinate("org.apache.logging.log4j", "log4j-slf4j2-impl", LOG4J_VERSION),
+        Coordinate("org.apache.logging.log4j", "log4j-core", LOG4J_VERSION),
+    ]
+
 
 def artifact_name(jar_file: str) -> str | None:
     match = _JAR_NAME.match(jar_file)
@@ -226,6 +247,7 @@ GROUPS = {
     "core": ("spark", "kafka"),
     "objectstore": ("s3a", "s3proxy"),
     "metastore": ("metastore", "hive-client"),
+    "cdc": ("debezium",),
 }
 #: Sets whose jars go on Spark's classpath: what pyspark ships already is left out of them.
 _SPARK_SETS = ("spark", "s3a")
@@ -247,6 +269,7 @@ def _coordinates(conf: str) -> list[Coordinate]:
         "s3proxy": s3proxy_coordinates,
         "metastore": metastore_coordinates,
         "hive-client": hive_client_coordinates,
+        "debezium": debezium_coordinates,
     }[conf]()
 
 
