@@ -61,6 +61,7 @@ SHARED_SESSION = {
     "tests/integration/test_json_functions.py": "spark session 2",
     "tests/integration/test_idempotent_append.py": "spark session 2",
     "tests/integration/test_ingest_properties.py": "spark session 2",
+    "tests/integration/test_cdc.py": "spark session 2",
 }
 
 #: Modules that use one server started on first use (tests/integration/airflow_server.py): one
@@ -93,6 +94,7 @@ LONGEST_FIRST = (
     "tests/integration/test_json_functions.py",
     "tests/integration/test_idempotent_append.py",
     "tests/integration/test_ingest_properties.py",
+    "tests/integration/test_cdc.py",
     "tests/integration/test_object_store.py",
     "tests/integration/test_retries.py",
     "tests/integration/test_kill_and_rerun.py",

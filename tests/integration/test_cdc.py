@@ -1,13 +1,18 @@
 """Change data capture for real: SQL on a PostgreSQL table (``wal_level=logical``), captured by
-Debezium's PostgreSQL connector in Kafka Connect (pgoutput), into the shared broker.
+Debezium's PostgreSQL connector in Kafka Connect (pgoutput), into the shared broker, then landed by
+kafkalake's ingest (``format: debezium``): after each run the current-state table equals
+``SELECT * FROM`` the source table, row by row.
 
-One PostgreSQL cluster, one database and one Connect worker for the module; each test's SQL moves
-the source table on, and its assertions read what the connector wrote (and what kafkalake made of it).
+One PostgreSQL cluster, one database, one Connect worker and one topic for the module; the tests run
+in order, each moving the source table on (inserts, updates, deletes, a primary-key update, a new
+column, a truncate, a run killed and run again, a replay) and checking the tables after it.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,18 +20,35 @@ from typing import Any
 
 import pytest
 
+from kafkalake.config.catalog import load_catalog
+from kafkalake.config.topic import TopicConfig
+from kafkalake.core import kill_points
 from kafkalake.core.errors import TopicMissingError
 from kafkalake.dev.broker import LocalKafka
 from kafkalake.dev.cdc_source import LocalConnect
 from kafkalake.dev.postgres import Database, LocalPostgres
 from kafkalake.dev.producer import client_settings
 from kafkalake.kafka.offsets import end_offsets
+from kafkalake.launch import jobs
+from kafkalake.launch.handover import ENV_CLIENT_CONFIG_FILE, ENV_KEEP_CLIENT_CONFIG_FILE
+from kafkalake.spark.replay import replay
+
+from .helpers import read_rows, run_ingest
 
 pytestmark = [pytest.mark.integration, pytest.mark.cdc]
 
 TABLE = "public.customers"
 PREFIX = "it-cdc"
 TOPIC = f"{PREFIX}.{TABLE}"
+#: Small micro-batches: every run writes several, so events of one key meet across batches.
+CATALOG = f"""
+topics:
+  - name: {TOPIC}
+    freshness_sla: 1h
+    table: it_cdc_customers
+    format: debezium
+    max_offsets_per_trigger: 4
+"""
 
 
 @pytest.fixture(scope="module")
@@ -139,3 +161,175 @@ def test_sql_on_a_table_becomes_debezium_change_events_in_kafka(
     assert source.database.password() not in (source.directory / "worker.properties").read_text()
     secrets = source.directory / "secrets" / "database.properties"
     assert secrets.stat().st_mode & 0o777 == 0o600
+
+
+# --- format: debezium: the change history and the current-state table ---------------------------
+
+
+@pytest.fixture(scope="module")
+def cdc_catalog(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("cdc-catalog") / "topics.yaml"
+    path.write_text(CATALOG)
+    return path
+
+
+@pytest.fixture(scope="module")
+def cdc_lake(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("cdc-lake")
+
+
+@pytest.fixture(scope="module")
+def topic(cdc_catalog: Path, cdc_lake: Path) -> TopicConfig:
+    return load_catalog(cdc_catalog, cdc_lake).topic(TOPIC)
+
+
+def source_rows(postgres: LocalPostgres) -> list[dict[str, Any]]:
+    out = sql(postgres, "SELECT row_to_json(c) FROM customers c;")
+    return sorted((json.loads(line) for line in out.splitlines() if line.strip()), key=lambda r: r["id"])
+
+
+def current_rows(topic: TopicConfig) -> list[dict[str, Any]]:
+    """The current-state table's source columns (its own start with _), by id."""
+    rows = [
+        {k: v for k, v in r.items() if not k.startswith("_")} for r in read_rows(Path(topic.current_path))
+    ]
+    return sorted(rows, key=lambda r: r["id"])
+
+
+def assert_current_is_source(topic: TopicConfig, postgres: LocalPostgres) -> None:
+    """The current-state table holds exactly the source table's rows, column for column."""
+    assert current_rows(topic) == source_rows(postgres)
+
+
+def change(postgres: LocalPostgres, kafka: LocalKafka, statements: str, records: int) -> None:
+    """Run SQL on the source and wait until the connector wrote the ``records`` it makes."""
+    before = sum(_ends(kafka.bootstrap_servers, TOPIC).values())
+    sql(postgres, statements)
+    topic_events(kafka.bootstrap_servers, TOPIC, before + records)
+
+
+def test_an_ingest_run_makes_the_current_state_table_the_source_table(
+    spark: Any, postgres: LocalPostgres, source: LocalConnect, kafka: LocalKafka, topic: TopicConfig
+) -> None:
+    # The snapshot (r, r) and the first test's insert, update, delete (c, u, d + tombstone).
+    events = topic_events(kafka.bootstrap_servers, TOPIC, 6)
+    writer = run_ingest(spark, topic, kafka.bootstrap_servers)
+    assert writer.stats.batches >= 2 and writer.stats.tombstones == 1
+    assert_current_is_source(topic, postgres)
+    assert [r["id"] for r in current_rows(topic)] == [2, 3]
+    # The change history: one row per event (the tombstone is none), with op, ts_ms and position.
+    history = sorted(read_rows(Path(topic.parsed_path)), key=lambda r: r["_kafka"]["offset"])
+    assert [r["op"] for r in history] == ["r", "r", "c", "u", "d"]
+    assert [r["_kafka"]["offset"] for r in history] == [e["offset"] for e in events if e["value"]]
+    assert all(r["ts_ms"] > 0 and r["source"]["lsn"] > 0 for r in history)
+    assert history[3]["after"] == {"id": 2, "name": "bob", "tier": "gold"}
+    assert history[4]["before"]["id"] == 1 and history[4]["after"] is None
+    assert not Path(topic.dead_letter_path).exists() or read_rows(Path(topic.dead_letter_path)) == []
+
+
+def test_a_primary_key_update_and_a_new_column_reach_the_current_state(
+    spark: Any, postgres: LocalPostgres, source: LocalConnect, kafka: LocalKafka, topic: TopicConfig
+) -> None:
+    change(postgres, kafka, "UPDATE customers SET id = 30 WHERE id = 3;", 3)  # d, tombstone, c
+    change(postgres, kafka, "ALTER TABLE customers ADD COLUMN email text;", 0)
+    change(
+        postgres,
+        kafka,
+        "INSERT INTO customers VALUES (4, 'dee', NULL, 'dee@example.com');"
+        "UPDATE customers SET email = 'bob@example.com', name = 'bobby' WHERE id = 2;"
+        "INSERT INTO customers VALUES (5, 'eve', 'gold', NULL);"
+        "DELETE FROM customers WHERE id = 5;",
+        5,
+    )
+    run_ingest(spark, topic, kafka.bootstrap_servers)
+    assert [r["id"] for r in current_rows(topic)] == [2, 4, 30]
+    assert_current_is_source(topic, postgres)
+    assert current_rows(topic)[0]["email"] == "bob@example.com"
+
+
+def test_a_truncate_empties_the_table_and_later_inserts_land(
+    spark: Any, postgres: LocalPostgres, source: LocalConnect, kafka: LocalKafka, topic: TopicConfig
+) -> None:
+    change(
+        postgres,
+        kafka,
+        "INSERT INTO customers VALUES (6, 'fay', NULL, NULL);"
+        "TRUNCATE customers;"
+        "INSERT INTO customers VALUES (7, 'gus', 'silver', 'gus@example.com');",
+        3,
+    )
+    run_ingest(spark, topic, kafka.bootstrap_servers)
+    ops = [r["op"] for r in sorted(read_rows(Path(topic.parsed_path)), key=lambda r: r["_kafka"]["offset"])]
+    assert ops[-3:] == ["c", "t", "c"]
+    assert [r["id"] for r in current_rows(topic)] == [7]
+    assert_current_is_source(topic, postgres)
+
+
+def test_a_run_killed_before_its_current_state_commit_and_run_again_converges(
+    spark: Any,
+    postgres: LocalPostgres,
+    source: LocalConnect,
+    kafka: LocalKafka,
+    topic: TopicConfig,
+    cdc_catalog: Path,
+    cdc_lake: Path,
+    tmp_path: Path,
+) -> None:
+    change(
+        postgres,
+        kafka,
+        "INSERT INTO customers VALUES (8, 'hal', NULL, NULL), (9, 'ivy', NULL, NULL);"
+        "DELETE FROM customers WHERE id = 7;"
+        "UPDATE customers SET tier = 'gold' WHERE id = 8;"
+        "UPDATE customers SET id = 90 WHERE id = 9;"
+        "INSERT INTO customers VALUES (10, 'jo', NULL, NULL);",
+        9,
+    )
+    before = current_rows(topic)
+    settings = tmp_path / "kafka.json"
+    settings.write_text(json.dumps({"bootstrap.servers": kafka.bootstrap_servers}))
+    env = {
+        **jobs.environment(cdc_catalog, cdc_lake),
+        ENV_CLIENT_CONFIG_FILE: str(settings),
+        ENV_KEEP_CLIENT_CONFIG_FILE: "1",
+        # Killed in the run's second batch, between its parsed commit and its current-state MERGE.
+        kill_points.ENV_KILL_AT: "ingest:before_current_commit",
+        kill_points.ENV_KILL_AFTER: "1",
+    }
+    killed = subprocess.run(
+        jobs.command("ingest_topic", TOPIC, catalog=cdc_catalog, lake=cdc_lake, short_run=True),
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        timeout=600,
+        start_new_session=True,
+    )
+    assert killed.returncode in (-9, 137), killed.stdout[-3000:]
+    partial = current_rows(topic)
+    assert partial != source_rows(postgres) and partial != before  # one batch applied, the next not
+    run_ingest(spark, topic, kafka.bootstrap_servers)
+    assert [r["id"] for r in current_rows(topic)] == [8, 10, 90]
+    assert_current_is_source(topic, postgres)
+    # Every event once in the change history, whatever the kill interrupted.
+    offsets = [r["_kafka"]["offset"] for r in read_rows(Path(topic.parsed_path))]
+    assert len(offsets) == len(set(offsets))
+    assert os.environ.get(kill_points.ENV_KILL_AT) is None
+
+
+def test_a_replay_rebuilds_the_same_current_state_and_later_runs_go_on(
+    spark: Any, postgres: LocalPostgres, source: LocalConnect, kafka: LocalKafka, topic: TopicConfig
+) -> None:
+    result = replay(spark, topic)
+    assert topic.current_path in result.commits
+    assert_current_is_source(topic, postgres)
+    # After a replay, an ingest applies only what is new: nothing comes back, nothing is lost.
+    change(
+        postgres,
+        kafka,
+        "DELETE FROM customers WHERE id = 8; UPDATE customers SET name = 'j' WHERE id = 10;",
+        3,
+    )
+    run_ingest(spark, topic, kafka.bootstrap_servers)
+    assert [r["id"] for r in current_rows(topic)] == [10, 90]
+    assert_current_is_source(topic, postgres)

@@ -69,6 +69,8 @@ def _claims_of(topic: TopicConfig) -> list[tuple[str, str, str]]:
         tables = [(topic.parsed_table, topic.parsed_path), (topic.dead_letter_table, topic.dead_letter_path)]
         if topic.parsed.latest_by_key:
             tables.append((topic.latest_table, topic.latest_path))
+        if topic.parsed.debezium:
+            tables.append((topic.current_table, topic.current_path))
         for table, path in tables:
             claims += [("table", table, "parsed.table"), ("path", _one_spelling(path), "parsed.table")]
     return claims

@@ -9,7 +9,7 @@ from __future__ import annotations
 import difflib
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from kafkalake.config.spark_types import type_depth, validate_spark_type
@@ -20,6 +20,9 @@ from kafkalake.core.errors import ParsedConfigError
 EVOLUTION_MODES = ("addNewColumns", "rescue", "failOnNewColumns", "none")
 #: DLT's meanings: keep the row and count it, drop it, or fail the batch.
 EXPECTATION_ACTIONS = ("warn", "drop", "fail")
+#: What a topic's values are (the topic's ``format``): JSON objects, or Debezium's change events in
+#: JSON (with or without the JSON converter's ``{schema, payload}`` envelope).
+FORMATS = ("json", "debezium")
 #: A lower-case SQL identifier: database and table names.
 SQL_IDENTIFIER = re.compile(r"[a-z_][a-z0-9_]*")
 #: A table's name is its folder's name, which file systems keep to 255 bytes; a parsed table's
@@ -90,6 +93,12 @@ class ParsedConfig:
     latest_by_key: bool = False
     #: A null value (tombstone) deletes its key from the latest table.
     changelog: bool = False
+    #: The topic's ``format`` (:data:`FORMATS`): ``debezium`` adds the current-state table.
+    format: str = "json"
+
+    @property
+    def debezium(self) -> bool:
+        return self.format == "debezium"
 
 
 #: What Delta refuses in a column name without column mapping, and control characters (Arrow, so
@@ -181,6 +190,31 @@ def parse_parsed(value: Any) -> ParsedConfig:
         latest_by_key=latest_by_key,
         changelog=changelog,
     )
+
+
+def with_format(parsed: ParsedConfig, value: Any) -> ParsedConfig:
+    """``parsed`` for a topic whose ``format`` is ``value`` (None: json).
+
+    ``debezium`` needs the parsed tables (the change history is the parsed table, the source table
+    as it is the current-state table beside it) and takes the latest-row table's place; its
+    tombstones (after each delete) are counted as tombstones, not dead letters.
+    """
+    if value is None or value == "json":
+        return parsed
+    if value not in FORMATS:
+        raise ParsedConfigError("format", f"must be one of {', '.join(FORMATS)}, not {value!r}")
+    if not parsed.enabled:
+        raise ParsedConfigError(
+            "format",
+            "debezium needs the parsed tables (the change history and the current state): not parsed: false",
+        )
+    if parsed.latest_by_key:
+        raise ParsedConfigError(
+            "parsed.latest_by_key",
+            "a debezium topic keeps the source table's current state (<table>_current) instead of the "
+            "latest record per key: leave latest_by_key out",
+        )
+    return replace(parsed, format="debezium", changelog=True)
 
 
 def _evolution(mode: Any) -> str:

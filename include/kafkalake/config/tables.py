@@ -31,7 +31,7 @@ class Table:
     name: str
     #: Absolute path or URI, as in :attr:`TopicConfig.path`.
     location: str
-    #: ``bronze``, ``parsed``, ``dead_letter`` or ``latest``.
+    #: ``bronze``, ``parsed``, ``dead_letter``, ``latest`` or ``current`` (``format: debezium``).
     kind: str = "bronze"
 
     @property
@@ -47,4 +47,6 @@ def topic_tables(topic: TopicConfig) -> tuple[Table, ...]:
         tables.append(Table(topic.dead_letter_table, topic.dead_letter_path, "dead_letter"))
         if topic.parsed.latest_by_key:
             tables.append(Table(topic.latest_table, topic.latest_path, "latest"))
+        if topic.parsed.debezium:
+            tables.append(Table(topic.current_table, topic.current_path, "current"))
     return tuple(tables)

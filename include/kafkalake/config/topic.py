@@ -148,6 +148,15 @@ class TopicConfig:
         return f"{self.parsed_path}_latest"
 
     @property
+    def current_path(self) -> str:
+        """A ``format: debezium`` topic's current-state table: the source table as it is."""
+        return f"{self.parsed_path}_current"
+
+    @property
+    def current_table(self) -> str:
+        return f"{self.parsed_table}_current"
+
+    @property
     def parsed_table(self) -> str:
         return f"{self.parsed.database}.{self.parsed.table}"
 

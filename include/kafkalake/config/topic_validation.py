@@ -23,6 +23,7 @@ from kafkalake.config.parsed import (
     MAX_TABLE_NAME,
     identifier_problem,
     parse_parsed,
+    with_format,
 )
 from kafkalake.config.schedule import run_interval
 from kafkalake.config.spark_credentials import CREDENTIAL_ADVICE, credential_settings
@@ -76,6 +77,7 @@ TOPIC_FIELDS = {
     "spark_task_timeout",
     "topics",
     "topic_pattern",
+    "format",
 }
 #: A family entry gives one of these instead of `name` (kafkalake.config.family).
 FAMILY_FIELDS = ("topics", "topic_pattern")
@@ -139,7 +141,7 @@ def validate_topic(file: Path, index: int, entry: Mapping[str, Any], lake_root: 
         raise fail("table", problem)
 
     try:
-        parsed = parse_parsed(entry.get("parsed"))
+        parsed = with_format(parse_parsed(entry.get("parsed")), entry.get("format"))
     except ParsedConfigError as err:
         raise fail(err.field, str(err)) from None
     if parsed.enabled and not parsed.table and len(table) > MAX_PARSED_TABLE_NAME:

@@ -22,6 +22,7 @@ SIGNALS = {"SIGKILL": signal.SIGKILL, "SIGSTOP": signal.SIGSTOP}
 POINTS = (
     "ingest:before_bronze_commit",
     "ingest:after_bronze_commit",
+    "ingest:before_current_commit",
     "ingest:after_parsed_commits",
     "catch_up:after_chunk",
     "replay:after_parsed_commit",

@@ -39,7 +39,7 @@ from kafkalake.kafka import gaps
 from kafkalake.lake import parsed_backlog, table_position
 from kafkalake.lake.checkpoint import batch_end_offsets, family_batch_end_offsets, starting_offsets
 from kafkalake.lake.checkpoint_lock import fence
-from kafkalake.spark import data_loss, driver_kafka, parse_columns
+from kafkalake.spark import data_loss, debezium, driver_kafka, parse_columns
 from kafkalake.spark.batch_cache import cached
 from kafkalake.spark.extension import resolve as resolve_extension
 from kafkalake.spark.latest import latest_schema, merge_latest
@@ -105,20 +105,25 @@ def _delta_append(frame: DataFrame, path: str, options: Mapping[str, str]) -> bo
     return observed(observation) is not None
 
 
-def in_ranges(ranges: Mapping[int, tuple[int, int]]) -> Column:
-    """Rows whose offset lies in ``[start, end)`` of their partition's range (others: none)."""
+def in_ranges(
+    ranges: Mapping[int, tuple[int, int]], partition: Column | None = None, offset: Column | None = None
+) -> Column:
+    """Rows whose offset lies in ``[start, end)`` of their partition's range (others: none); by
+    default of bronze's ``partition`` and ``offset`` columns."""
     from pyspark.sql import functions as F
 
-    partition, offset = F.col("partition"), F.col("offset")
+    partition = F.col("partition") if partition is None else partition
+    offset = F.col("offset") if offset is None else offset
     condition = F.lit(False)
     for p, (start, end) in sorted(ranges.items()):
         condition = condition | ((partition == p) & (offset >= start) & (offset < end))
     return condition
 
 
-def position_carrier(latest_by_key: bool, dead_letters: int) -> str:
+def position_carrier(latest_by_key: bool, dead_letters: int, current: bool = False) -> str:
     """The parsed-side table whose commit records the batch's Kafka position: the batch's last write
-    (the latest-row MERGE, else the dead letters when there are any, else the parsed rows).
+    (the latest-row or current-state MERGE, else the dead letters when there are any, else the
+    parsed rows).
 
     Only the last: a run killed between two of the batch's commits must not leave a table claiming
     the batch whole. The position rebuilt after a lost checkpoint is the parsed side's furthest
@@ -126,6 +131,8 @@ def position_carrier(latest_by_key: bool, dead_letters: int) -> str:
     dead letters the kill kept from their table would never be written. As it is, the rebuild parses
     the batch again from bronze, and each table takes only the rows it lacks.
     """
+    if current:
+        return "current"
     if latest_by_key:
         return "latest"
     return "dead_letter" if dead_letters else "parsed"
@@ -182,8 +189,11 @@ class BatchWriter:
         self.family_known: dict[str, dict[int, int]] = {}
         self.family_ids: dict[str, str] = {}
         #: Whether a batch's parsed rows are first written straight from the parse (_write_direct);
-        #: not for a latest-row table, whose MERGE reads the cached parse.
-        self.direct_parse = not self.config.latest_by_key
+        #: not for a latest-row or current-state table, whose MERGE reads the cached parse.
+        self.direct_parse = not (self.config.latest_by_key or self.config.debezium)
+        #: Offsets the current-state table holds (its recorded position), read at the run's first
+        #: batch: events below them are never applied again.
+        self._current_holds: dict[int, int] | None = None
         #: The Java Kafka settings, when the topic accepts data loss: each batch then looks for
         #: offsets Kafka deleted before it read them, and records them (never silent).
         self.loss_client_config = loss_client_config
@@ -419,7 +429,7 @@ class BatchWriter:
             # A table with no rows from this batch gets no commit: an empty write still costs a
             # scan of the cached frame and a Delta commit (bench: ~2 s of a 25 s batch with no dead
             # letters). The counts are the batch's own, so a replayed batch skips the same writes.
-            last = position_carrier(self.config.latest_by_key, parsed.dead_letters)
+            last = position_carrier(self.config.latest_by_key, parsed.dead_letters, self.config.debezium)
             if parsed.parsed_rows:
                 # mergeSchema: the history decides the schema (new fields added, or accepted); the
                 # table follows.
@@ -448,9 +458,26 @@ class BatchWriter:
                         batch_id,
                         self._carried("latest", last),
                     )
+            if self.config.debezium:
+                self._merge_current(frame, batch_id, app_id, self._carried("current", last))
             self.parser.add_stats(parsed.counts)
         finally:
             frame.unpersist()
+
+    def _merge_current(self, frame: DataFrame, batch_id: int, app_id: str, metadata: str | None) -> None:
+        """The batch's events into the current-state table, those it holds already left out."""
+        from pyspark.sql import functions as F
+
+        if self._current_holds is None:
+            held = table_position.read_position(self.topic.current_path)
+            self._current_holds = dict(held.end) if held else {}
+        kafka = F.col(parse_columns.KAFKA_COLUMN)
+        below = {p: (0, o) for p, o in self._current_holds.items()}
+        events = frame.where(~in_ranges(below, kafka["partition"], kafka["offset"]))
+        self._create_once("current", debezium.current_schema(frame))
+        kill_points.reached("ingest:before_current_commit")
+        with self._step("current"):
+            debezium.merge_current(self.spark, events, self.topic.current_path, app_id, batch_id, metadata)
 
     def _carried(self, kind: str, last: str) -> str | None:
         """The batch's position metadata for the ``kind`` table's commit, if it carries it."""

@@ -13,6 +13,8 @@ seen again. Records without a key cannot be upserted and are left to the parsed 
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from kafkalake.lake.checkpoint_lock import fence
@@ -22,6 +24,7 @@ from kafkalake.spark.table_settings import as_nullable, quote_identifier
 if TYPE_CHECKING:
     from datetime import datetime
 
+    from delta.tables import DeltaMergeBuilder
     from pyspark.sql import Column, DataFrame, SparkSession
     from pyspark.sql.types import StructType
 
@@ -51,13 +54,14 @@ def latest_per_key(frame: DataFrame) -> DataFrame:
     record = F.struct(
         *columns, F.coalesce(reason == parse_columns.TOMBSTONE, F.lit(False)).alias(_TOMBSTONE_FLAG)
     )
-    return _newest_per_key(rows, record).select("latest.*")
+    return newest_per_key(rows, record).select("latest.*")
 
 
-def _newest_per_key(rows: DataFrame, record: Column) -> DataFrame:
+def newest_per_key(rows: DataFrame, record: Column, position: str | None = None) -> DataFrame:
     """``record`` (a struct with the row's ``_kafka``) of each key's newest row, as ``latest``:
     each partition's last record of the key, then the latest of those, as :data:`_NEWER` orders
-    them."""
+    them; with ``position`` (a field of ``record``), by that field instead of the Kafka timestamp
+    (a Debezium topic's source position: :mod:`kafkalake.spark.debezium`)."""
     from pyspark.sql import functions as F
 
     key = F.col("_kafka.key").alias("_kafka_group_key")
@@ -65,7 +69,8 @@ def _newest_per_key(rows: DataFrame, record: Column) -> DataFrame:
         F.max_by(record, F.col("_kafka.offset")).alias("latest")
     )
     kafka = F.col("latest._kafka")
-    order = F.struct(kafka["timestamp"], kafka["partition"], kafka["offset"])
+    first = F.col("latest")[position] if position else kafka["timestamp"]
+    order = F.struct(first, kafka["partition"], kafka["offset"])
     return per_partition.groupBy("_kafka_group_key").agg(F.max_by("latest", order).alias("latest"))
 
 
@@ -77,36 +82,61 @@ def latest_schema(frame: DataFrame) -> StructType:
 def merge_latest(
     spark: SparkSession, frame: DataFrame, path: str, app_id: str, batch_id: int, metadata: str | None = None
 ) -> None:
-    from delta.tables import DeltaTable
-
     source = latest_per_key(frame)
     columns = [c for c in source.columns if c != _TOMBSTONE_FLAG]
-    wanted = latest_schema(frame)
+    ensure_columns(spark, path, latest_schema(frame))
+    with idempotent_commit(spark, app_id, batch_id, metadata):
+        keyed_merge(spark, path, source, columns, f"s.{_TOMBSTONE_FLAG}", _NEWER).execute()
+
+
+def keyed_merge(
+    spark: SparkSession, path: str, source: DataFrame, columns: list[str], deleted: str, newer: str
+) -> DeltaMergeBuilder:
+    """The MERGE of each key's newest record (``source``, one row per ``_kafka.key``) into the table
+    at ``path``: a newer record (``newer``, over ``s`` and ``t``) replaces the key's row, or deletes
+    it where ``deleted``; a new key is inserted unless ``deleted``."""
+    from delta.tables import DeltaTable
+
+    assignments = {quote_identifier(c): f"s.{quote_identifier(c)}" for c in columns}
+    return (
+        DeltaTable.forPath(spark, path)
+        .alias("t")
+        .merge(source.alias("s"), "t._kafka.key = s._kafka.key")
+        .whenMatchedDelete(condition=f"{deleted} AND {newer}")
+        .whenMatchedUpdate(condition=f"NOT {deleted} AND {newer}", set=assignments)
+        .whenNotMatchedInsert(condition=f"NOT {deleted}", values=assignments)
+    )
+
+
+def ensure_columns(spark: SparkSession, path: str, wanted: StructType) -> None:
+    """Create the table at ``path`` with ``wanted``'s columns, or give it those it lacks, with an
+    empty append (``mergeSchema``); nothing when it has them all."""
+    from delta.tables import DeltaTable
+
     exists = DeltaTable.isDeltaTable(spark, path)
     # Nullability aside: the table is created all-nullable (table_settings.as_nullable), while a
     # batch's struct columns are NOT NULL; compared as they were, every batch made the empty
     # append below (a job with a Python worker, ~1-2.5 s a batch) that changed nothing.
     if not exists or as_nullable(DeltaTable.forPath(spark, path).toDF().schema) != as_nullable(wanted):
-        # Create the table, or give it the columns the parsed schema gained, with an empty append.
         empty = spark.createDataFrame([], wanted)
         fence()
         empty.write.format("delta").mode("append").option("mergeSchema", "true").save(path)
-    assignments = {quote_identifier(c): f"s.{quote_identifier(c)}" for c in columns}
+
+
+@contextlib.contextmanager
+def idempotent_commit(
+    spark: SparkSession, app_id: str, batch_id: int, metadata: str | None = None
+) -> Iterator[None]:
+    """The session's next Delta commit (a MERGE) carries (``app_id``, ``batch_id``), which Delta
+    records and skips when seen again, and ``metadata`` (the batch's Kafka position)."""
     spark.conf.set(_TXN_APP_ID, app_id)
     spark.conf.set(_TXN_VERSION, str(batch_id))
     if metadata is not None:
         spark.conf.set(_USER_METADATA, metadata)
     try:
+        # Every commit a run makes is fenced (the S3 run lock's lease: checkpoint_lock.fence).
         fence()
-        (
-            DeltaTable.forPath(spark, path)
-            .alias("t")
-            .merge(source.alias("s"), "t._kafka.key = s._kafka.key")
-            .whenMatchedDelete(condition=f"s.{_TOMBSTONE_FLAG} AND {_NEWER}")
-            .whenMatchedUpdate(condition=f"NOT s.{_TOMBSTONE_FLAG} AND {_NEWER}", set=assignments)
-            .whenNotMatchedInsert(condition=f"NOT s.{_TOMBSTONE_FLAG}", values=assignments)
-            .execute()
-        )
+        yield
     finally:
         spark.conf.unset(_TXN_APP_ID)
         spark.conf.unset(_TXN_VERSION)
@@ -128,7 +158,7 @@ def delete_by_tombstones(spark: SparkSession, bronze: DataFrame, path: str) -> N
     tombstones = bronze.where(F.col("value").isNull() & F.col("key").isNotNull()).select(
         F.struct("key", "partition", "offset", F.col("kafka_timestamp").alias("timestamp")).alias("_kafka")
     )
-    newest = _newest_per_key(tombstones, F.struct("_kafka")).select("latest.*")
+    newest = newest_per_key(tombstones, F.struct("_kafka")).select("latest.*")
     fence()
     (
         DeltaTable.forPath(spark, path)

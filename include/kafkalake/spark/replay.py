@@ -15,7 +15,8 @@ the parsed and dead-letter tables hold for those records:
   (``replaceWhere`` with the window's predicate and the new rows; ``mergeSchema`` lets the parsed
   table gain columns): a reader sees the old table or the new one, never a mix. The latest-row
   table is rebuilt whole, from the parsed table's rows plus bronze's tombstones, with the same
-  newer-by-(partition, offset) rule as the ingest's MERGE, and overwritten in one commit.
+  newer-by-(partition, offset) rule as the ingest's MERGE, and overwritten in one commit; a Debezium
+  topic's current-state table likewise, from the whole change history.
 * **Safety.** The replay holds the topic's checkpoint lock for its whole run, so an ingest cannot
   interleave (it fails with ``checkpoint_locked`` and retries). It reads bronze and never writes
   it, and never touches the checkpoint; it refuses to run while the last ingest left a micro-batch
@@ -37,6 +38,7 @@ from kafkalake.core.errors import BadConfigError, IngestUnfinishedError, Kind, f
 from kafkalake.lake.checkpoint import read_checkpoint
 from kafkalake.lake.checkpoint_lock import checkpoint_lock, fence
 from kafkalake.spark import parse_columns
+from kafkalake.spark.debezium import rebuild_current
 from kafkalake.spark.latest import rebuild_latest
 from kafkalake.spark.table_settings import create_table
 from kafkalake.spark.topic_parser import RunStats, TopicParser
@@ -338,6 +340,10 @@ def _replay(spark: SparkSession, topic: TopicConfig, selection: Selection) -> Re
         kill_points.reached("replay:after_dead_letter_commit")
         if topic.parsed.latest_by_key:
             done[topic.latest_path] = _rebuild_latest(spark, topic, parser, latest_bronze=max(commits)[0])
+        if topic.parsed.debezium:
+            # The change history (the parsed table, just replaced) replayed into the source's state.
+            rebuild_current(spark.read.format("delta").load(topic.parsed_path), topic.current_path)
+            done[topic.current_path] = _committed_version(spark, topic.current_path)
         parser.add_stats(parsed.counts)
     finally:
         parsed.frame.unpersist()

@@ -21,7 +21,7 @@ from kafkalake.core.errors import ExpectationFailedError, SchemaRejectedError
 from kafkalake.core.run_metrics import JobMetrics
 from kafkalake.lake.schema_algebra import RESCUED_COLUMN, Schema, merge, repaired, schema_problems
 from kafkalake.lake.schema_history import SchemaHistory
-from kafkalake.spark import parse_columns
+from kafkalake.spark import debezium, parse_columns
 from kafkalake.spark.batch_cache import cached
 
 if TYPE_CHECKING:
@@ -207,7 +207,8 @@ class TopicParser:
             SchemaRejectedError: new fields under ``failOnNewColumns``.
             ExpectationFailedError: a record broke a ``fail`` expectation.
         """
-        self.ensure_schema(bronze, source)
+        bronze = self._payloads(bronze)
+        self._ensure_schema(bronze, source)
         frame = self._parse(bronze)
         try:
             # The counts are the one pass that parses the rows (and fills the cache the writes
@@ -226,6 +227,17 @@ class TopicParser:
     def ensure_schema(self, bronze: DataFrame, source: str) -> None:
         """The schema to parse ``bronze`` with: the current one (repaired if no table could take
         it), or the topic's first (pinned, or inferred from these rows)."""
+        self._ensure_schema(self._payloads(bronze), source)
+
+    def _payloads(self, bronze: DataFrame) -> DataFrame:
+        """The values to parse: a Debezium topic's events out of their envelope, if they have one."""
+        return debezium.unwrapped(bronze) if self.config.debezium else bronze
+
+    def _inferred(self, texts: DataFrame) -> Schema:
+        schema = parse_columns.infer_schema(texts, self.config)
+        return debezium.shaped(schema) if self.config.debezium else schema
+
+    def _ensure_schema(self, bronze: DataFrame, source: str) -> None:
         if self.schema is None or self._provisional:
             self.schema = self._first_schema(bronze, source)
         elif problems := schema_problems(self.schema):
@@ -245,7 +257,7 @@ class TopicParser:
         from pyspark.sql import Observation
         from pyspark.sql import functions as F
 
-        frame = self._parsed_frame(bronze)
+        frame = self._parsed_frame(self._payloads(bronze))
         needs_check = F.col(parse_columns.REASON).isNotNull()
         if self._rescued_decide() and RESCUED_COLUMN in frame.columns:
             needs_check = needs_check | F.col(RESCUED_COLUMN).isNotNull()
@@ -344,7 +356,7 @@ class TopicParser:
             schema = pinned
             origin = "pinned in the catalog"
         else:
-            schema = parse_columns.infer_schema(parse_columns.sample_texts(bronze, self.config), self.config)
+            schema = self._inferred(parse_columns.sample_texts(bronze, self.config))
             origin = f"inferred from {source}"
         provisional = pinned is None and not schema["fields"]
         schema = parse_columns.with_catalog_hints(schema, self.config)
@@ -387,9 +399,7 @@ class TopicParser:
         """New fields in rescued records: add them (addNewColumns) or stop the run (failOnNewColumns)."""
         assert self.schema is not None
         texts = parse_columns.valid_json_texts(frame, self.config.sample_rows, only_rescued=True)
-        merged = merge(
-            self.schema, parse_columns.infer_schema(texts, self.config), max_columns=self.config.max_columns
-        )
+        merged = merge(self.schema, self._inferred(texts), max_columns=self.config.max_columns)
         skipped = [str(c) for c in merged.changes if c.kind == "skipped"]
         if skipped:
             log.warning("topic %s: %s", self.topic.name, "; ".join(skipped))

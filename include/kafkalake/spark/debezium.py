@@ -1,0 +1,179 @@
+"""Debezium change events (``format: debezium``): the change history and the source table's current state.
+
+A Debezium topic is parsed like any JSON topic, so its parsed table is the change history: one row
+per event, with ``op``, ``ts_ms``, ``source`` (the connector's position: ``source.lsn`` for
+PostgreSQL), ``before`` and ``after`` as columns. Three things differ:
+
+* **The envelope.** Connect's JSON converter with schemas wraps every event as ``{"schema": ...,
+  "payload": ...}``: the payload is what is parsed (:func:`unwrapped`). Bronze keeps the bytes as
+  they came; a dead letter keeps the payload.
+* **The schema.** ``before`` and ``after`` are the same row type, but a sample of inserts sees
+  ``before`` only as null (a string column) and one of deletes ``after``: each takes the fields of
+  both (:func:`shaped`), so a delete's ``before`` and a later update's ``after`` parse into their
+  columns, and a new source column reaches both.
+* **The current-state table** (``<table>_current``), keyed by the Kafka record key (Debezium's key
+  is the row's primary key): the source table as it is, one row per key with ``after``'s fields as
+  columns, and ``_kafka`` (key, partition, offset, timestamp), ``_cdc_op`` and ``_cdc_position``.
+  Each micro-batch is MERGEd (:func:`merge_current`): ``c``/``r``/``u`` upsert ``after``, ``d``
+  deletes the key, tombstones are skipped; a primary-key change (Debezium's delete of the old key,
+  then a create of the new) leaves the new key only. A truncate (``op: t``) deletes every row whose
+  position is below the truncate's, and the batch's events from before it are left out.
+
+Order: a key's events are ordered by offset within a partition and, across partitions (a key that
+moved partition when partitions were added), by the source position, then partition and offset:
+``source.lsn`` for PostgreSQL (the WAL position of the change: two changes of one row, or a row and
+a truncate of its table, never commit out of that order); other connectors by the event's
+``ts_ms`` (:func:`position`), coarser. Snapshot reads (``op: r``) carry the snapshot's position,
+below every change streamed after it, so a snapshot followed by streaming converges.
+
+Exactly once: the MERGE carries the batch's (``txnAppId``, ``txnVersion``), which Delta skips when
+the batch is replayed under the same streaming query, and records the batch's Kafka offsets in its
+commit (it is the batch's last write: the position carrier). A batch is MERGEd only with the
+records at or past the offsets the table recorded (:func:`kafkalake.lake.table_position`), so a
+batch written again under a new query id (a lost checkpoint) never applies an old event a second
+time: re-applying an insert after a later delete would bring the row back.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import TYPE_CHECKING, Any
+
+from kafkalake.lake.schema_algebra import Schema, merge
+from kafkalake.spark import parse_columns
+from kafkalake.spark.latest import ensure_columns, idempotent_commit, keyed_merge, newest_per_key
+from kafkalake.spark.table_settings import quote_identifier
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame, SparkSession
+    from pyspark.sql.types import StructType
+
+OP = "_cdc_op"
+POSITION = "_cdc_position"
+_ROW_EVENTS = ("c", "r", "u", "d")
+_TRUNCATE = "t"
+_NEWER = (
+    "CASE WHEN s._kafka.partition = t._kafka.partition THEN s._kafka.offset > t._kafka.offset"
+    f" ELSE struct(s.{POSITION}, s._kafka.partition, s._kafka.offset)"
+    f" > struct(t.{POSITION}, t._kafka.partition, t._kafka.offset) END"
+)
+
+
+def unwrapped(bronze: DataFrame) -> DataFrame:
+    """Bronze rows with each ``{"schema": ..., "payload": ...}`` value replaced by its payload's
+    JSON text; other values (bare events, tombstones, what is no JSON) as they are."""
+    from pyspark.sql import functions as F
+
+    text = F.col("value").cast("string")
+    envelope = F.coalesce(
+        F.array_sort(F.json_object_keys(text)) == F.array(F.lit("payload"), F.lit("schema")), F.lit(False)
+    )
+    payload = F.encode(F.get_json_object(text, "$.payload"), "UTF-8")
+    return bronze.withColumn("value", F.when(envelope, payload).otherwise(F.col("value")))
+
+
+def _row_type(field: dict[str, Any] | None) -> dict[str, Any] | None:
+    if field is not None and isinstance(field["type"], dict) and field["type"].get("type") == "struct":
+        return field["type"]
+    return None
+
+
+def shaped(schema: Schema) -> Schema:
+    """``schema`` with ``before`` and ``after`` both of the row type the two of them know (fields of
+    ``after`` first); as it is when neither is an object yet, or a field is missing."""
+    fields = {f["name"]: f for f in schema["fields"]}
+    after, before = _row_type(fields.get("after")), _row_type(fields.get("before"))
+    if after is None and before is None:
+        return schema
+    row = merge(after or before or {}, before or after or {}).schema
+    result = copy.deepcopy(schema)
+    for field in result["fields"]:
+        if field["name"] in ("before", "after"):
+            field["type"] = copy.deepcopy(row)
+    return result
+
+
+def position(frame: DataFrame) -> Column:
+    """An event's source position: ``source.lsn`` where the connector gives one (PostgreSQL),
+    else the event's ``ts_ms``."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import StructType
+
+    source = frame.schema["source"].dataType if "source" in frame.columns else None
+    if isinstance(source, StructType) and "lsn" in source.fieldNames():
+        return F.col("source")["lsn"].cast("bigint")
+    return F.col("ts_ms").cast("bigint") if "ts_ms" in frame.columns else F.lit(None).cast("bigint")
+
+
+def _events(frame: DataFrame) -> DataFrame:
+    """The parsed events of a parsed frame (no dead letters, no tombstones), with their op and
+    position, and ``after``'s fields as columns."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import StructType
+
+    kafka = F.col(parse_columns.KAFKA_COLUMN)
+    events = frame.where(F.col(parse_columns.REASON).isNull())
+    after = frame.schema["after"].dataType if "after" in frame.columns else None
+    names = after.fieldNames() if isinstance(after, StructType) else []
+    columns = [F.col("after")[name].alias(name) for name in names]
+    return events.select(
+        *columns,
+        F.struct(
+            kafka["key"].alias("key"),
+            kafka["partition"].alias("partition"),
+            kafka["offset"].alias("offset"),
+            kafka["timestamp"].alias("timestamp"),
+        ).alias("_kafka"),
+        (F.col("op") if "op" in frame.columns else F.lit(None)).cast("string").alias(OP),
+        position(frame).alias(POSITION),
+    )
+
+
+def _current_rows(events: DataFrame, truncated_below: int | None) -> DataFrame:
+    """Each key's newest row event (of those after the last truncate, when there is one)."""
+    from pyspark.sql import functions as F
+
+    rows = events.where(F.col(OP).isin(*_ROW_EVENTS) & F.col("_kafka.key").isNotNull())
+    if truncated_below is not None:
+        rows = rows.where(F.col(POSITION) > F.lit(truncated_below))
+    record = F.struct(*[F.col(quote_identifier(c)) for c in events.columns])
+    return newest_per_key(rows, record, POSITION).select("latest.*")
+
+
+def current_schema(frame: DataFrame) -> StructType:
+    """The current-state table's columns for a batch of parsed events."""
+    return _events(frame).schema
+
+
+def _last_truncate(events: DataFrame) -> int | None:
+    from pyspark.sql import functions as F
+
+    row = events.where(F.col(OP) == _TRUNCATE).agg(F.max(POSITION)).first()
+    return None if row is None or row[0] is None else int(row[0])
+
+
+def merge_current(
+    spark: SparkSession, frame: DataFrame, path: str, app_id: str, batch_id: int, metadata: str | None = None
+) -> None:
+    """MERGE a batch's parsed events (the cached parsed frame, with records the table holds left
+    out by the caller) into the current-state table, in one commit."""
+    events = _events(frame)
+    truncated_below = _last_truncate(events)
+    source = _current_rows(events, truncated_below)
+    ensure_columns(spark, path, events.schema)
+    with idempotent_commit(spark, app_id, batch_id, metadata):
+        merging = keyed_merge(spark, path, source, source.columns, f"s.{OP} = 'd'", _NEWER)
+        if truncated_below is not None:
+            merging = merging.whenNotMatchedBySourceDelete(condition=f"t.{POSITION} < {truncated_below}")
+        merging.execute()
+
+
+def rebuild_current(events_frame: DataFrame, path: str) -> None:
+    """Overwrite the current-state table with the state every event of ``events_frame`` (the whole
+    change history, as the parsed table holds it) leads to, in one commit: each key's newest row
+    event after the last truncate, unless it is a delete."""
+    from pyspark.sql import functions as F
+
+    events = _events(events_frame.withColumn(parse_columns.REASON, F.lit(None).cast("string")))
+    rows = _current_rows(events, _last_truncate(events)).where(F.col(OP) != "d")
+    rows.write.format("delta").mode("overwrite").option("mergeSchema", "true").save(path)
