@@ -15,6 +15,7 @@ import os
 import subprocess
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +41,8 @@ pytestmark = [pytest.mark.integration, pytest.mark.cdc]
 TABLE = "public.customers"
 PREFIX = "it-cdc"
 TOPIC = f"{PREFIX}.{TABLE}"
+#: A second table, captured by a connector whose JSON converter writes bare events (no envelope).
+BARE_TOPIC = "it-cdc-bare.public.orders"
 #: Small micro-batches: every run writes several, so events of one key meet across batches.
 CATALOG = f"""
 topics:
@@ -48,6 +51,10 @@ topics:
     table: it_cdc_customers
     format: debezium
     max_offsets_per_trigger: 4
+  - name: {BARE_TOPIC}
+    freshness_sla: 1h
+    table: it_cdc_orders
+    format: debezium
 """
 
 
@@ -333,3 +340,78 @@ def test_a_replay_rebuilds_the_same_current_state_and_later_runs_go_on(
     run_ingest(spark, topic, kafka.bootstrap_servers)
     assert [r["id"] for r in current_rows(topic)] == [10, 90]
     assert_current_is_source(topic, postgres)
+
+
+def test_a_key_that_moved_partition_is_ordered_by_the_source_position(
+    spark: Any, postgres: LocalPostgres, source: LocalConnect, kafka: LocalKafka, topic: TopicConfig
+) -> None:
+    from confluent_kafka.admin import AdminClient, NewPartitions
+
+    fillers, movers = range(100, 110), range(120, 126)
+    values = ", ".join(f"({i}, 'n{i}')" for i in [*fillers, *movers])
+    change(postgres, kafka, f"INSERT INTO customers (id, name) VALUES {values};", 16)
+    # A second partition: keys hash anew, so some keys' next events land in the new partition while
+    # their rows came from the old one, where Kafka orders nothing between the two.
+    admin = AdminClient(client_settings(kafka.bootstrap_servers))  # kept: a dropped client aborts
+    admin.create_partitions([NewPartitions(TOPIC, 2)])[TOPIC].result(30)
+    time.sleep(5)  # Connect's producer sees the partition at its next metadata refresh (2 s)
+    # The movers were inserted last in the old partition and are deleted first in the new one: the
+    # Kafka source reads partitions at the same pace, so a mover's delete comes in an earlier
+    # micro-batch than its insert, whose MERGE then finds no row.
+    change(postgres, kafka, f"DELETE FROM customers WHERE id >= {movers[0]};", 12)
+    change(postgres, kafka, f"UPDATE customers SET tier = 'moved' WHERE id < {movers[0]};", 0)
+    # Eight a batch (the catalog's four would take twice the batches): still several, split alike.
+    writer = run_ingest(spark, replace(topic, max_offsets_per_trigger=8), kafka.bootstrap_servers)
+    assert writer.stats.batches > 3
+    assert_current_is_source(topic, postgres)
+    partitions_of: dict[bytes, set[int]] = {}
+    for row in read_rows(Path(topic.parsed_path)):
+        partitions_of.setdefault(row["_kafka"]["key"], set()).add(row["_kafka"]["partition"])
+    # Keys that moved: their rows were replaced, or deleted, from the other partition.
+    assert any(len(parts) == 2 for parts in partitions_of.values())
+
+
+def test_bare_events_without_the_envelope_land_the_same_way(
+    spark: Any,
+    postgres: LocalPostgres,
+    shop: Database,
+    kafka: LocalKafka,
+    cdc_catalog: Path,
+    cdc_lake: Path,
+    tmp_path: Path,
+) -> None:
+    sql(
+        postgres,
+        "CREATE TABLE orders (id int PRIMARY KEY, item text, qty int); ALTER TABLE orders OWNER TO shop;",
+    )
+    sql(postgres, "INSERT INTO orders VALUES (1, 'pen', 2), (2, 'ink', 1);")
+    bare = LocalConnect(
+        tmp_path / "connect",
+        kafka.bootstrap_servers,
+        shop,
+        ("public.orders",),
+        topic_prefix="it-cdc-bare",
+        schemas_enable=False,
+        name="kafkalake_cdc_bare",
+    ).start()
+    try:
+        sql(
+            postgres,
+            "UPDATE orders SET qty = 5 WHERE id = 1; DELETE FROM orders WHERE id = 2;"
+            "INSERT INTO orders VALUES (3, 'nib', 9); UPDATE orders SET id = 4 WHERE id = 3;",
+        )
+        events = topic_events(kafka.bootstrap_servers, BARE_TOPIC, 9)  # r r u d - c d - c
+    finally:
+        bare.stop()
+    assert all("payload" not in e["value"] and "op" in e["value"] for e in events if e["value"])
+    orders = load_catalog(cdc_catalog, cdc_lake).topic(BARE_TOPIC)
+    run_ingest(spark, orders, kafka.bootstrap_servers)
+    out = sql(postgres, "SELECT row_to_json(o) FROM orders o ORDER BY id;")
+    expected = [json.loads(line) for line in out.splitlines() if line.strip()]
+    got = sorted(
+        ({k: v for k, v in r.items() if not k.startswith("_")} for r in read_rows(Path(orders.current_path))),
+        key=lambda r: r["id"],
+    )
+    assert got == expected == [{"id": 1, "item": "pen", "qty": 5}, {"id": 4, "item": "nib", "qty": 9}]
+    ops = [r["op"] for r in sorted(read_rows(Path(orders.parsed_path)), key=lambda r: r["_kafka"]["offset"])]
+    assert ops == ["r", "r", "u", "d", "c", "d", "c"]

@@ -111,6 +111,8 @@ class LocalConnect:
             # The broker creates no topic on its own (auto.create.topics.enable=false): Connect
             # creates each table's topic as the connector's topic.creation settings say.
             "topic.creation.enable": "true",
+            # Partitions added to a topic are used within seconds (the producer's default is 5 min).
+            "producer.metadata.max.age.ms": "2000",
         }
 
     def _connector_settings(self) -> dict[str, str]:

@@ -156,7 +156,7 @@ class BatchWriter:
         #: The typed error a batch raised, kept because Spark hands the caller only a wrapped copy.
         self.failure: Exception | None = None
         #: When the run began (bronze's ingested_at of its rows is later), and how many batches
-        #: MERGEd into the latest table (latest.settle_after_run).
+        #: MERGEd into the latest or current-state table (latest/debezium.settle_after_run).
         self.run_started = datetime.now(UTC) - timedelta(seconds=1)
         self.latest_batches = 0
         self._query_id: str | None = None
@@ -475,6 +475,7 @@ class BatchWriter:
         below = {p: (0, o) for p, o in self._current_holds.items()}
         events = frame.where(~in_ranges(below, kafka["partition"], kafka["offset"]))
         self._create_once("current", debezium.current_schema(frame))
+        self.latest_batches += 1
         kill_points.reached("ingest:before_current_commit")
         with self._step("current"):
             debezium.merge_current(self.spark, events, self.topic.current_path, app_id, batch_id, metadata)

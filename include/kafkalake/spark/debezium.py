@@ -45,8 +45,12 @@ from kafkalake.spark.latest import ensure_columns, idempotent_commit, keyed_merg
 from kafkalake.spark.table_settings import quote_identifier
 
 if TYPE_CHECKING:
+    from datetime import datetime
+
     from pyspark.sql import Column, DataFrame, SparkSession
     from pyspark.sql.types import StructType
+
+    from kafkalake.config.topic import TopicConfig
 
 OP = "_cdc_op"
 POSITION = "_cdc_position"
@@ -136,7 +140,14 @@ def _current_rows(events: DataFrame, truncated_below: int | None) -> DataFrame:
     rows = events.where(F.col(OP).isin(*_ROW_EVENTS) & F.col("_kafka.key").isNotNull())
     if truncated_below is not None:
         rows = rows.where(F.col(POSITION) > F.lit(truncated_below))
-    record = F.struct(*[F.col(quote_identifier(c)) for c in events.columns])
+    return _newest(rows)
+
+
+def _newest(rows: DataFrame) -> DataFrame:
+    """Each key's newest of ``rows`` (events, :func:`_events`), in source order."""
+    from pyspark.sql import functions as F
+
+    record = F.struct(*[F.col(quote_identifier(c)) for c in rows.columns])
     return newest_per_key(rows, record, POSITION).select("latest.*")
 
 
@@ -166,6 +177,35 @@ def merge_current(
         if truncated_below is not None:
             merging = merging.whenNotMatchedBySourceDelete(condition=f"t.{POSITION} < {truncated_below}")
         merging.execute()
+
+
+def settle_after_run(spark: SparkSession, topic: TopicConfig, run_started: datetime, batches: int) -> None:
+    """After a stream run of more than one batch: the run's deletes and truncates applied once more
+    to the current-state table (deletes only, so applying one again changes nothing).
+
+    Why: the Kafka source splits a micro-batch across partitions by offsets, so a key that moved
+    partition can have its delete (new partition) in an earlier batch than its insert from before
+    the move (old partition); that insert's MERGE finds no row and brings the key back. Likewise an
+    event from before a truncate in another partition. A run reads every partition up to the end
+    offsets it started with, so the older event is in the same run (as for the latest table:
+    :func:`kafkalake.spark.latest.settle_after_run`).
+    """
+    from delta.tables import DeltaTable
+    from pyspark.sql import functions as F
+
+    if not topic.parsed.debezium or batches < 2 or not DeltaTable.isDeltaTable(spark, topic.current_path):
+        return
+    history = spark.read.format("delta").load(topic.parsed_path)
+    landed = history.where(F.col("_kafka.ingested_at") >= F.lit(run_started))
+    events = _events(landed.withColumn(parse_columns.REASON, F.lit(None).cast("string")))
+    newest = _newest(events.where((F.col(OP) == "d") & F.col("_kafka.key").isNotNull()))
+    table = DeltaTable.forPath(spark, topic.current_path)
+    table.alias("t").merge(newest.alias("s"), "t._kafka.key = s._kafka.key").whenMatchedDelete(
+        condition=_NEWER
+    ).execute()
+    truncated_below = _last_truncate(events)
+    if truncated_below is not None:
+        table.delete(F.col(POSITION) < F.lit(truncated_below))
 
 
 def rebuild_current(events_frame: DataFrame, path: str) -> None:

@@ -29,7 +29,7 @@ from kafkalake.lake import parsed_backlog
 from kafkalake.lake.checkpoint_lock import checkpoint_lock
 from kafkalake.lake.family_start import FamilyStart, known_members, plan_family_start
 from kafkalake.lake.start_plan import StartPlan, check_safe_to_start, plan_start
-from kafkalake.spark import driver_kafka
+from kafkalake.spark import debezium, driver_kafka
 from kafkalake.spark.batch_writer import BatchWriter
 from kafkalake.spark.catch_up import catch_up_if_behind
 from kafkalake.spark.latest import settle_after_run
@@ -128,6 +128,7 @@ class IngestRun:
                     raise writer.failure from None
                 raise
             settle_after_run(self.spark, topic, writer.run_started, writer.latest_batches)
+            debezium.settle_after_run(self.spark, topic, writer.run_started, writer.latest_batches)
             behind = self._catch_up()
         log.info("done: %s", writer.stats.summary())
         self.stream_done = time.monotonic()
