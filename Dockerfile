@@ -30,5 +30,6 @@ COPY --chown=airflow:0 jobs ./jobs
 # requirements.txt pins apache-airflow to the image's own version, so pip keeps the image's Airflow.
 RUN pip install --no-cache-dir -r requirements.txt -e . \
  && pip check
-# The jars, resolved from Maven Central now, once: the containers never fetch anything.
-RUN python -m kafkalake.launch.jars
+# The jars, resolved from Maven Central now, once: the containers never fetch anything. Not the
+# schema registry the tests run (built with Maven, which the image has no need of).
+RUN python -m kafkalake.launch.jars --no-registry

@@ -38,6 +38,26 @@ def stop(pid_file: Path, timeout: float) -> None:
     pid_file.unlink(missing_ok=True)
 
 
+def spawn(
+    cmd: Sequence[str], log_file: Path, pid_file: Path, cwd: Path | None = None
+) -> subprocess.Popen[bytes]:
+    """Start a server in the background, its output appended to ``log_file``, its pid in ``pid_file``.
+
+    A session of its own: it outlives the command that started it, and is stopped by pid (:func:`stop`).
+    """
+    with log_file.open("ab") as out:
+        process = subprocess.Popen(
+            list(cmd),
+            cwd=cwd,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+    pid_file.write_text(str(process.pid))
+    return process
+
+
 def _argfile_quoted(arg: str) -> str:
     # The java launcher's @-file syntax: inside double quotes a backslash escapes the next
     # character and \n, \r, \t are control characters; '#' outside quotes starts a comment.

@@ -164,24 +164,20 @@ class LocalS3:
         classpath = os.pathsep.join(str(p) for p in jar_files("s3proxy"))
         logback = self.directory / "logback.xml"
         logback.write_text(_LOGBACK.format(log_file=self.log_file))
-        with self.log_file.open("ab") as out:
-            process = subprocess.Popen(
-                [
-                    java,
-                    f"-Xmx{self.heap}",
-                    f"-Dlogback.configurationFile={logback}",
-                    "-cp",
-                    classpath,
-                    "org.gaul.s3proxy.Main",
-                    "--properties",
-                    str(settings),
-                ],
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                start_new_session=True,  # outlives the command that started it; stopped by pid
-            )
-        self._pid_file.write_text(str(process.pid))
+        process = processes.spawn(
+            [
+                java,
+                f"-Xmx{self.heap}",
+                f"-Dlogback.configurationFile={logback}",
+                "-cp",
+                classpath,
+                "org.gaul.s3proxy.Main",
+                "--properties",
+                str(settings),
+            ],
+            self.log_file,
+            self._pid_file,
+        )
         (self.directory / "port").write_text(f"{self.port}\n")
         try:
             self._wait_ready(timeout, process)

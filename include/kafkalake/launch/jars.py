@@ -8,7 +8,9 @@ the Hive metastore service (:mod:`kafkalake.dev.metastore`): ``metastore`` and `
 for change data capture (:mod:`kafkalake.dev.cdc_source`): ``debezium`` (Kafka Connect and Debezium's
 PostgreSQL connector). Each
 group of sets has its own marker, so adding a group never invalidates another. After resolution
-nothing is fetched at run time: Spark jobs get plain file paths, never ``--packages``.
+nothing is fetched at run time: Spark jobs get plain file paths, never ``--packages``. One more step,
+``registry``, builds the schema registry the tests run (:mod:`.registry_app`, with Maven), with its
+own marker too; ``--no-registry`` leaves it out (an image that runs no tests).
 
 pyspark ships an Ivy jar; we drive it directly so a fresh machine needs only Java and the venv.
 """
@@ -31,7 +33,7 @@ from xml.sax.saxutils import quoteattr
 
 from kafkalake.core.errors import JarsMissingError
 from kafkalake.core.paths import jars_dir
-from kafkalake.launch import jvm_extension
+from kafkalake.launch import jvm_extension, registry_app
 
 log = logging.getLogger(__name__)
 
@@ -370,6 +372,9 @@ def jar_files(conf: str, target: Path | None = None, *, extension: bool | None =
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--force", action="store_true", help="resolve again even if present")
+    parser.add_argument(
+        "--no-registry", action="store_true", help="do not build the schema registry (needs Maven)"
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     extension = jvm_extension.enabled()
@@ -381,6 +386,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             elif conf == "spark":
                 log.info("%s=off: kafkalake's JVM extension is not built", jvm_extension.ENV_JVM_EXTENSION)
             print(f"{conf}: {len(jar_files(conf, target))} jars in {target / conf}")
+    if not args.no_registry:
+        print(f"registry: {registry_app.build(force=args.force)}")
     return 0
 
 
