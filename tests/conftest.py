@@ -62,6 +62,7 @@ SHARED_SESSION = {
     "tests/integration/test_idempotent_append.py": "spark session 2",
     "tests/integration/test_ingest_properties.py": "spark session 2",
     "tests/integration/test_cdc.py": "spark session 2",
+    "tests/integration/test_schema_registry.py": "spark session 1",
 }
 
 #: Modules that use one server started on first use (tests/integration/airflow_server.py): one
@@ -95,6 +96,7 @@ LONGEST_FIRST = (
     "tests/integration/test_idempotent_append.py",
     "tests/integration/test_ingest_properties.py",
     "tests/integration/test_cdc.py",
+    "tests/integration/test_schema_registry.py",
     "tests/integration/test_object_store.py",
     "tests/integration/test_retries.py",
     "tests/integration/test_kill_and_rerun.py",

@@ -189,7 +189,8 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
 
     conf = {
         **base_conf(tmp_path_factory.mktemp("spark-lake")),
-        "spark.jars": ",".join(str(p) for p in jar_files("spark")),
+        # Spark's Avro functions too: test_schema_registry's topics are in a registry's format.
+        "spark.jars": ",".join(str(p) for p in [*jar_files("spark"), *jar_files("avro")]),
         # Generated classes by their code; the default 100 is too few for a session that runs
         # every in-process test's queries, and an evicted one is compiled (janino, then C1) again.
         # test_reingest's first test, JVM CPU-s: 102.5 and 100.6 at 100; 96.6 and 91.3 at 2000.

@@ -1,7 +1,8 @@
 """Topics written in a schema registry's wire format, against a real registry (Apicurio, started by
 the project: kafkalake.dev.schema_registry) spoken to through its Confluent-compatible API.
 
-The records are produced with confluent-kafka's own serializers.
+The records are produced with confluent-kafka's own serializers, and land through the ingest job's
+own run (IngestRun) in the tests' Spark session; the tables are read back with delta-rs.
 """
 
 from __future__ import annotations
@@ -10,6 +11,11 @@ import io
 import json
 import struct
 from collections.abc import Iterator
+from dataclasses import replace
+from datetime import UTC, datetime
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
 
 import fastavro
 import pytest
@@ -17,17 +23,107 @@ from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 
+from kafkalake.config.parsed import ParsedConfig
+from kafkalake.config.topic import TopicConfig
+from kafkalake.core.errors import RegistryUnreachableError
+from kafkalake.dev import producer
+from kafkalake.dev.broker import free_port
+from kafkalake.dev.producer import Record
 from kafkalake.dev.schema_registry import LocalRegistry
+from kafkalake.kafka import schema_registry
+from kafkalake.lake import parsed_backlog
+from kafkalake.lake.schema_history import SchemaHistory
+
+from .helpers import assert_exactly_once, make_topic, read_rows
+from .helpers import run_ingest as run
 
 pytestmark = [pytest.mark.integration, pytest.mark.registry]
+
+ORDER_V1 = {
+    "type": "record",
+    "name": "Order",
+    "namespace": "shop",
+    "fields": [
+        {"name": "id", "type": "long"},
+        {
+            "name": "customer",
+            "type": {
+                "type": "record",
+                "name": "Customer",
+                "fields": [
+                    {"name": "name", "type": "string"},
+                    {"name": "tier", "type": {"type": "enum", "name": "Tier", "symbols": ["GOLD", "SILVER"]}},
+                ],
+            },
+        },
+        {
+            "name": "items",
+            "type": {
+                "type": "array",
+                "items": {
+                    "type": "record",
+                    "name": "Item",
+                    "fields": [{"name": "sku", "type": "string"}, {"name": "qty", "type": "int"}],
+                },
+            },
+        },
+        {"name": "attrs", "type": {"type": "map", "values": "string"}},
+        {"name": "amount", "type": {"type": "bytes", "logicalType": "decimal", "precision": 10, "scale": 2}},
+        {"name": "created", "type": {"type": "long", "logicalType": "timestamp-millis"}},
+        {"name": "note", "type": ["null", "string"], "default": None},
+    ],
+}
+#: v1 with a field added with a default: a compatible evolution.
+ORDER_V2 = {
+    **ORDER_V1,
+    "fields": [*ORDER_V1["fields"], {"name": "channel", "type": "string", "default": "web"}],
+}
 
 
 @pytest.fixture(scope="module")
 def registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalRegistry]:
-    """One registry for the module, in memory: each test registers under subjects of its own."""
+    """One registry for the module, in memory: each test registers under subjects of its own.
+
+    The jobs' process-wide registry settings point at it for the module (the ingest job reads them
+    from the file its task hands over; the tests run the job's code in-process)."""
     server = LocalRegistry(tmp_path_factory.mktemp("registry")).start()
+    schema_registry.use(schema_registry.RegistrySettings(url=server.url, conn_id="it_registry"))
     yield server
+    schema_registry.use(schema_registry.RegistrySettings())
     server.stop()
+
+
+def avro_topic(kafka: Any, lake: Path, name: str, partitions: int) -> TopicConfig:
+    """A topic in Kafka (``partitions``), and its catalog entry with ``format: avro``."""
+    producer.create_topic(kafka.bootstrap_servers, name, partitions=partitions)
+    return replace(make_topic(lake, name, ParsedConfig()), format="avro", registry_conn_id="it_registry")
+
+
+def order(i: int, **extra: Any) -> dict[str, Any]:
+    return {
+        "id": i,
+        "customer": {"name": f"c{i}", "tier": "GOLD" if i % 2 else "SILVER"},
+        "items": [{"sku": f"s{i}-{j}", "qty": j + 1} for j in range(i % 3)],
+        "attrs": {"src": "test", f"k{i}": str(i)},
+        "amount": Decimal(f"{i}.{i % 100:02d}"),
+        "created": datetime(2026, 11, 28, 12, i % 60, tzinfo=UTC),
+        "note": None if i % 2 else f"note {i}",
+        **extra,
+    }
+
+
+def serialized(url: str, topic: str, schema: dict[str, Any], orders: list[dict[str, Any]]) -> list[Record]:
+    """The orders as confluent-kafka's AvroSerializer frames them (it registers the schema)."""
+    serialize = AvroSerializer(SchemaRegistryClient({"url": url}), json.dumps(schema))
+    context = SerializationContext(topic, MessageField.VALUE)
+    return [Record(str(o["id"]).encode(), serialize(o, context)) for o in orders]
+
+
+def as_produced(row: dict[str, Any]) -> dict[str, Any]:
+    """A parsed row's fields in the producer's form: enums are strings, maps come back as pairs."""
+    fields = {k: v for k, v in row.items() if not k.startswith("_")}
+    fields["attrs"] = dict(fields["attrs"])
+    return fields
 
 
 def test_confluent_avro_serializer_registers_through_the_compatible_api(
@@ -48,3 +144,105 @@ def test_confluent_avro_serializer_registers_through_the_compatible_api(
     # The writer schema comes back from the registry by the id in the frame, and decodes the payload.
     writer = fastavro.parse_schema(json.loads(client.get_schema(schema_id).schema_str))
     assert fastavro.schemaless_reader(io.BytesIO(framed[5:]), writer) == {"id": 7, "tags": ["a", "b"]}
+
+
+def test_avro_records_land_once_with_the_values_produced(spark, kafka, registry, tmp_path):
+    name = "it-avro-orders"
+    topic = avro_topic(kafka, tmp_path, name, partitions=2)
+    orders = [order(i) for i in range(1, 9)]
+    producer.produce(kafka.bootstrap_servers, name, serialized(registry.url, name, ORDER_V1, orders))
+
+    stats = run(spark, topic, kafka.bootstrap_servers).stats
+
+    rows = read_rows(Path(topic.parsed_path))
+    assert_exactly_once([r["_kafka"] for r in rows], name, kafka.bootstrap_servers)
+    assert sorted((as_produced(r) for r in rows), key=lambda r: r["id"]) == orders
+    assert stats.parsed_rows == len(orders) and not stats.dead_letters
+    # The writer schema is kept beside the schema history: a replay needs no registry for it.
+    kept = list(Path(topic.registry_schema_dir).glob("*.json"))
+    assert len(kept) == 1 and json.loads(json.loads(kept[0].read_text())["schema"])["name"] == "Order"
+
+
+def test_a_schema_evolved_between_runs_lands_both_versions(spark, kafka, registry, tmp_path):
+    name = "it-avro-evolving"
+    topic = avro_topic(kafka, tmp_path, name, partitions=1)
+    first = [order(i) for i in range(1, 4)]
+    producer.produce(kafka.bootstrap_servers, name, serialized(registry.url, name, ORDER_V1, first))
+    run(spark, topic, kafka.bootstrap_servers)
+
+    second = [order(i, channel="app") for i in range(4, 7)]
+    producer.produce(kafka.bootstrap_servers, name, serialized(registry.url, name, ORDER_V2, second))
+    # Written with v1 after v2 was registered: read with v2, the field takes its default.
+    late = [order(7)]
+    producer.produce(kafka.bootstrap_servers, name, serialized(registry.url, name, ORDER_V1, late))
+    run(spark, topic, kafka.bootstrap_servers)
+
+    rows = {r["id"]: as_produced(r) for r in read_rows(Path(topic.parsed_path))}
+    assert len(rows) == 7
+    assert [rows[o["id"]] for o in first] == [{**o, "channel": None} for o in first]
+    assert [rows[o["id"]] for o in second] == second
+    assert rows[7] == {**late[0], "channel": "web"}
+    history = SchemaHistory(topic.schema_dir)
+    assert history.versions() == [1, 2]
+    assert history.read(2).changes == ("+ channel: string",)
+    assert "registry subject it-avro-evolving-value version 2" in history.read(2).source
+
+
+def test_bad_input_becomes_dead_letters_with_their_reasons(spark, kafka, registry, tmp_path):
+    name = "it-avro-bad-input"
+    topic = avro_topic(kafka, tmp_path, name, partitions=1)
+    good = serialized(registry.url, name, ORDER_V1, [order(i) for i in range(1, 5)])
+    framed_id = struct.unpack(">I", good[0].value[1:5])[0]
+    bad = {
+        b"json": (b'{"id": 1}', "bad_magic_byte"),
+        b"short": (b"\x00\x00\x01", "bad_magic_byte"),
+        b"unknown-id": (b"\x00" + struct.pack(">I", 987654) + good[1].value[5:], "unknown_schema_id"),
+        b"garbage": (b"\x00" + struct.pack(">I", framed_id) + b"\xff\xff\xff", "undecodable"),
+        b"empty": (b"", "empty_value"),
+    }
+    records = [good[0], good[1], *(Record(k, v) for k, (v, _) in bad.items()), good[2], good[3]]
+    producer.produce(kafka.bootstrap_servers, name, records)
+
+    stats = run(spark, topic, kafka.bootstrap_servers).stats
+
+    parsed = read_rows(Path(topic.parsed_path))
+    assert sorted(r["id"] for r in parsed) == [1, 2, 3, 4]
+    dead = {r["key"]: r for r in read_rows(Path(topic.dead_letter_path))}
+    assert {k: r["reason"] for k, r in dead.items()} == {k: reason for k, (_, reason) in bad.items()}
+    assert all(dead[k]["value"] == v for k, (v, _) in bad.items())
+    assert "987654 is not in the registry" in dead[b"unknown-id"]["detail"]
+    assert "0x7b is not the magic byte" in dead[b"json"]["detail"]
+    assert "shorter than" in dead[b"short"]["detail"]
+    assert stats.dead_letters == {
+        "bad_magic_byte": 2,
+        "unknown_schema_id": 1,
+        "undecodable": 1,
+        "empty_value": 1,
+    }
+
+
+def test_registry_unreachable_parks_the_parsed_side_until_it_answers(spark, kafka, registry, tmp_path):
+    name = "it-avro-outage"
+    topic = avro_topic(kafka, tmp_path, name, partitions=2)
+    orders = [order(i) for i in range(1, 7)]
+    producer.produce(kafka.bootstrap_servers, name, serialized(registry.url, name, ORDER_V1, orders))
+
+    down = schema_registry.RegistrySettings(url=f"http://127.0.0.1:{free_port()}", conn_id="it_registry")
+    schema_registry.use(down)
+    try:
+        with pytest.raises(RegistryUnreachableError, match="did not answer"):
+            run(spark, topic, kafka.bootstrap_servers)
+    finally:
+        schema_registry.use(replace(down, url=registry.url))
+    # Bronze landed every record; the parsed side waits, and says why.
+    assert_exactly_once(read_rows(Path(topic.path)), name, kafka.bootstrap_servers)
+    backlog = parsed_backlog.read(topic)
+    assert backlog is not None and backlog.kind == "registry_unreachable"
+    assert not Path(topic.parsed_path, "_delta_log").exists() or not read_rows(Path(topic.parsed_path))
+
+    run(spark, topic, kafka.bootstrap_servers)
+
+    rows = read_rows(Path(topic.parsed_path))
+    assert_exactly_once([r["_kafka"] for r in rows], name, kafka.bootstrap_servers)
+    assert sorted((as_produced(r) for r in rows), key=lambda r: r["id"]) == orders
+    assert parsed_backlog.read(topic) is None

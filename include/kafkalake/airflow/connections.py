@@ -15,7 +15,7 @@ from airflow.sdk.log import mask_secret
 
 from kafkalake.config.topic import TopicConfig
 from kafkalake.core.errors import BadConfigError
-from kafkalake.kafka import client_config, redaction
+from kafkalake.kafka import client_config, redaction, schema_registry
 from kafkalake.lake import store_settings
 from kafkalake.launch import handover
 
@@ -72,6 +72,28 @@ def storage_settings_file(topic: TopicConfig) -> Iterator[dict[str, str]]:
         return
     with handover.config_file(fields, name="store_settings.json") as path:
         yield {store_settings.ENV_STORAGE_CONFIG_FILE: str(path)}
+
+
+@contextmanager
+def registry_settings_file(topic: TopicConfig) -> Iterator[dict[str, str]]:
+    """The environment a job of ``topic`` needs for its schema registry, for a ``with`` block.
+
+    For a topic in a registry format: its ``registry_conn_id`` connection in a private file the job
+    deletes on read (the password never on a command line, masked in the task's log); nothing for
+    other topics.
+    """
+    if not topic.uses_registry or topic.registry_conn_id is None:
+        yield {}
+        return
+    conn = BaseHook.get_connection(topic.registry_conn_id)
+    settings = schema_registry.from_connection(
+        topic.registry_conn_id, conn.host, conn.port, conn.login, conn.password
+    )
+    for secret in settings.secrets():
+        mask_secret(secret)
+    fields = {k: v for k, v in asdict(settings).items() if v is not None}
+    with handover.config_file(fields, name="registry_settings.json") as path:
+        yield {schema_registry.ENV_REGISTRY_CONFIG_FILE: str(path)}
 
 
 def mask_secrets(config: dict[str, str]) -> None:

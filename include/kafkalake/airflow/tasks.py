@@ -25,6 +25,7 @@ from kafkalake.airflow import run_metrics_emit, sla_alerts
 from kafkalake.airflow.connections import (
     kafka_config_for,
     mask_secrets,
+    registry_settings_file,
     storage_settings_file,
     use_storage,
     use_topic_storage,
@@ -335,8 +336,8 @@ class KafkalakeSparkSubmitOperator(SparkSubmitOperator):  # type: ignore[misc]  
         self.name = built.name
         self.env_vars = dict(built.env)
         try:
-            with storage_settings_file(topic) as storage_env:
-                self.env_vars = {**self.env_vars, **storage_env}
+            with storage_settings_file(topic) as storage_env, registry_settings_file(topic) as registry_env:
+                self.env_vars = {**self.env_vars, **storage_env, **registry_env}
                 super().execute(context)
         except AirflowException as err:
             # The provider's error holds the exit code and the job's last lines: turn it into a

@@ -44,6 +44,18 @@ def object_store_settings(topic: TopicConfig) -> Iterator[dict[str, str]]:
         yield env
 
 
+@contextlib.contextmanager
+def registry_settings(topic: TopicConfig) -> Iterator[dict[str, str]]:
+    """The topic's schema registry connection for the job, when its values are in a registry format."""
+    if not topic.uses_registry:
+        yield {}
+        return
+    from kafkalake.airflow.connections import registry_settings_file
+
+    with registry_settings_file(topic) as env:
+        yield env
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Run one of the project's Spark jobs for one topic.")
     parser.add_argument("job", choices=JOBS)
@@ -57,8 +69,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     with (
         kafka_settings(args.bootstrap_servers, environment(catalog, lake)) as env,
         object_store_settings(topic) as store_env,
+        registry_settings(topic) as registry_env,
     ):
-        return subprocess.run(cmd, env={**env, **store_env}, check=False).returncode
+        return subprocess.run(cmd, env={**env, **store_env, **registry_env}, check=False).returncode
 
 
 if __name__ == "__main__":

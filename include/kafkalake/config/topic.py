@@ -27,6 +27,11 @@ from kafkalake.config.schedule import run_interval
 #: ~0.5 KiB should set a smaller batch.
 MAX_OFFSETS_PARSED = 1_000_000
 MAX_OFFSETS_BRONZE_ONLY = 2_000_000
+#: How a topic's values are written: plain JSON, Debezium's change events (JSON, docs/cdc.md), or a schema
+#: registry's wire format (a magic byte 0,
+#: a 4-byte schema id, the payload), decoded with the schema the registry holds for that id.
+VALUE_FORMATS = ("json", "debezium", "avro")
+REGISTRY_FORMATS = ("avro",)
 
 
 @dataclass(frozen=True)
@@ -70,6 +75,10 @@ class TopicConfig:
     #: Airflow connection (type ``aws``) with the object store's endpoint and credentials, for
     #: tables on ``s3a://``; None: from the workers' environment (kafkalake.lake.store_settings).
     storage_conn_id: str | None = None
+    #: :data:`VALUE_FORMATS`: how the parsed side reads the values.
+    format: str = "json"
+    #: Airflow connection of the schema registry (URL, basic auth) for :data:`REGISTRY_FORMATS`.
+    registry_conn_id: str | None = None
     maintenance: MaintenanceConfig = field(default_factory=MaintenanceConfig)
     #: Every Spark task of the topic's DAG (ingest, schema refresh, registration, table care) is
     #: killed after this long (Airflow's execution_timeout) and retried: a hung job never holds the
@@ -80,6 +89,21 @@ class TopicConfig:
     #: table's name (its DAG id and its jobs' ``--topic`` come from it); not a Kafka topic.
     members: tuple[str, ...] = ()
     topic_pattern: str | None = None
+
+    @property
+    def uses_registry(self) -> bool:
+        return self.format in REGISTRY_FORMATS
+
+    @property
+    def registry_subject(self) -> str:
+        """The registry subject of the values (Confluent's default TopicNameStrategy)."""
+        return f"{self.name}-value"
+
+    @property
+    def registry_schema_dir(self) -> str:
+        """The registry's writer schemas this topic's values named, kept with the schema history
+        so a replay or catch-up reads them without the registry."""
+        return f"{self.schema_dir}/registry"
 
     @property
     def dag_id(self) -> str:

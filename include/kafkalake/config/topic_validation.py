@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
@@ -21,6 +21,7 @@ from kafkalake.config.parsed import (
     MAX_DATABASE_NAME,
     MAX_PARSED_TABLE_NAME,
     MAX_TABLE_NAME,
+    ParsedConfig,
     identifier_problem,
     parse_parsed,
     with_format,
@@ -30,6 +31,8 @@ from kafkalake.config.spark_credentials import CREDENTIAL_ADVICE, credential_set
 from kafkalake.config.topic import (
     MAX_OFFSETS_BRONZE_ONLY,
     MAX_OFFSETS_PARSED,
+    REGISTRY_FORMATS,
+    VALUE_FORMATS,
     TopicConfig,
     beside,
     dag_id_for,
@@ -73,11 +76,12 @@ TOPIC_FIELDS = {
     "priority",
     "sla_webhook_conn_id",
     "storage_conn_id",
+    "format",
+    "registry_conn_id",
     "maintenance",
     "spark_task_timeout",
     "topics",
     "topic_pattern",
-    "format",
 }
 #: A family entry gives one of these instead of `name` (kafkalake.config.family).
 FAMILY_FIELDS = ("topics", "topic_pattern")
@@ -231,6 +235,7 @@ def validate_topic(file: Path, index: int, entry: Mapping[str, Any], lake_root: 
     storage_conn = entry.get("storage_conn_id")
     if storage_conn is not None and (not isinstance(storage_conn, str) or not storage_conn):
         raise fail("storage_conn_id", "must be the id of an Airflow connection of type aws, or left out")
+    value_format, registry_conn = _format(entry, parsed, fail)
 
     return TopicConfig(
         name=name,
@@ -250,6 +255,8 @@ def validate_topic(file: Path, index: int, entry: Mapping[str, Any], lake_root: 
         priority=priority,
         sla_webhook_conn_id=webhook,
         storage_conn_id=storage_conn,
+        format=value_format,
+        registry_conn_id=registry_conn,
         maintenance=parse_maintenance(file, name, entry.get("maintenance"), parsed),
         spark_task_timeout=task_timeout,
     )
@@ -289,6 +296,37 @@ def _family(entry: Mapping[str, Any], given: list[str], fail: Any) -> tuple[tupl
 def _as_single(entry: Mapping[str, Any], given: list[str]) -> dict[str, Any]:
     """The entry validated as a single topic's would be, named after its table (its DAG's id)."""
     return {**{k: v for k, v in entry.items() if k not in given}, "name": entry["table"]}
+def _format(
+    entry: Mapping[str, Any], parsed: ParsedConfig, fail: Callable[[str, str], CatalogError]
+) -> tuple[str, str | None]:
+    """The values' format and the schema registry's connection (registry formats need one)."""
+    value_format = entry.get("format", TopicConfig.format)
+    if value_format not in VALUE_FORMATS:
+        raise fail("format", f"must be one of {', '.join(VALUE_FORMATS)}, not {value_format!r}")
+    registry_conn = entry.get("registry_conn_id")
+    if registry_conn is not None and (not isinstance(registry_conn, str) or not registry_conn):
+        raise fail(
+            "registry_conn_id", "must be the id of an Airflow connection to a schema registry, or left out"
+        )
+    if value_format in REGISTRY_FORMATS:
+        if registry_conn is None:
+            raise fail(
+                "registry_conn_id",
+                f"required with format {value_format}: the Airflow connection of the schema registry "
+                "(its URL, and login/password for basic auth)",
+            )
+        if parsed.enabled and (parsed.schema is not None or parsed.type_hints):
+            raise fail(
+                "parsed.schema" if parsed.schema is not None else "parsed.type_hints",
+                f"does nothing with format {value_format}: the registry's schema is the table's",
+            )
+    elif registry_conn is not None:
+        raise fail(
+            "registry_conn_id",
+            f"does nothing with format {value_format}: set format to one of "
+            f"{', '.join(REGISTRY_FORMATS)}, or leave it out",
+        )
+    return str(value_format), registry_conn
 
 
 def _conf_value(value: Any) -> str:

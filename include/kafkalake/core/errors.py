@@ -47,6 +47,7 @@ class Kind(StrEnum):
     TOPIC_RECREATED = "topic_recreated"
     DISK_FULL = "disk_full"
     STORE_UNREACHABLE = "store_unreachable"
+    REGISTRY_UNREACHABLE = "registry_unreachable"
     WEBHOOK_FAILED = "webhook_failed"
     UNKNOWN = "unknown"
 
@@ -102,6 +103,7 @@ EXIT_CODES: Mapping[Kind, int] = {
     Kind.STORE_UNREACHABLE: 81,
     Kind.SCHEMA_UNUSABLE: 82,
     Kind.PARSED_UNWRITABLE: 83,
+    Kind.REGISTRY_UNREACHABLE: 84,
 }
 KIND_OF_EXIT = {code: kind for kind, code in EXIT_CODES.items()}
 
@@ -242,6 +244,11 @@ RUNBOOK_STORE_UNREACHABLE = _RUNBOOK_TRANSIENT.format(
     "endpoint_url of the topic's storage_conn_id connection, DNS, network, the store itself), then "
     "clear the task. The checkpoint makes a rerun safe: no row is written twice"
 )
+RUNBOOK_REGISTRY_UNREACHABLE = _RUNBOOK_TRANSIENT.format(
+    what="check that the schema registry answers from the Spark driver (the URL of the topic's "
+    "registry_conn_id connection, DNS, network, the registry itself), then clear the task. Bronze "
+    "kept landing; the parsed tables catch up from bronze, exactly once, once it answers"
+)
 RUNBOOK_UNKNOWN = _RUNBOOK_TRANSIENT.format(what="read the job's log above for the cause")
 
 _RUNBOOKS = {
@@ -264,6 +271,7 @@ _RUNBOOKS = {
     Kind.TOPIC_RECREATED: RUNBOOK_TOPIC_RECREATED,
     Kind.DISK_FULL: RUNBOOK_DISK_FULL,
     Kind.STORE_UNREACHABLE: RUNBOOK_STORE_UNREACHABLE,
+    Kind.REGISTRY_UNREACHABLE: RUNBOOK_REGISTRY_UNREACHABLE,
     Kind.WEBHOOK_FAILED: RUNBOOK_WEBHOOK_FAILED,
     Kind.UNKNOWN: RUNBOOK_UNKNOWN,
 }
@@ -424,6 +432,12 @@ class StoreUnreachableError(TransientError):
     kind = Kind.STORE_UNREACHABLE
 
 
+class RegistryUnreachableError(TransientError):
+    """The schema registry did not answer (refused connections, unknown host, timeouts, 5xx)."""
+
+    kind = Kind.REGISTRY_UNREACHABLE
+
+
 class CheckpointLockedError(TransientError):
     """Another process holds the checkpoint's run lock (:mod:`kafkalake.lake.checkpoint_lock`)."""
 
@@ -450,6 +464,7 @@ _ERRORS: Mapping[Kind, type[KafkalakeError]] = {
     Kind.TOPIC_RECREATED: TopicRecreatedError,
     Kind.DISK_FULL: DiskFullError,
     Kind.STORE_UNREACHABLE: StoreUnreachableError,
+    Kind.REGISTRY_UNREACHABLE: RegistryUnreachableError,
     Kind.WEBHOOK_FAILED: WebhookError,
     Kind.UNKNOWN: TransientError,
 }

@@ -8,9 +8,11 @@ the Hive metastore service (:mod:`kafkalake.dev.metastore`): ``metastore`` and `
 for change data capture (:mod:`kafkalake.dev.cdc_source`): ``debezium`` (Kafka Connect and Debezium's
 PostgreSQL connector). Each
 group of sets has its own marker, so adding a group never invalidates another. After resolution
-nothing is fetched at run time: Spark jobs get plain file paths, never ``--packages``. One more step,
-``registry``, builds the schema registry the tests run (:mod:`.registry_app`, with Maven), with its
-own marker too; ``--no-registry`` leaves it out (an image that runs no tests).
+nothing is fetched at run time: Spark jobs get plain file paths, never ``--packages``. The set
+``avro`` (Spark's Avro functions) is added to ``--jars`` only for topics in a schema registry's
+format. One more step, ``registry``, builds the schema registry the tests run
+(:mod:`.registry_app`, with Maven), with its own marker; ``--no-registry`` leaves it out (an image
+that runs no tests).
 
 pyspark ships an Ivy jar; we drive it directly so a fresh machine needs only Java and the venv.
 """
@@ -107,6 +109,11 @@ def hadoop_version() -> str:
 def s3a_coordinates() -> list[Coordinate]:
     # hadoop-aws's pom names the AWS SDK v2 bundle it was built with; Hadoop itself is pyspark's.
     return [Coordinate("org.apache.hadoop", "hadoop-aws", hadoop_version())]
+
+
+def avro_coordinates() -> list[Coordinate]:
+    """Spark's Avro functions (``from_avro``), at pyspark's version: for topics in a registry format."""
+    return [Coordinate("org.apache.spark", f"spark-avro_{SCALA_BINARY}", version("pyspark"))]
 
 
 def s3proxy_coordinates() -> list[Coordinate]:
@@ -250,9 +257,10 @@ GROUPS = {
     "objectstore": ("s3a", "s3proxy"),
     "metastore": ("metastore", "hive-client"),
     "cdc": ("debezium",),
+    "formats": ("avro",),
 }
 #: Sets whose jars go on Spark's classpath: what pyspark ships already is left out of them.
-_SPARK_SETS = ("spark", "s3a")
+_SPARK_SETS = ("spark", "s3a", "avro")
 
 
 def _group_of(conf: str) -> str:
@@ -269,6 +277,7 @@ def _coordinates(conf: str) -> list[Coordinate]:
         "kafka": kafka_coordinates,
         "s3a": s3a_coordinates,
         "s3proxy": s3proxy_coordinates,
+        "avro": avro_coordinates,
         "metastore": metastore_coordinates,
         "hive-client": hive_client_coordinates,
         "debezium": debezium_coordinates,

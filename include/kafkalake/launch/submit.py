@@ -76,8 +76,13 @@ def topic_args(topic_name: str, args: Sequence[str] = ()) -> list[str]:
 
 def spark_jars(topic: TopicConfig, *, extension: bool | None = None) -> list[Path]:
     """The ``spark`` set (Delta, the Kafka connector, kafkalake's extension unless ``extension`` is
-    False), and for a topic whose tables are on an object store the ``s3a`` set (:mod:`.jars`)."""
-    return [*jar_files("spark", extension=extension), *(jar_files("s3a") if topic.on_object_store else [])]
+    False), for a topic whose tables are on an object store the ``s3a`` set, and for a topic in a
+    schema registry's format the ``avro`` set (:mod:`.jars`)."""
+    return [
+        *jar_files("spark", extension=extension),
+        *(jar_files("s3a") if topic.on_object_store else []),
+        *(jar_files("avro") if topic.uses_registry else []),
+    ]
 
 
 def job_environment(catalog: Path, lake: Path, path: str) -> dict[str, str]:

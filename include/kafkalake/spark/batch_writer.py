@@ -43,8 +43,9 @@ from kafkalake.spark import data_loss, debezium, driver_kafka, parse_columns
 from kafkalake.spark.batch_cache import cached
 from kafkalake.spark.extension import resolve as resolve_extension
 from kafkalake.spark.latest import latest_schema, merge_latest
+from kafkalake.spark.registry_parser import topic_parser
 from kafkalake.spark.table_settings import create_table
-from kafkalake.spark.topic_parser import RunStats, TopicParser, observed, write_measured
+from kafkalake.spark.topic_parser import RunStats, observed, write_measured
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -152,7 +153,7 @@ class BatchWriter:
         self.spark = spark
         self.topic = topic
         self.config = topic.parsed
-        self.parser = TopicParser(spark, topic)
+        self.parser = topic_parser(spark, topic)
         #: The typed error a batch raised, kept because Spark hands the caller only a wrapped copy.
         self.failure: Exception | None = None
         #: When the run began (bronze's ingested_at of its rows is later), and how many batches

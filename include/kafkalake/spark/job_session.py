@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 from kafkalake.config.topic import TopicConfig
 from kafkalake.core.errors import Failure, KafkalakeError, failure_of
 from kafkalake.core.job_failures import classify_spark_error
+from kafkalake.kafka import schema_registry
 from kafkalake.lake import store_refusal_kinds
 from kafkalake.spark import extension, s3a_session
 from kafkalake.spark.job_args import report
@@ -80,6 +81,8 @@ def job_session(
     name = topic.name if topic is not None else app
     try:
         s3a_session.configure(spark)
+        # A topic in a registry format: the registry's settings its task handed over (read once).
+        schema_registry.use_file_from_environment()
         with store_refusal_kinds.named(name, topic.storage_conn_id if topic is not None else None):
             yield job
     except KafkalakeError as err:

@@ -64,6 +64,10 @@ DEAD_LETTER_REASONS = (
     "not_an_object",
     "type_mismatch",
     "not_rescuable",
+    # Topics in a schema registry's format (spark/registry_parser).
+    "bad_magic_byte",
+    "unknown_schema_id",
+    "undecodable",
 )
 _DECIMAL = re.compile(r"decimal\((\d+),\s*(\d+)\)")
 
@@ -221,20 +225,7 @@ def parse_batch(bronze: DataFrame, schema: Schema, config: ParsedConfig) -> Data
 
     schema = without_reserved(schema)
     spark_schema = StructType.fromJson(schema)
-    frame = bronze.select(
-        F.struct(
-            "topic",
-            "partition",
-            "offset",
-            F.col("kafka_timestamp").alias("timestamp"),
-            F.col("kafka_timestamp_type").alias("timestamp_type"),
-            "key",
-            "headers",
-            "ingested_at",
-        ).alias(KAFKA_COLUMN),
-        F.col("value").alias(VALUE),
-        _text(config).alias(TEXT),
-    )
+    frame = bronze.select(kafka_metadata(), F.col("value").alias(VALUE), _text(config).alias(TEXT))
     # One parse gives the typed fields and the count of the record's keys (for _clean).
     frame = frame.withColumn("_kafka_parsed", from_json_keyed(F.col(TEXT), spark_schema))
     parsed = F.col("_kafka_parsed")["value"]
@@ -295,17 +286,9 @@ def parse_batch(bronze: DataFrame, schema: Schema, config: ParsedConfig) -> Data
     )
     frame = frame.withColumn("_kafka_rescued", F.when(needs_rescue, F.coalesce(as_variants, as_texts)))
     rescued = F.col("_kafka_rescued")
-    # A tombstone lands in the latest table only, which keeps no keyless record: without a key, a
-    # null value is a dead letter, or it would be in no table at all.
-    keyed = F.col(KAFKA_COLUMN)["key"].isNotNull()
     trailing = F.coalesce(F.col("_kafka_parsed")["keys"] == TRAILING_KEYS, F.lit(False))
-    empty_value = (
-        F.when(keyed, F.lit(TOMBSTONE)).otherwise(F.lit("empty_value"))
-        if config.changelog
-        else F.lit("empty_value")
-    )
     reason = (
-        F.when(F.col(VALUE).isNull(), empty_value)
+        F.when(F.col(VALUE).isNull(), null_value_reason(config))
         .when(F.octet_length(VALUE) == 0, F.lit("empty_value"))
         .when(F.octet_length(VALUE) > config.max_value_bytes, F.lit("oversize"))
         # Present, not empty, not over the limit: no text now means not UTF-8 (_text), which
@@ -361,6 +344,34 @@ def parse_batch(bronze: DataFrame, schema: Schema, config: ParsedConfig) -> Data
     if rescue_mode:
         columns.append(F.when(F.col(REASON).isNull(), rescued).alias(RESCUED_COLUMN))
     return frame.select(*columns, F.col(REASON), F.col(DETAIL), F.col(VALUE))
+
+
+def kafka_metadata() -> Column:
+    """A bronze row's Kafka metadata as the parsed row's :data:`KAFKA_COLUMN` struct."""
+    from pyspark.sql import functions as F
+
+    return F.struct(
+        "topic",
+        "partition",
+        "offset",
+        F.col("kafka_timestamp").alias("timestamp"),
+        F.col("kafka_timestamp_type").alias("timestamp_type"),
+        "key",
+        "headers",
+        "ingested_at",
+    ).alias(KAFKA_COLUMN)
+
+
+def null_value_reason(config: ParsedConfig) -> Column:
+    """Where a null value goes: on a changelog topic a keyed one is a tombstone (the latest table
+    only); without a key, or on other topics, it is a dead letter ``empty_value``. A tombstone lands
+    in the latest table only, which keeps no keyless record: a keyless one would be in no table."""
+    from pyspark.sql import functions as F
+
+    if not config.changelog:
+        return F.lit("empty_value")
+    keyed = F.col(KAFKA_COLUMN)["key"].isNotNull()
+    return F.when(keyed, F.lit(TOMBSTONE)).otherwise(F.lit("empty_value"))
 
 
 def _given_twice(raw_keys: Column, names: list[str]) -> Column:

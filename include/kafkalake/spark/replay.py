@@ -40,6 +40,7 @@ from kafkalake.lake.checkpoint_lock import checkpoint_lock, fence
 from kafkalake.spark import parse_columns
 from kafkalake.spark.debezium import rebuild_current
 from kafkalake.spark.latest import rebuild_latest
+from kafkalake.spark.registry_parser import topic_parser
 from kafkalake.spark.table_settings import create_table
 from kafkalake.spark.topic_parser import RunStats, TopicParser
 
@@ -314,7 +315,7 @@ def _replay(spark: SparkSession, topic: TopicConfig, selection: Selection) -> Re
     log.info(
         "topic %s: replaying %s: bronze version %d, %s", topic.name, selection.describe(), version, predicate
     )
-    parser = TopicParser(spark, topic, stats)
+    parser = topic_parser(spark, topic, stats)
     parsed = parser.parse(snapshot.where(predicate), f"replay of bronze version {version}")
     try:
         done = {

@@ -46,6 +46,9 @@ def refresh(spark: SparkSession, topic: TopicConfig, now: datetime | None = None
     from pyspark.sql import functions as F
 
     config = topic.parsed
+    if topic.uses_registry:
+        # The registry's versions are the schema (spark/registry_parser): no sample to infer from.
+        return Refresh(0, None, ())
     since = (now or datetime.now(UTC)) - topic.freshness_sla
     recent = spark.read.format("delta").load(topic.path).where(F.col("ingested_at") >= F.lit(since))
     texts = parse_columns.sample_texts(recent, config).cache()

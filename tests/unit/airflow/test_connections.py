@@ -60,3 +60,36 @@ def test_a_connection_with_half_a_key_pair_is_bad_config_naming_topic_and_connec
         with storage_settings_file(topic("s3a://bucket/raw/orders")):
             pass
     assert os.environ.get(store_settings.ENV_STORAGE_CONFIG_FILE) is None
+
+
+def test_the_registry_connection_reaches_the_job_in_a_private_file_only(monkeypatch):
+    from dataclasses import replace
+
+    from kafkalake.airflow.connections import registry_settings_file
+    from kafkalake.kafka import schema_registry
+
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_SCHEMAS",
+        json.dumps(
+            {
+                "conn_type": "http",
+                "host": "http://127.0.0.1:8081/apis/ccompat/v7",
+                "login": "u",
+                "password": SECRET,
+            }
+        ),
+    )
+    avro = replace(topic("/data/orders"), format="avro", registry_conn_id="schemas")
+    with registry_settings_file(avro) as env:
+        path = Path(env[schema_registry.ENV_REGISTRY_CONFIG_FILE])
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600
+        settings = schema_registry.load_file(path, remove=False)
+        assert (settings.url, settings.username, settings.password) == (
+            "http://127.0.0.1:8081/apis/ccompat/v7",
+            "u",
+            SECRET,
+        )
+    assert not path.exists() and not path.parent.exists()
+    assert SECRET not in " ".join(env.values())
+    with registry_settings_file(topic("/data/orders")) as env:
+        assert env == {}

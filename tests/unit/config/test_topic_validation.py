@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 from datetime import timedelta
-from pathlib import PurePosixPath
+from pathlib import Path, PurePosixPath
 
 import pytest
 
@@ -430,3 +430,39 @@ def test_a_schema_field_yaml_reads_as_a_boolean_says_to_quote_it(tmp_path, lake_
     with pytest.raises(CatalogError, match="True is not a non-empty field name: quote it") as caught:
         load_catalog(file, lake_root)
     assert caught.value.field == "parsed.schema"
+
+
+def _one_topic(tmp_path, extra: str) -> Path:
+    return write_catalog(tmp_path, f"topics:\n  - name: orders\n    freshness_sla: 1h\n{extra}")
+
+
+def test_a_registry_format_takes_its_registry_connection(tmp_path, lake_root):
+    file = _one_topic(tmp_path, "    format: avro\n    registry_conn_id: schemas\n")
+    topic = load_catalog(file, lake_root).topic("orders")
+    assert (topic.format, topic.registry_conn_id, topic.uses_registry) == ("avro", "schemas", True)
+    assert topic.registry_subject == "orders-value"
+    assert topic.registry_schema_dir == f"{topic.schema_dir}/registry"
+    plain = load_catalog(_one_topic(tmp_path, ""), lake_root).topic("orders")
+    assert (plain.format, plain.registry_conn_id, plain.uses_registry) == ("json", None, False)
+
+
+@pytest.mark.parametrize(
+    ("extra", "field", "says"),
+    [
+        ("    format: protobuf3\n", "format", "must be one of json, avro"),
+        ("    format: avro\n", "registry_conn_id", "required with format avro"),
+        ("    registry_conn_id: schemas\n", "registry_conn_id", "does nothing with format json"),
+        ("    format: avro\n    registry_conn_id: ''\n", "registry_conn_id", "must be the id of an Airflow"),
+        (
+            "    format: avro\n    registry_conn_id: schemas\n    parsed: {schema: {id: bigint}}\n",
+            "parsed.schema",
+            "the registry's schema is the table's",
+        ),
+    ],
+)
+def test_a_bad_format_or_registry_connection_names_its_field(tmp_path, lake_root, extra, field, says):
+    file = _one_topic(tmp_path, extra)
+    with pytest.raises(CatalogError) as excinfo:
+        load_catalog(file, lake_root)
+    assert_names_where(excinfo.value, file, "orders", field)
+    assert says in str(excinfo.value)

@@ -1,0 +1,317 @@
+"""Topics in a schema registry's wire format (``format: avro``): bronze rows → the parsed frame.
+
+Each value is framed as Confluent's serializers write it: the magic byte 0, the writer schema's id
+(4 bytes, big-endian), the Avro payload. A micro-batch is decoded on Spark's own ``from_avro``:
+
+* the batch's distinct schema ids are read on the driver (one small aggregate), and each id's writer
+  schema is fetched once a run (:class:`~kafkalake.kafka.schema_registry.WriterSchemas`, which keeps
+  it beside the schema history, so later runs and replays need no registry for it);
+* every record is decoded with its own writer schema and resolved to the topic's reader schema, the
+  subject's latest version (``from_avro`` with ``avroSchema``: Avro's schema resolution, so a field
+  the writer lacks takes its default): one ``CASE`` on the schema id, one pass, no union;
+* ``from_avro`` runs in PERMISSIVE mode, which turns a payload it cannot decode into a record of
+  nulls without a word (FAILFAST would fail the whole batch on one record). So the reader schema is
+  given one more field, :data:`DECODED_MARK` (a boolean with the default true, which no writer has:
+  schema resolution fills it in on every record it decodes); a record whose mark is null did not
+  decode, and is a dead letter ``undecodable``, never a row of nulls.
+
+Dead letters, each with its reason and detail: ``bad_magic_byte`` (a value shorter than the frame, or
+whose first byte is not 0), ``unknown_schema_id`` (the registry has no such id), ``undecodable``;
+besides those every topic has (``empty_value``, ``oversize``, tombstones).
+
+The table's schema follows the registry: the reader schema's Spark type (every field nullable) is
+the first schema version; a later latest version with new fields adds them under ``addNewColumns``
+(``failOnNewColumns`` stops the parsed side with ``schema_rejected``, ``rescue`` and ``none`` leave
+them out); a field the reader schema dropped keeps its column, null. Each change is a schema-history
+version named after the registry version it came from. The registry unreachable raises
+:class:`~kafkalake.core.errors.RegistryUnreachableError`: the batch's bronze rows land, and the parsed
+side parks and catches up from bronze later, like any parsed failure.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import TYPE_CHECKING, Any
+
+from kafkalake.config.topic import TopicConfig
+from kafkalake.core.errors import SchemaRejectedError, UnusableSchemaError
+from kafkalake.kafka.schema_registry import RegisteredSchema, RegistryClient, WriterSchemas
+from kafkalake.lake.schema_algebra import Schema, merge
+from kafkalake.spark import parse_columns
+from kafkalake.spark.parse_columns import DETAIL, KAFKA_COLUMN, REASON, VALUE
+from kafkalake.spark.topic_parser import RunStats, TopicParser
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame, SparkSession
+
+log = logging.getLogger(__name__)
+
+#: Working column: the writer schema's id from the frame; null where the value is not framed.
+SCHEMA_ID = "_kafka_schema_id"
+_DECODED = "_kafka_decoded"
+#: Bytes before the payload: the magic byte and the schema id.
+FRAME_BYTES = 5
+#: The field added to the reader schema: true on every record Avro decoded (see the module's doc).
+DECODED_MARK = "__kafkalake_decoded"
+
+
+def with_decoded_mark(avro_schema: str) -> str:
+    """The reader schema with :data:`DECODED_MARK` added (a record schema's JSON)."""
+    record = json.loads(avro_schema)
+    if not isinstance(record, dict) or record.get("type") != "record":
+        return avro_schema  # refused where its Spark type is taken (AvroTopicParser._spark_type)
+    mark = {"name": DECODED_MARK, "type": "boolean", "default": True}
+    return json.dumps({**record, "fields": [*record["fields"], mark]})
+
+
+def topic_parser(spark: SparkSession, topic: TopicConfig, stats: RunStats | None = None) -> TopicParser:
+    """The parser of the topic's format: JSON's, or the registry's for a registry format."""
+    if topic.uses_registry:
+        return AvroTopicParser(spark, topic, stats)
+    return TopicParser(spark, topic, stats)
+
+
+def schema_id(value: Column) -> Column:
+    """The schema id of a value in the registry's wire format; null where it is not framed so."""
+    from pyspark.sql import functions as F
+
+    framed = (F.octet_length(value) >= FRAME_BYTES) & (F.hex(F.substring(value, 1, 1)) == "00")
+    return F.when(framed, F.conv(F.hex(F.substring(value, 2, 4)), 16, 10).cast("long"))
+
+
+def schema_ids(bronze: DataFrame) -> list[int]:
+    """The distinct schema ids of a batch's values, read on the driver."""
+    from pyspark.sql import functions as F
+
+    ids = bronze.select(schema_id(F.col("value")).alias("id")).where(F.col("id").isNotNull()).distinct()
+    return sorted(int(row["id"]) for row in ids.collect())
+
+
+def nullable_everywhere(data_type: Any) -> Any:
+    """A Spark JSON type with every struct field, array element and map value nullable: the table
+    takes a record of any version of the schema, whatever each version requires."""
+    if not isinstance(data_type, dict):
+        return data_type
+    kind = data_type["type"]
+    if kind == "struct":
+        fields = [
+            {**f, "type": nullable_everywhere(f["type"]), "nullable": True} for f in data_type["fields"]
+        ]
+        return {**data_type, "fields": fields}
+    if kind == "array":
+        return {
+            **data_type,
+            "elementType": nullable_everywhere(data_type["elementType"]),
+            "containsNull": True,
+        }
+    if kind == "map":
+        return {
+            **data_type,
+            "keyType": nullable_everywhere(data_type["keyType"]),
+            "valueType": nullable_everywhere(data_type["valueType"]),
+            "valueContainsNull": True,
+        }
+    return data_type
+
+
+def _conform(value: Column, actual: Any, wanted: Any) -> Column:
+    """A decoded field as its table column's type (the table may be wider than the reader schema)."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import StructType
+
+    if actual == wanted:
+        return value
+    target = (
+        StructType.fromJson(
+            {"type": "struct", "fields": [{"name": "x", "type": wanted, "nullable": True, "metadata": {}}]}
+        )
+        .fields[0]
+        .dataType
+    )
+    if nullable_everywhere(actual) == wanted or not isinstance(wanted, dict):
+        return value.cast(target)
+    # A nested struct that gained or lost fields: by name, which a cast (by position) is not.
+    return F.from_json(F.to_json(value), target)
+
+
+def parse_registry_batch(
+    bronze: DataFrame,
+    table: Schema,
+    reader: RegisteredSchema,
+    reader_type: Schema,
+    writers: dict[int, RegisteredSchema | None],
+    config: Any,
+) -> DataFrame:
+    """Bronze rows → the parsed frame :func:`parse_columns.parse_batch` makes for JSON: ``_kafka``,
+    the table's fields, and the working columns :data:`REASON`, :data:`DETAIL`, :data:`VALUE`.
+
+    ``writers``: the writer schema of each schema id the batch holds (None: the registry has none).
+    """
+    from pyspark.sql import functions as F
+    from pyspark.sql.avro.functions import from_avro
+    from pyspark.sql.types import StructType
+
+    frame = bronze.select(parse_columns.kafka_metadata(), F.col("value").alias(VALUE))
+    value = F.col(VALUE)
+    size = F.octet_length(value)
+    # Values over the limit are never decoded, as no JSON parser runs on them.
+    fits = value.isNotNull() & (size > 0) & (size <= config.max_value_bytes)
+    frame = frame.withColumn(SCHEMA_ID, F.when(fits, schema_id(value)))
+    sid = F.col(SCHEMA_ID)
+    payload = F.expr(f"substring({VALUE}, {FRAME_BYTES + 1})")
+    options = {"avroSchema": with_decoded_mark(reader.schema), "mode": "PERMISSIVE"}
+    known = sorted(i for i, writer in writers.items() if writer is not None)
+    decoded: Any = None
+    for i in known:
+        writer = writers[i]
+        assert writer is not None
+        branch = from_avro(payload, writer.schema, options)
+        decoded = F.when(sid == i, branch) if decoded is None else decoded.when(sid == i, branch)
+    if decoded is None:
+        mark = {"name": DECODED_MARK, "type": "boolean", "nullable": True, "metadata": {}}
+        decoded = F.lit(None).cast(
+            StructType.fromJson({**reader_type, "fields": [*reader_type["fields"], mark]})
+        )
+    frame = frame.withColumn(_DECODED, decoded)
+    undecoded = F.col(_DECODED)[DECODED_MARK].isNull()
+
+    framed = sid.isNotNull()
+    is_known = sid.isin(known) if known else F.lit(False)
+    reason = (
+        F.when(value.isNull(), parse_columns.null_value_reason(config))
+        .when(size == 0, F.lit("empty_value"))
+        .when(size > config.max_value_bytes, F.lit("oversize"))
+        .when(~framed, F.lit("bad_magic_byte"))
+        .when(~is_known, F.lit("unknown_schema_id"))
+        .when(undecoded, F.lit("undecodable"))
+    )
+    detail = (
+        F.when(
+            size > config.max_value_bytes,
+            F.format_string(f"value is %d bytes, over max_value_bytes {config.max_value_bytes}", size),
+        )
+        .when(
+            value.isNotNull() & (size > 0) & (size < FRAME_BYTES),
+            F.format_string(
+                f"value of %d bytes is shorter than the registry's {FRAME_BYTES}-byte frame", size
+            ),
+        )
+        .when(
+            value.isNotNull() & (size > 0) & ~framed,
+            F.format_string(
+                "first byte 0x%s is not the magic byte 0x00 (not written by a schema-registry serializer?)",
+                F.lower(F.hex(F.substring(value, 1, 1))),
+            ),
+        )
+        .when(framed & ~is_known, F.format_string("schema id %d is not in the registry", sid))
+        .when(
+            framed & undecoded,
+            F.format_string("the payload does not decode with writer schema id %d", sid),
+        )
+    )
+    frame = frame.select("*", reason.alias(REASON), detail.alias(DETAIL))
+    decoded_fields = {f["name"]: f["type"] for f in reader_type["fields"]}
+    columns = [F.col(KAFKA_COLUMN)]
+    for field in table["fields"]:
+        name, wanted = field["name"], field["type"]
+        target = StructType.fromJson({"type": "struct", "fields": [field]}).fields[0].dataType
+        if name in decoded_fields:
+            column = _conform(F.col(_DECODED)[name], decoded_fields[name], wanted)
+        else:
+            column = F.lit(None).cast(target)
+        columns.append(F.when(F.col(REASON).isNull(), column).alias(name))
+    return frame.select(*columns, F.col(REASON), F.col(DETAIL), F.col(VALUE))
+
+
+class AvroTopicParser(TopicParser):
+    """:class:`TopicParser` for ``format: avro``: the schema comes from the registry, not inference."""
+
+    def __init__(self, spark: SparkSession, topic: TopicConfig, stats: RunStats | None = None) -> None:
+        super().__init__(spark, topic, stats)
+        self.writer_schemas = WriterSchemas(topic.registry_schema_dir)
+        self._writers: dict[int, RegisteredSchema | None] = {}
+        self._reader: RegisteredSchema | None = None
+        self._reader_type: Schema | None = None
+
+    @property
+    def _client(self) -> RegistryClient:
+        return self.writer_schemas.client
+
+    def ensure_schema(self, bronze: DataFrame, source: str) -> None:
+        """The batch's writer schemas and the topic's reader schema; the table's schema follows it."""
+        ids = schema_ids(bronze)
+        new = [i for i in ids if i not in self._writers]
+        if self._reader is None or new:
+            # A new id may be a new version: the reader is the subject's latest, asked again.
+            self._set_reader(source)
+        for i in new:
+            self._writers[i] = self.writer_schemas.get(i)
+            if self._writers[i] is None:
+                log.warning("topic %s: schema id %d is not in the registry", self.topic.name, i)
+
+    def _set_reader(self, source: str) -> None:
+        subject = self.topic.registry_subject
+        latest = self._client.latest(subject)
+        if latest is None:
+            raise UnusableSchemaError(
+                f"topic {self.topic.name!r}: {self._client._whose} has no subject {subject!r}: the "
+                "topic's records name schemas of another subject, or none is registered yet"
+            )
+        if self._reader is not None and latest.id == self._reader.id:
+            return
+        if latest.schema_type.upper() != "AVRO":
+            raise UnusableSchemaError(
+                f"topic {self.topic.name!r}: subject {subject!r} holds a {latest.schema_type} schema, "
+                "not Avro (format: avro)"
+            )
+        reader_type = self._spark_type(latest.schema)
+        self._reader, self._reader_type = latest, reader_type
+        table_type = nullable_everywhere(reader_type)
+        origin = f"registry subject {subject} version {latest.version} (schema id {latest.id})"
+        if self.schema is None:
+            self._persist(table_type, origin)
+            self.schema = table_type
+            return
+        merged = merge(self.schema, table_type, max_columns=self.config.max_columns)
+        if not merged.added:
+            return
+        fields = ", ".join(str(c) for c in merged.added)
+        if self.config.evolution == "addNewColumns":
+            self._persist(merged.schema, f"{origin}, read at {source}")
+            self.schema = merged.schema
+        elif self.config.evolution == "failOnNewColumns":
+            self.history.propose(merged.schema, f"new fields in {origin}: {fields}")
+            raise SchemaRejectedError(
+                f"topic {self.topic.name!r}: new fields under evolution mode failOnNewColumns: {fields} "
+                f"({origin}). The proposed schema is in {self.history.directory}/pending.json"
+            )
+        else:
+            log.info(
+                "topic %s: %s adds %s; left out (evolution %s)",
+                self.topic.name,
+                origin,
+                fields,
+                self.config.evolution,
+            )
+
+    def _spark_type(self, avro_schema: str) -> Schema:
+        """The Spark type ``from_avro`` gives records of ``avro_schema``, in Spark's JSON form."""
+        from pyspark.sql import functions as F
+        from pyspark.sql.avro.functions import from_avro
+
+        probe = self.spark.range(0).select(from_avro(F.lit(None).cast("binary"), avro_schema).alias("v"))
+        data_type = probe.schema["v"].dataType.jsonValue()
+        if not isinstance(data_type, dict) or data_type.get("type") != "struct":
+            raise UnusableSchemaError(
+                f"topic {self.topic.name!r}: the registry's schema of subject "
+                f"{self.topic.registry_subject!r} is not an Avro record: {json.dumps(data_type)[:200]}"
+            )
+        return data_type
+
+    def _parsed_frame(self, bronze: DataFrame) -> DataFrame:
+        assert self.schema is not None and self._reader is not None and self._reader_type is not None
+        frame = parse_registry_batch(
+            bronze, self.schema, self._reader, self._reader_type, self._writers, self.config
+        )
+        return parse_columns.with_expectations(frame, self.config.expectations)
