@@ -21,6 +21,7 @@ import fastavro
 import pytest
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroSerializer
+from confluent_kafka.schema_registry.json_schema import JSONSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 
 from kafkalake.config.parsed import ParsedConfig
@@ -246,3 +247,43 @@ def test_registry_unreachable_parks_the_parsed_side_until_it_answers(spark, kafk
     assert_exactly_once([r["_kafka"] for r in rows], name, kafka.bootstrap_servers)
     assert sorted((as_produced(r) for r in rows), key=lambda r: r["id"]) == orders
     assert parsed_backlog.read(topic) is None
+
+
+def test_json_schema_values_are_read_after_their_frame(spark, kafka, registry, tmp_path):
+    name = "it-json-schema"
+    producer.create_topic(kafka.bootstrap_servers, name, partitions=1)
+    topic = replace(make_topic(tmp_path, name, ParsedConfig()), format="json_schema")
+    schema = {
+        "type": "object",
+        "properties": {
+            "id": {"type": "integer"},
+            "item": {"type": "object", "properties": {"sku": {"type": "string"}, "qty": {"type": "integer"}}},
+            "tags": {"type": "array", "items": {"type": "string"}},
+        },
+        "required": ["id"],
+    }
+    serialize = JSONSerializer(json.dumps(schema), SchemaRegistryClient({"url": registry.url}))
+    context = SerializationContext(name, MessageField.VALUE)
+    events = [{"id": i, "item": {"sku": f"s{i}", "qty": i}, "tags": [f"t{i}"] * (i % 3)} for i in range(1, 6)]
+    good = [Record(str(e["id"]).encode(), serialize(e, context)) for e in events]
+    frame = good[0].value[:5]
+    bad = {
+        b"plain-json": (b'{"id": 99}', "bad_magic_byte"),
+        b"frame-only": (frame, "empty_value"),
+        b"framed-malformed": (frame + b'{"id": ', "malformed_json"),
+    }
+    producer.produce(
+        kafka.bootstrap_servers, name, [*good[:2], *(Record(k, v) for k, (v, _) in bad.items()), *good[2:]]
+    )
+
+    run(spark, topic, kafka.bootstrap_servers)
+
+    rows = read_rows(Path(topic.parsed_path))
+    assert (
+        sorted(({k: v for k, v in r.items() if not k.startswith("_")} for r in rows), key=lambda r: r["id"])
+        == events
+    )
+    dead = {r["key"]: r for r in read_rows(Path(topic.dead_letter_path))}
+    assert {k: r["reason"] for k, r in dead.items()} == {k: reason for k, (_, reason) in bad.items()}
+    assert dead[b"frame-only"]["value"] == frame  # dead letters keep the raw bytes, frame and all
+    assert "0x7b is not the magic byte" in dead[b"plain-json"]["detail"]

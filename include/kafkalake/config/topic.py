@@ -27,11 +27,15 @@ from kafkalake.config.schedule import run_interval
 #: ~0.5 KiB should set a smaller batch.
 MAX_OFFSETS_PARSED = 1_000_000
 MAX_OFFSETS_BRONZE_ONLY = 2_000_000
-#: How a topic's values are written: plain JSON, Debezium's change events (JSON, docs/cdc.md), or a schema
-#: registry's wire format (a magic byte 0,
-#: a 4-byte schema id, the payload), decoded with the schema the registry holds for that id.
-VALUE_FORMATS = ("json", "debezium", "avro")
+#: How a topic's values are written: plain JSON, Debezium's change events in JSON (docs/cdc.md), or a
+#: schema registry's wire format (a magic byte 0, a 4-byte schema id, the payload), decoded with the
+#: schema the registry holds for that id (docs/registry.md).
+VALUE_FORMATS = ("json", "debezium", "avro", "json_schema")
+#: Formats decoded with the registry's schemas: they need its connection.
 REGISTRY_FORMATS = ("avro",)
+#: JSON in the registry's frame (Confluent's JSON Schema serializer): the frame is stripped and the
+#: JSON read as plain JSON's (inferred schema); the schema ids are not looked up.
+FRAMED_JSON_FORMATS = ("json_schema",)
 
 
 @dataclass(frozen=True)
@@ -67,6 +71,8 @@ class TopicConfig:
     def __post_init__(self) -> None:
         if not self.parsed.table and self.table:
             object.__setattr__(self, "parsed", replace(self.parsed, table=self.table))
+        if self.format in FRAMED_JSON_FORMATS and not self.parsed.framed:
+            object.__setattr__(self, "parsed", replace(self.parsed, framed=True))
 
     #: The tasks' priority_weight: among tasks waiting for a Spark pool slot, higher goes first.
     priority: int = 1

@@ -29,6 +29,7 @@ from kafkalake.config.parsed import (
 from kafkalake.config.schedule import run_interval
 from kafkalake.config.spark_credentials import CREDENTIAL_ADVICE, credential_settings
 from kafkalake.config.topic import (
+    FRAMED_JSON_FORMATS,
     MAX_OFFSETS_BRONZE_ONLY,
     MAX_OFFSETS_PARSED,
     REGISTRY_FORMATS,
@@ -320,6 +321,12 @@ def _format(
                 "parsed.schema" if parsed.schema is not None else "parsed.type_hints",
                 f"does nothing with format {value_format}: the registry's schema is the table's",
             )
+    elif registry_conn is not None and value_format in FRAMED_JSON_FORMATS:
+        raise fail(
+            "registry_conn_id",
+            f"does nothing with format {value_format}: its JSON is read after the frame, the schema ids "
+            "are not looked up; leave it out",
+        )
     elif registry_conn is not None:
         raise fail(
             "registry_conn_id",

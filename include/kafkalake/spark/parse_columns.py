@@ -39,6 +39,7 @@ from kafkalake.lake.schema_algebra import (
     with_type_hints,
     without_reserved,
 )
+from kafkalake.spark import wire_format
 from kafkalake.spark.json_functions import TRAILING_KEYS, from_json_keyed, utf8_text
 from kafkalake.spark.json_functions import from_json as json_from_json
 from kafkalake.spark.table_settings import quote_identifier
@@ -291,9 +292,15 @@ def parse_batch(bronze: DataFrame, schema: Schema, config: ParsedConfig) -> Data
         F.when(F.col(VALUE).isNull(), null_value_reason(config))
         .when(F.octet_length(VALUE) == 0, F.lit("empty_value"))
         .when(F.octet_length(VALUE) > config.max_value_bytes, F.lit("oversize"))
+    )
+    if config.framed:
+        reason = reason.when(~wire_format.framed(F.col(VALUE)), F.lit("bad_magic_byte")).when(
+            F.octet_length(VALUE) == wire_format.FRAME_BYTES, F.lit("empty_value")
+        )
+    reason = (
         # Present, not empty, not over the limit: no text now means not UTF-8 (_text), which
         # spares a second scan of every value's bytes.
-        .when(F.col(TEXT).isNull(), F.lit("invalid_utf8"))
+        reason.when(F.col(TEXT).isNull(), F.lit("invalid_utf8"))
         # A second JSON value or other text after the object: the parse read the first only.
         .when(trailing, F.lit("malformed_json"))
         .when(
@@ -308,7 +315,10 @@ def parse_batch(bronze: DataFrame, schema: Schema, config: ParsedConfig) -> Data
         F.format_string(
             f"value is %d bytes, over max_value_bytes {config.max_value_bytes}", F.octet_length(VALUE)
         ),
-    ).when(
+    )
+    if config.framed:
+        detail = detail.when(F.octet_length(VALUE) > 0, wire_format.frame_problem(F.col(VALUE)))
+    detail = detail.when(
         F.col(TEXT).isNotNull() & trailing,
         F.lit("text after the JSON object (two JSON documents in one message?)"),
     )
@@ -561,8 +571,13 @@ def _text(config: ParsedConfig) -> Column:
 
     size = F.octet_length("value")
     fits = F.col("value").isNotNull() & (size > 0) & (size <= config.max_value_bytes)
+    text = F.col("value")
+    if config.framed:
+        # The JSON after the registry's frame; a value not framed so has none.
+        text = wire_format.payload(text)
+        fits = fits & (F.octet_length(text) > 0)
     # Only values that can be parsed are parsed: no JSON parser ever runs on an oversize value.
-    return F.when(fits, utf8_text(F.col("value")))
+    return F.when(fits, utf8_text(text))
 
 
 def sample_texts(bronze: DataFrame, config: ParsedConfig) -> DataFrame:
@@ -578,14 +593,19 @@ def sample_texts(bronze: DataFrame, config: ParsedConfig) -> DataFrame:
     return texts.where(F.col("json").isNotNull()).limit(config.sample_rows)
 
 
-def valid_json_texts(frame: DataFrame, limit: int, only_rescued: bool = False) -> DataFrame:
-    """Values fit for schema inference: one string column, at most ``limit`` rows."""
+def valid_json_texts(
+    frame: DataFrame, limit: int, only_rescued: bool = False, framed: bool = False
+) -> DataFrame:
+    """Values fit for schema inference: one string column, at most ``limit`` rows.
+
+    ``framed``: the JSON follows the registry's frame (:attr:`ParsedConfig.framed`)."""
     from pyspark.sql import functions as F
 
     rows = frame.where(F.col(REASON).isNull())
     if only_rescued:
         rows = rows.where(F.col(RESCUED_COLUMN).isNotNull())
-    return rows.select(F.col(VALUE).cast("string").alias("json")).limit(limit)
+    value = wire_format.payload(F.col(VALUE)) if framed else F.col(VALUE)
+    return rows.select(value.cast("string").alias("json")).limit(limit)
 
 
 def infer_schema(json_texts: DataFrame, config: ParsedConfig) -> Schema:

@@ -38,7 +38,7 @@ from kafkalake.config.topic import TopicConfig
 from kafkalake.core.errors import SchemaRejectedError, UnusableSchemaError
 from kafkalake.kafka.schema_registry import RegisteredSchema, RegistryClient, WriterSchemas
 from kafkalake.lake.schema_algebra import Schema, merge
-from kafkalake.spark import parse_columns
+from kafkalake.spark import parse_columns, wire_format
 from kafkalake.spark.parse_columns import DETAIL, KAFKA_COLUMN, REASON, VALUE
 from kafkalake.spark.topic_parser import RunStats, TopicParser
 
@@ -50,8 +50,6 @@ log = logging.getLogger(__name__)
 #: Working column: the writer schema's id from the frame; null where the value is not framed.
 SCHEMA_ID = "_kafka_schema_id"
 _DECODED = "_kafka_decoded"
-#: Bytes before the payload: the magic byte and the schema id.
-FRAME_BYTES = 5
 #: The field added to the reader schema: true on every record Avro decoded (see the module's doc).
 DECODED_MARK = "__kafkalake_decoded"
 
@@ -72,19 +70,15 @@ def topic_parser(spark: SparkSession, topic: TopicConfig, stats: RunStats | None
     return TopicParser(spark, topic, stats)
 
 
-def schema_id(value: Column) -> Column:
-    """The schema id of a value in the registry's wire format; null where it is not framed so."""
-    from pyspark.sql import functions as F
-
-    framed = (F.octet_length(value) >= FRAME_BYTES) & (F.hex(F.substring(value, 1, 1)) == "00")
-    return F.when(framed, F.conv(F.hex(F.substring(value, 2, 4)), 16, 10).cast("long"))
-
-
 def schema_ids(bronze: DataFrame) -> list[int]:
     """The distinct schema ids of a batch's values, read on the driver."""
     from pyspark.sql import functions as F
 
-    ids = bronze.select(schema_id(F.col("value")).alias("id")).where(F.col("id").isNotNull()).distinct()
+    ids = (
+        bronze.select(wire_format.schema_id(F.col("value")).alias("id"))
+        .where(F.col("id").isNotNull())
+        .distinct()
+    )
     return sorted(int(row["id"]) for row in ids.collect())
 
 
@@ -157,9 +151,9 @@ def parse_registry_batch(
     size = F.octet_length(value)
     # Values over the limit are never decoded, as no JSON parser runs on them.
     fits = value.isNotNull() & (size > 0) & (size <= config.max_value_bytes)
-    frame = frame.withColumn(SCHEMA_ID, F.when(fits, schema_id(value)))
+    frame = frame.withColumn(SCHEMA_ID, F.when(fits, wire_format.schema_id(value)))
     sid = F.col(SCHEMA_ID)
-    payload = F.expr(f"substring({VALUE}, {FRAME_BYTES + 1})")
+    payload = wire_format.payload(value)
     options = {"avroSchema": with_decoded_mark(reader.schema), "mode": "PERMISSIVE"}
     known = sorted(i for i, writer in writers.items() if writer is not None)
     decoded: Any = None
@@ -191,19 +185,7 @@ def parse_registry_batch(
             size > config.max_value_bytes,
             F.format_string(f"value is %d bytes, over max_value_bytes {config.max_value_bytes}", size),
         )
-        .when(
-            value.isNotNull() & (size > 0) & (size < FRAME_BYTES),
-            F.format_string(
-                f"value of %d bytes is shorter than the registry's {FRAME_BYTES}-byte frame", size
-            ),
-        )
-        .when(
-            value.isNotNull() & (size > 0) & ~framed,
-            F.format_string(
-                "first byte 0x%s is not the magic byte 0x00 (not written by a schema-registry serializer?)",
-                F.lower(F.hex(F.substring(value, 1, 1))),
-            ),
-        )
+        .when(value.isNotNull() & (size > 0) & ~framed, wire_format.frame_problem(value))
         .when(framed & ~is_known, F.format_string("schema id %d is not in the registry", sid))
         .when(
             framed & undecoded,

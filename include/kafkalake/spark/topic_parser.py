@@ -398,7 +398,9 @@ class TopicParser:
     def _evolve(self, frame: DataFrame, source: str) -> bool:
         """New fields in rescued records: add them (addNewColumns) or stop the run (failOnNewColumns)."""
         assert self.schema is not None
-        texts = parse_columns.valid_json_texts(frame, self.config.sample_rows, only_rescued=True)
+        texts = parse_columns.valid_json_texts(
+            frame, self.config.sample_rows, only_rescued=True, framed=self.config.framed
+        )
         merged = merge(self.schema, self._inferred(texts), max_columns=self.config.max_columns)
         skipped = [str(c) for c in merged.changes if c.kind == "skipped"]
         if skipped:

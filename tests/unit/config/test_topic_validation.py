@@ -442,14 +442,22 @@ def test_a_registry_format_takes_its_registry_connection(tmp_path, lake_root):
     assert (topic.format, topic.registry_conn_id, topic.uses_registry) == ("avro", "schemas", True)
     assert topic.registry_subject == "orders-value"
     assert topic.registry_schema_dir == f"{topic.schema_dir}/registry"
+    framed = load_catalog(_one_topic(tmp_path, "    format: json_schema\n"), lake_root).topic("orders")
+    assert (framed.parsed.framed, framed.uses_registry) == (True, False)
     plain = load_catalog(_one_topic(tmp_path, ""), lake_root).topic("orders")
+    assert not plain.parsed.framed
     assert (plain.format, plain.registry_conn_id, plain.uses_registry) == ("json", None, False)
 
 
 @pytest.mark.parametrize(
     ("extra", "field", "says"),
     [
-        ("    format: protobuf3\n", "format", "must be one of json, avro"),
+        ("    format: protobuf3\n", "format", "must be one of json, avro, json_schema"),
+        (
+            "    format: json_schema\n    registry_conn_id: s\n",
+            "registry_conn_id",
+            "schema ids are not looked up",
+        ),
         ("    format: avro\n", "registry_conn_id", "required with format avro"),
         ("    registry_conn_id: schemas\n", "registry_conn_id", "does nothing with format json"),
         ("    format: avro\n    registry_conn_id: ''\n", "registry_conn_id", "must be the id of an Airflow"),
