@@ -4,6 +4,8 @@ ingest run in the test session's SparkSession."""
 from __future__ import annotations
 
 import socket
+import subprocess
+import threading
 from collections import Counter
 from collections.abc import Mapping
 from datetime import timedelta
@@ -150,3 +152,40 @@ def metric_values(lines: list[str], prefix: str) -> dict[tuple[str, str], float]
             value, _, kind = rest.partition("|")
             values[(name[len(prefix) :], kind)] = float(value)
     return values
+
+
+class PsWatcher:
+    """Every command line on the machine, sampled while a run goes on (what `ps` shows anyone)."""
+
+    def __init__(self) -> None:
+        self.lines: set[str] = set()
+        self.samples = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            out = subprocess.run(["ps", "-eww", "-o", "args="], capture_output=True, text=True, check=False)
+            self.lines.update(out.stdout.splitlines())
+            self.samples += 1
+            self._stop.wait(0.3)
+
+    def __enter__(self) -> PsWatcher:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def files_containing(root: Path, needle: str) -> list[Path]:
+    found = []
+    for path in root.rglob("*"):
+        if path.is_file() and not path.is_symlink():
+            try:
+                if needle.encode() in path.read_bytes():
+                    found.append(path)
+            except OSError:
+                continue
+    return found

@@ -10,6 +10,8 @@ from __future__ import annotations
 import io
 import json
 import struct
+import subprocess
+import uuid
 from collections.abc import Iterator
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -24,6 +26,7 @@ from confluent_kafka.schema_registry.avro import AvroSerializer
 from confluent_kafka.schema_registry.json_schema import JSONSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 
+from kafkalake.config.catalog import load_catalog
 from kafkalake.config.parsed import ParsedConfig
 from kafkalake.config.topic import TopicConfig
 from kafkalake.core.errors import RegistryUnreachableError
@@ -34,8 +37,9 @@ from kafkalake.dev.schema_registry import LocalRegistry
 from kafkalake.kafka import schema_registry
 from kafkalake.lake import parsed_backlog
 from kafkalake.lake.schema_history import SchemaHistory
+from kafkalake.launch import handover, jobs
 
-from .helpers import assert_exactly_once, make_topic, read_rows
+from .helpers import PsWatcher, assert_exactly_once, files_containing, make_topic, read_rows
 from .helpers import run_ingest as run
 
 pytestmark = [pytest.mark.integration, pytest.mark.registry]
@@ -188,6 +192,16 @@ def test_a_schema_evolved_between_runs_lands_both_versions(spark, kafka, registr
     assert history.read(2).changes == ("+ channel: string",)
     assert "registry subject it-avro-evolving-value version 2" in history.read(2).source
 
+    # A field removed (v3 has no note): its column stays, null for the records written without it.
+    v3 = {**ORDER_V2, "fields": [f for f in ORDER_V2["fields"] if f["name"] != "note"]}
+    third = [{k: v for k, v in order(i, channel="pos").items() if k != "note"} for i in (8, 10)]
+    producer.produce(kafka.bootstrap_servers, name, serialized(registry.url, name, v3, third))
+    run(spark, topic, kafka.bootstrap_servers)
+
+    rows = {r["id"]: as_produced(r) for r in read_rows(Path(topic.parsed_path))}
+    assert [rows[o["id"]] for o in third] == [{**o, "note": None} for o in third]
+    assert len(rows) == 9 and history.versions() == [1, 2]
+
 
 def test_bad_input_becomes_dead_letters_with_their_reasons(spark, kafka, registry, tmp_path):
     name = "it-avro-bad-input"
@@ -287,3 +301,41 @@ def test_json_schema_values_are_read_after_their_frame(spark, kafka, registry, t
     assert {k: r["reason"] for k, r in dead.items()} == {k: reason for k, (_, reason) in bad.items()}
     assert dead[b"frame-only"]["value"] == frame  # dead letters keep the raw bytes, frame and all
     assert "0x7b is not the magic byte" in dead[b"plain-json"]["detail"]
+
+
+def test_the_job_gets_the_registry_password_only_in_its_file(kafka, registry, tmp_path, monkeypatch):
+    """The ingest job as its task submits it (spark-submit), the registry connection handed over as
+    the task hands it: the canary password is in no command line, job output or file left behind."""
+    from kafkalake.airflow.connections import registry_settings_file
+
+    canary = f"canary{uuid.uuid4().hex}"
+    name = "it-avro-handover"
+    producer.create_topic(kafka.bootstrap_servers, name, partitions=1)
+    orders = [order(i) for i in range(1, 4)]
+    producer.produce(kafka.bootstrap_servers, name, serialized(registry.url, name, ORDER_V1, orders))
+    lake, catalog = tmp_path / "lake", tmp_path / "topics.yaml"
+    entry = f"  - name: {name}\n    freshness_sla: 1h\n    format: avro\n    registry_conn_id: it_schemas\n"
+    catalog.write_text(f"topics:\n{entry}")
+    # Apicurio without OIDC takes any login: what is checked is where the password travels.
+    connection = {"conn_type": "http", "host": registry.url, "login": "pipeline", "password": canary}
+    monkeypatch.setenv("AIRFLOW_CONN_IT_SCHEMAS", json.dumps(connection))
+    topic = load_catalog(catalog, lake).topic(name)
+    cmd = jobs.command("ingest_topic", name, catalog=catalog, lake=lake, short_run=True)
+    with (
+        PsWatcher() as ps,
+        handover.config_file({"bootstrap.servers": kafka.bootstrap_servers}) as kafka_file,
+        registry_settings_file(topic) as registry_env,
+    ):
+        env = {
+            **jobs.environment(catalog, lake),
+            handover.ENV_CLIENT_CONFIG_FILE: str(kafka_file),
+            **registry_env,
+        }
+        done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300, check=False)
+        assert not Path(registry_env[schema_registry.ENV_REGISTRY_CONFIG_FILE]).exists(), "deleted once read"
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = read_rows(Path(topic.parsed_path))
+    assert sorted((as_produced(r) for r in rows), key=lambda r: r["id"]) == orders
+    assert canary not in done.stdout + done.stderr
+    assert ps.samples > 5 and not [line for line in ps.lines if canary in line]
+    assert files_containing(lake, canary) == []

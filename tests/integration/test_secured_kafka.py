@@ -16,7 +16,6 @@ import json
 import os
 import signal
 import subprocess
-import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -39,7 +38,7 @@ from kafkalake.kafka import client_config
 from kafkalake.kafka.offsets import watermarks
 from kafkalake.launch import handover, jobs
 
-from .helpers import assert_exactly_once, read_rows
+from .helpers import PsWatcher, assert_exactly_once, files_containing, read_rows
 
 pytestmark = [pytest.mark.integration, pytest.mark.secured]
 
@@ -118,43 +117,6 @@ def secured_env(secured: SecuredKafka, work: dict[str, Path]) -> Iterator[dict[s
     env["KAFKALAKE_STRICT"] = "1"
     with local_airflow.served_home(env) as served:
         yield served
-
-
-class PsWatcher:
-    """Every command line on the machine, sampled while a run goes on (what `ps` shows anyone)."""
-
-    def __init__(self) -> None:
-        self.lines: set[str] = set()
-        self.samples = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            out = subprocess.run(["ps", "-eww", "-o", "args="], capture_output=True, text=True, check=False)
-            self.lines.update(out.stdout.splitlines())
-            self.samples += 1
-            self._stop.wait(0.3)
-
-    def __enter__(self) -> PsWatcher:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
-
-
-def files_containing(root: Path, needle: str) -> list[Path]:
-    found = []
-    for path in root.rglob("*"):
-        if path.is_file() and not path.is_symlink():
-            try:
-                if needle.encode() in path.read_bytes():
-                    found.append(path)
-            except OSError:
-                continue
-    return found
 
 
 def key_line(secured: SecuredKafka) -> str:
