@@ -55,6 +55,7 @@ SHARED_SESSION = {
     "tests/integration/test_transactions.py": "spark session 1",
     "tests/integration/test_full_refresh.py": "spark session 1",
     "tests/integration/test_field_names.py": "spark session 1",
+    "tests/integration/test_schema_registry.py": "spark session 1",
     "tests/integration/test_table_care.py": "spark session 2",
     "tests/integration/test_lost_state.py": "spark session 2",
     "tests/integration/test_replay.py": "spark session 2",
@@ -62,7 +63,6 @@ SHARED_SESSION = {
     "tests/integration/test_idempotent_append.py": "spark session 2",
     "tests/integration/test_ingest_properties.py": "spark session 2",
     "tests/integration/test_cdc.py": "spark session 2",
-    "tests/integration/test_schema_registry.py": "spark session 1",
 }
 
 #: Modules that use one server started on first use (tests/integration/airflow_server.py): one
@@ -89,6 +89,7 @@ LONGEST_FIRST = (
     "tests/integration/test_transactions.py",
     "tests/integration/test_full_refresh.py",
     "tests/integration/test_field_names.py",
+    "tests/integration/test_schema_registry.py",
     "tests/integration/test_table_care.py",
     "tests/integration/test_lost_state.py",
     "tests/integration/test_replay.py",
@@ -96,7 +97,6 @@ LONGEST_FIRST = (
     "tests/integration/test_idempotent_append.py",
     "tests/integration/test_ingest_properties.py",
     "tests/integration/test_cdc.py",
-    "tests/integration/test_schema_registry.py",
     "tests/integration/test_object_store.py",
     "tests/integration/test_retries.py",
     "tests/integration/test_kill_and_rerun.py",

@@ -95,13 +95,13 @@ class ParsedConfig:
     changelog: bool = False
     #: The topic's ``format`` (:data:`FORMATS`): ``debezium`` adds the current-state table.
     format: str = "json"
+    #: The JSON follows a schema registry's 5-byte frame (``format: json_schema``): set from the
+    #: topic's format by TopicConfig, not a key of the catalog's ``parsed`` block.
+    framed: bool = False
 
     @property
     def debezium(self) -> bool:
         return self.format == "debezium"
-    #: The JSON follows a schema registry's 5-byte frame (``format: json_schema``): set from the
-    #: topic's format by TopicConfig, not a key of the catalog's ``parsed`` block.
-    framed: bool = False
 
 
 #: What Delta refuses in a column name without column mapping, and control characters (Arrow, so

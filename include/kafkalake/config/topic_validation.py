@@ -297,6 +297,8 @@ def _family(entry: Mapping[str, Any], given: list[str], fail: Any) -> tuple[tupl
 def _as_single(entry: Mapping[str, Any], given: list[str]) -> dict[str, Any]:
     """The entry validated as a single topic's would be, named after its table (its DAG's id)."""
     return {**{k: v for k, v in entry.items() if k not in given}, "name": entry["table"]}
+
+
 def _format(
     entry: Mapping[str, Any], parsed: ParsedConfig, fail: Callable[[str, str], CatalogError]
 ) -> tuple[str, str | None]:

@@ -452,7 +452,7 @@ def test_a_registry_format_takes_its_registry_connection(tmp_path, lake_root):
 @pytest.mark.parametrize(
     ("extra", "field", "says"),
     [
-        ("    format: protobuf3\n", "format", "must be one of json, avro, json_schema"),
+        ("    format: protobuf3\n", "format", "must be one of json, debezium, avro, json_schema"),
         (
             "    format: json_schema\n    registry_conn_id: s\n",
             "registry_conn_id",
