@@ -84,8 +84,9 @@ kafka-start: setup  ## start the local broker on 127.0.0.1:9092
 kafka-stop:  ## stop the local broker
 	$(PY) -m kafkalake.dev.broker stop
 
-clean:  ## remove local state (lake, broker data, Airflow DBs, the stack's PostgreSQL); keeps .venv and .jars
+clean:  ## remove local state (lake, broker data, Airflow DBs, the stack's PostgreSQL, the CDC source); keeps .venv and .jars
 	-$(PY) -m kafkalake.dev.broker stop
 	-$(PY) -m kafkalake.dev.broker stop --dir .bench/kafka
+	-$(PY) -m kafkalake.dev.cdc_source stop
 	-$(PY) -m kafkalake.dev.postgres remove --dir .stack/postgres
-	rm -rf .lake .kafka .airflow .airflow-ui .bench .stack
+	rm -rf .lake .kafka .airflow .airflow-ui .bench .stack .cdc

@@ -163,9 +163,9 @@ def test_sql_on_a_table_becomes_debezium_change_events_in_kafka(
     assert {(s["db"], s["schema"], s["table"]) for s in source_info} == {("shop", "public", "customers")}
     lsns = [s["lsn"] for s in source_info]
     assert lsns == sorted(lsns) and lsns[0] > snapshot[-1]["value"]["payload"]["source"]["lsn"]
-    # The password is in no file Connect reads but the 0600 one, which stop removes.
-    assert source.database.password() not in (source.directory / "connector.properties").read_text()
-    assert source.database.password() not in (source.directory / "worker.properties").read_text()
+    # The password is in no file Connect reads but the 0600 one, which stop removes, nor its log.
+    for name in ("connector.properties", "worker.properties", "connect.log"):
+        assert source.database.password() not in (source.directory / name).read_text()
     secrets = source.directory / "secrets" / "database.properties"
     assert secrets.stat().st_mode & 0o777 == 0o600
 
