@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import time
 from collections.abc import Iterator
@@ -340,6 +341,26 @@ def test_a_replay_rebuilds_the_same_current_state_and_later_runs_go_on(
     run_ingest(spark, topic, kafka.bootstrap_servers)
     assert [r["id"] for r in current_rows(topic)] == [10, 90]
     assert_current_is_source(topic, postgres)
+
+
+def test_a_lost_checkpoint_resumes_from_the_tables_and_brings_no_deleted_row_back(
+    spark: Any, postgres: LocalPostgres, source: LocalConnect, kafka: LocalKafka, topic: TopicConfig
+) -> None:
+    # The streaming checkpoint gone: a new query id, whose batches Delta's txn versions do not know.
+    # The run starts where the tables' recorded positions say; no old event is applied again.
+    shutil.rmtree(topic.checkpoint_path)
+    change(
+        postgres,
+        kafka,
+        "INSERT INTO customers (id, name) VALUES (11, 'kim'); DELETE FROM customers WHERE id = 90;",
+        3,
+    )
+    writer = run_ingest(spark, topic, kafka.bootstrap_servers)
+    assert writer.recovered  # the position came from the tables
+    assert [r["id"] for r in current_rows(topic)] == [10, 11]
+    assert_current_is_source(topic, postgres)
+    offsets = [r["_kafka"]["offset"] for r in read_rows(Path(topic.parsed_path))]
+    assert len(offsets) == len(set(offsets))
 
 
 def test_a_key_that_moved_partition_is_ordered_by_the_source_position(
