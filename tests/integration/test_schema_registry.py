@@ -196,11 +196,15 @@ def test_a_schema_evolved_between_runs_lands_both_versions(spark, kafka, registr
     v3 = {**ORDER_V2, "fields": [f for f in ORDER_V2["fields"] if f["name"] != "note"]}
     third = [{k: v for k, v in order(i, channel="pos").items() if k != "note"} for i in (8, 10)]
     producer.produce(kafka.bootstrap_servers, name, serialized(registry.url, name, v3, third))
+    # Written with v2 after v3 dropped the field: its value is still read (the reader is widened).
+    older = [order(12, channel="pos")]
+    producer.produce(kafka.bootstrap_servers, name, serialized(registry.url, name, ORDER_V2, older))
     run(spark, topic, kafka.bootstrap_servers)
 
     rows = {r["id"]: as_produced(r) for r in read_rows(Path(topic.parsed_path))}
     assert [rows[o["id"]] for o in third] == [{**o, "note": None} for o in third]
-    assert len(rows) == 9 and history.versions() == [1, 2]
+    assert rows[12] == older[0] and older[0]["note"] == "note 12"
+    assert len(rows) == 10 and history.versions() == [1, 2]
 
 
 def test_bad_input_becomes_dead_letters_with_their_reasons(spark, kafka, registry, tmp_path):

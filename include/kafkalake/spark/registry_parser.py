@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import json
 import logging
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from kafkalake.config.topic import TopicConfig
@@ -206,6 +207,37 @@ def parse_registry_batch(
     return frame.select(*columns, F.col(REASON), F.col(DETAIL), F.col(VALUE))
 
 
+def widened(reader: str, writers: list[str]) -> str:
+    """The reader schema with each top-level field of ``writers`` it lacks, as an optional field
+    (a union with null first, default null).
+
+    A field dropped from the latest version keeps its column in the table; read with the latest
+    version alone, a record written before the drop would lose that field's value (a catch-up or a
+    replay decodes old records after the change). Widened, schema resolution reads it from the
+    writers that have it and gives null for the others.
+    """
+    record = json.loads(reader)
+    if not isinstance(record, dict) or record.get("type") != "record":
+        return reader
+    names = {f["name"] for f in record["fields"]}
+    extra = []
+    for text in writers:
+        writer = json.loads(text)
+        if not isinstance(writer, dict) or writer.get("type") != "record":
+            continue
+        for field in writer["fields"]:
+            if field["name"] in names:
+                continue
+            names.add(field["name"])
+            kind = field["type"]
+            union = kind if isinstance(kind, list) else [kind]
+            optional = ["null", *(t for t in union if t != "null")]
+            extra.append({"name": field["name"], "type": optional, "default": None})
+    if not extra:
+        return reader
+    return json.dumps({**record, "fields": [*record["fields"], *extra]})
+
+
 class AvroTopicParser(TopicParser):
     """:class:`TopicParser` for ``format: avro``: the schema comes from the registry, not inference."""
 
@@ -226,13 +258,14 @@ class AvroTopicParser(TopicParser):
         new = [i for i in ids if i not in self._writers]
         if self._reader is None or new:
             # A new id may be a new version: the reader is the subject's latest, asked again.
-            self._set_reader(source)
-        for i in new:
-            self._writers[i] = self.writer_schemas.get(i)
-            if self._writers[i] is None:
-                log.warning("topic %s: schema id %d is not in the registry", self.topic.name, i)
+            latest = self._latest()
+            for i in new:
+                self._writers[i] = self.writer_schemas.get(i)
+                if self._writers[i] is None:
+                    log.warning("topic %s: schema id %d is not in the registry", self.topic.name, i)
+            self._set_reader(latest, source)
 
-    def _set_reader(self, source: str) -> None:
+    def _latest(self) -> RegisteredSchema:
         subject = self.topic.registry_subject
         latest = self._client.latest(subject)
         if latest is None:
@@ -240,15 +273,31 @@ class AvroTopicParser(TopicParser):
                 f"topic {self.topic.name!r}: {self._client._whose} has no subject {subject!r}: the "
                 "topic's records name schemas of another subject, or none is registered yet"
             )
-        if self._reader is not None and latest.id == self._reader.id:
-            return
         if latest.schema_type.upper() != "AVRO":
             raise UnusableSchemaError(
                 f"topic {self.topic.name!r}: subject {subject!r} holds a {latest.schema_type} schema, "
                 "not Avro (format: avro)"
             )
-        reader_type = self._spark_type(latest.schema)
-        self._reader, self._reader_type = latest, reader_type
+        return latest
+
+    def _set_reader(self, latest: RegisteredSchema, source: str) -> None:
+        """Read with the latest version widened by the fields of the run's writers it lacks."""
+        subject = self.topic.registry_subject
+        writers = [w.schema for w in self._writers.values() if w is not None]
+        reader = replace(latest, schema=widened(latest.schema, writers))
+        if self._reader is not None and reader.schema == self._reader.schema:
+            return
+        try:
+            reader_type = self._spark_type(reader.schema)
+        except UnusableSchemaError:
+            raise
+        except Exception as err:
+            # A field that cannot be carried over (a named type defined elsewhere in its writer):
+            # the latest version as it is; that field's values are not read.
+            log.warning("topic %s: reading with the latest version only (%s)", self.topic.name, err)
+            reader = latest
+            reader_type = self._spark_type(reader.schema)
+        self._reader, self._reader_type = reader, reader_type
         table_type = nullable_everywhere(reader_type)
         origin = f"registry subject {subject} version {latest.version} (schema id {latest.id})"
         if self.schema is None:
