@@ -32,7 +32,7 @@ $(STAMP): requirements.txt requirements-dev.txt pyproject.toml
 	$(PY) -m pip check
 	touch $(STAMP)
 
-setup: $(STAMP)  ## install Python deps into .venv, resolve the JVM jars into .jars, train the driver's class archive
+setup: $(STAMP)  ## install Python deps into .venv, resolve the JVM jars into .jars (and build the test schema registry), train the driver's class archive
 	$(PY) -m kafkalake.launch.jars
 	$(PY) -m kafkalake.dev.class_archive_training
 
