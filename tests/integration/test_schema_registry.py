@@ -98,10 +98,13 @@ def registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalRegistry
     server.stop()
 
 
-def avro_topic(kafka: Any, lake: Path, name: str, partitions: int) -> TopicConfig:
+def avro_topic(
+    kafka: Any, lake: Path, name: str, partitions: int, parsed: ParsedConfig | None = None
+) -> TopicConfig:
     """A topic in Kafka (``partitions``), and its catalog entry with ``format: avro``."""
     producer.create_topic(kafka.bootstrap_servers, name, partitions=partitions)
-    return replace(make_topic(lake, name, ParsedConfig()), format="avro", registry_conn_id="it_registry")
+    entry = make_topic(lake, name, parsed or ParsedConfig())
+    return replace(entry, format="avro", registry_conn_id="it_registry")
 
 
 def order(i: int, **extra: Any) -> dict[str, Any]:
@@ -153,16 +156,22 @@ def test_confluent_avro_serializer_registers_through_the_compatible_api(
 
 def test_avro_records_land_once_with_the_values_produced(spark, kafka, registry, tmp_path):
     name = "it-avro-orders"
-    topic = avro_topic(kafka, tmp_path, name, partitions=2)
+    topic = avro_topic(kafka, tmp_path, name, partitions=2, parsed=ParsedConfig(latest_by_key=True))
     orders = [order(i) for i in range(1, 9)]
     producer.produce(kafka.bootstrap_servers, name, serialized(registry.url, name, ORDER_V1, orders))
+    # A key given again: the latest table keeps its newest record only.
+    newer = order(3, note="newer")
+    producer.produce(kafka.bootstrap_servers, name, serialized(registry.url, name, ORDER_V1, [newer]))
 
     stats = run(spark, topic, kafka.bootstrap_servers).stats
 
     rows = read_rows(Path(topic.parsed_path))
     assert_exactly_once([r["_kafka"] for r in rows], name, kafka.bootstrap_servers)
-    assert sorted((as_produced(r) for r in rows), key=lambda r: r["id"]) == orders
-    assert stats.parsed_rows == len(orders) and not stats.dead_letters
+    by_offset = sorted(rows, key=lambda r: (r["id"], r["_kafka"]["timestamp"], r["_kafka"]["offset"]))
+    assert [as_produced(r) for r in by_offset] == sorted([*orders, newer], key=lambda o: o["id"])
+    assert stats.parsed_rows == len(orders) + 1 and not stats.dead_letters
+    latest = {r["_kafka"]["key"]: as_produced(r) for r in read_rows(Path(topic.latest_path))}
+    assert latest == {str(o["id"]).encode(): o for o in [*orders[:2], newer, *orders[3:]]}
     # The writer schema is kept beside the schema history: a replay needs no registry for it.
     kept = list(Path(topic.registry_schema_dir).glob("*.json"))
     assert len(kept) == 1 and json.loads(json.loads(kept[0].read_text())["schema"])["name"] == "Order"
