@@ -89,14 +89,6 @@ def main(argv: list[str] | None = None) -> int:
     except (CatalogError, KafkaConfigError) as err:
         return report(failure(Kind.BAD_CONFIG, f"topic {args.topic!r}: {err}"))
     if args.reingest_from is not None:
-        if topic.is_family:
-            return report(
-                failure(
-                    Kind.REINGEST_REFUSED,
-                    f"entry {topic.name!r} is a family of topics: a re-ingest reads one topic's window "
-                    "and is not supported for a family yet. Nothing was read or written",
-                )
-            )
         return reingest(topic, client_config, args.reingest_from)
     return ingest(topic, client_config, started, follow_ups=not args.no_follow_ups)
 
@@ -130,12 +122,16 @@ def reingest(topic: TopicConfig, client_config: dict[str, str], reingest_from: s
         return report(failure_of(err))
     with job_session(f"kafkalake-reingest-{topic.name}", topic) as job:
         try:
-            outcome = landing_gaps.reingest(job.spark, topic, client_config, since)
+            if topic.is_family:
+                outcomes = landing_gaps.reingest_family(job.spark, topic, client_config, since)
+            else:
+                outcomes = [landing_gaps.reingest(job.spark, topic, client_config, since)]
         except CapturedException as err:
             log.error("the re-ingest of topic %s failed: %s", topic.name, err)
             job.fail(classify_spark_error(topic.name, exception_text(err), topic.storage_conn_id))
         else:
-            log.info("done: %s", outcome.summary())
+            for outcome in outcomes:
+                log.info("done: %s", outcome.summary())
     return job.exit_code()
 
 

@@ -1,7 +1,8 @@
 """A family of topics (the integration catalog's ``topic_pattern: it-fam-[a-z]+``, table
 ``it_family``) in one bronze table, through its DAG and its ingest job: three members land, an idle
 run starts no JVM, a member created between two runs is picked up and a deleted one reported, a
-SIGKILL mid-run and a rerun, and a lost checkpoint rebuilt from the table. After each, every
+SIGKILL mid-run and a rerun, a lost checkpoint rebuilt from the table, and a re-ingest that fills
+gaps in two members. After each, every
 (topic, partition, offset) Kafka holds is in bronze exactly once. Last, the deleted member created
 again: the pre-flight stops the run (topic_recreated), no JVM; a full refresh of the family, and
 every member lands again once.
@@ -14,10 +15,12 @@ import os
 import shutil
 import subprocess
 from collections import Counter
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 from confluent_kafka.admin import AdminClient
+from deltalake import DeltaTable
 
 from kafkalake.cli import full_refresh
 from kafkalake.config.catalog import load_catalog
@@ -47,7 +50,13 @@ NOT_REGISTERED = "register_table|maintain_table"
 
 
 @pytest.fixture(scope="module")
-def family(catalog_file: Path, lake: Path, kafka: LocalKafka) -> TopicConfig:
+def since() -> datetime:
+    """A time before the module's first record: a re-ingest from it covers every member whole."""
+    return datetime.now(UTC) - timedelta(seconds=5)
+
+
+@pytest.fixture(scope="module")
+def family(catalog_file: Path, lake: Path, kafka: LocalKafka, since: datetime) -> TopicConfig:
     config = load_catalog(catalog_file, lake).topic(FAMILY)
     for name, partitions in MEMBERS.items():
         producer.create_topic(kafka.bootstrap_servers, name, partitions=partitions)
@@ -204,6 +213,33 @@ def test_a_lost_checkpoint_is_rebuilt_from_the_table(catalog_file, lake, kafka, 
     rows = assert_every_spot_once(family, kafka, deleted)
     assert Counter(r["topic"] for r in rows)["it-fam-b"] == 6 + 12 + 3
     assert os.path.isdir(family.checkpoint_path)
+
+
+def delete_rows(path: str, predicate: str) -> int:
+    """Remove rows from bronze (append-only), as a restore to an older copy would."""
+    DeltaTable(path).alter.set_table_properties({"delta.appendOnly": "false"})
+    deleted = int(DeltaTable(path).delete(predicate)["num_deleted_rows"])
+    DeltaTable(path).alter.set_table_properties({"delta.appendOnly": "true"})
+    return deleted
+
+
+def test_a_reingest_of_the_family_fills_each_members_gaps_once(airflow_env, kafka, family, deleted, since):
+    in_d1 = sum(1 for r in read_rows(Path(family.path)) if (r["topic"], r["partition"]) == (NEW_MEMBER, 1))
+    gone = "(topic = 'it-fam-a' AND partition = 0 AND offset < 3) OR (topic = 'it-fam-d' AND partition = 1)"
+    assert delete_rows(family.path, gone) == 3 + in_d1
+
+    run = local_airflow.test_dag(
+        airflow_env,
+        family.dag_id,
+        sync=False,
+        mark_success=NOT_REGISTERED,
+        conf={"reingest_from": since.isoformat(), "confirm_reingest": True},
+    )
+
+    assert "--reingest-from" in run.output
+    assert "re-ingest window of it-fam-a" in run.output and "re-ingest window of it-fam-d" in run.output
+    assert "3 rows to bronze" in run.output and f"{in_d1} rows to bronze" in run.output
+    assert_every_spot_once(family, kafka, deleted)
 
 
 def test_a_member_deleted_and_created_again_stops_the_run_before_any_jvm(airflow_env, kafka, family):

@@ -91,9 +91,12 @@ def check_new_offsets(
         return False
     use_storage(topic_name, table_path or checkpoint, storage_conn_id)
     if family is not None:
-        if mode.mode is Mode.REINGEST:
-            raise failures.ReingestRefusedError(family_reingest_refusal(topic_name))
         with store_refusal_kinds.named(topic_name, storage_conn_id):
+            if mode.mode is Mode.REINGEST:
+                assert mode.reingest_from is not None
+                return _family_reingest_windows(
+                    topic_name, checkpoint, kafka_config_for(kafka_conn_id), mode.reingest_from
+                )
             return _family_has_new_offsets(topic_name, checkpoint, kafka_conn_id, family, table_path, ti)
     with store_refusal_kinds.named(topic_name, storage_conn_id):
         return _has_new_offsets(
@@ -167,13 +170,14 @@ def _has_new_offsets(
     return decision.run
 
 
-def family_reingest_refusal(name: str) -> str:
-    """Why a family entry cannot be re-ingested (documented in docs/backfills.md)."""
-    return failures.failure(
-        failures.Kind.REINGEST_REFUSED,
-        f"entry {name!r} is a family of topics: a re-ingest reads one topic's window and is not "
-        "supported for a family yet. Nothing was read or written",
-    ).message
+def _family_reingest_windows(name: str, checkpoint: str, config: Mapping[str, str], since: datetime) -> bool:
+    """A family's re-ingest: each member's window, checked without a JVM; true when any has records."""
+    found = windows.resolve_family_windows(name, checkpoint, config, since)
+    for member, window in found.items():
+        log.info("re-ingest window of %s: %s", member, window.describe())
+    if not any(w.records for w in found.values()):
+        log.info("skipping the Spark job: Kafka has nothing in the windows the stream has passed")
+    return any(w.records for w in found.values())
 
 
 def _family_has_new_offsets(

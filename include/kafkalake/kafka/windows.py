@@ -13,8 +13,8 @@ from datetime import datetime
 
 from kafkalake.config.topic import MAX_OFFSETS_PARSED
 from kafkalake.core.run_mode import refused
-from kafkalake.kafka.offsets import open_consumer, watermarks
-from kafkalake.lake.checkpoint import Offsets, read_checkpoint
+from kafkalake.kafka.offsets import open_consumer, topic_names, watermarks
+from kafkalake.lake.checkpoint import Offsets, read_checkpoint, read_family_checkpoint
 
 # confluent_kafka is imported where a window is resolved: the DAG file imports this module and parsing it
 # never needs the client.
@@ -171,3 +171,26 @@ def resolve_window(
     marks = watermarks(client_config, topic_name)
     at_time = offsets_for_time(client_config, topic_name, sorted(marks), since)
     return plan_window(topic_name, since, at_time, marks, state.committed if state else None)
+
+
+def resolve_family_windows(
+    name: str, checkpoint: str, client_config: Mapping[str, str], since: datetime
+) -> dict[str, Window]:
+    """:func:`resolve_window` of each member of a family its stream has read and Kafka still has,
+    all planned before any is landed: one refused refuses the re-ingest, nothing written. A member
+    Kafka no longer has cannot be re-read (its rows stay as they are)."""
+    try:
+        state = read_family_checkpoint(checkpoint)
+    except ValueError as err:
+        raise refused(
+            f"entry {name!r}: its checkpoint cannot be read ({err}), so the offsets the stream has "
+            "passed are unknown. Run the DAG normally first: it rebuilds the position from the table"
+        ) from None
+    if state is None or not state.committed:
+        raise refused(f"entry {name!r} has no checkpoint yet: nothing was landed to repair")
+    existing = topic_names(client_config)
+    return {
+        member: resolve_window(member, checkpoint, client_config, since)
+        for member in sorted(state.committed)
+        if member in existing
+    }

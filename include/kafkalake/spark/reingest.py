@@ -27,13 +27,13 @@ import json
 import logging
 from collections import Counter
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import TYPE_CHECKING
 
 from kafkalake.config.tables import topic_tables
 from kafkalake.config.topic import TopicConfig
-from kafkalake.kafka.windows import Window, chunk_records, chunks, resolve_window
+from kafkalake.kafka.windows import Window, chunk_records, chunks, resolve_family_windows, resolve_window
 from kafkalake.lake.checkpoint_lock import checkpoint_lock
 from kafkalake.lake.txn_versions import first_txn_version
 from kafkalake.spark.batch_cache import cached
@@ -52,9 +52,13 @@ log = logging.getLogger(__name__)
 class GapWriter(BatchWriter):
     """The stream's writer, writing to each table only the records it does not hold yet."""
 
-    def __init__(self, spark: SparkSession, topic: TopicConfig, app_id: str) -> None:
+    def __init__(
+        self, spark: SparkSession, topic: TopicConfig, app_id: str, only_topic: str | None = None
+    ) -> None:
         super().__init__(spark, topic)
         self.started(app_id)
+        #: A family's member: bronze holds other topics' rows at the same (partition, offset).
+        self.only_topic = only_topic
         self.records_position = False
         #: Rows written, per group of tables ("bronze", "parsed").
         self.landed: Counter[str] = Counter()
@@ -96,6 +100,8 @@ class GapWriter(BatchWriter):
         for path, partition, offset in sources:
             if _is_delta_table(self.spark, path):
                 found = self.spark.read.format("delta").load(path)
+                if self.only_topic is not None:
+                    found = found.where(F.col("topic") == self.only_topic)
                 present = present.unionByName(
                     found.select(partition.alias("partition"), offset.alias("offset"))
                 )
@@ -124,10 +130,14 @@ def read_chunk(
 
 
 def land_window(
-    spark: SparkSession, topic: TopicConfig, client_config: Mapping[str, str], window: Window
+    spark: SparkSession,
+    topic: TopicConfig,
+    client_config: Mapping[str, str],
+    window: Window,
+    only_topic: str | None = None,
 ) -> GapWriter:
     """Land the window's records each table lacks; the caller holds the checkpoint's run lock."""
-    writer = GapWriter(spark, topic, window.app_id)
+    writer = GapWriter(spark, topic, window.app_id, only_topic)
     # The anti-joins keep rows from landing twice; the versions only have to be new (txn_versions).
     first_version = first_txn_version([t.location for t in topic_tables(topic)], window.app_id)
     max_records = chunk_records(topic.max_offsets_per_trigger)
@@ -170,3 +180,28 @@ def reingest(
             return Outcome(window, 0, 0)
         writer = land_window(spark, topic, client_config, window)
     return Outcome(window, writer.landed["bronze"], writer.landed["parsed"])
+
+
+def reingest_family(
+    spark: SparkSession, topic: TopicConfig, client_config: Mapping[str, str], since: datetime
+) -> list[Outcome]:
+    """:func:`reingest` of a family, member by member, under the family's run lock: every member's
+    window is planned first (one refused, nothing written), then each is landed as a single topic's
+    would be, comparing with the member's own rows in bronze.
+
+    Raises:
+        ReingestRefusedError: a member's window cannot be re-read; nothing written.
+        CheckpointLockedError: a run of the family holds the lock (transient: retried).
+    """
+    outcomes: list[Outcome] = []
+    with checkpoint_lock(topic.checkpoint_path):
+        windows = resolve_family_windows(topic.name, topic.checkpoint_path, client_config, since)
+        for member, window in windows.items():
+            log.info("re-ingest window of %s: %s (txnAppId %s)", member, window.describe(), window.app_id)
+            if not window.records:
+                outcomes.append(Outcome(window, 0, 0))
+                continue
+            alone = replace(topic, name=member, members=(), topic_pattern=None)
+            writer = land_window(spark, alone, client_config, window, only_topic=member)
+            outcomes.append(Outcome(window, writer.landed["bronze"], writer.landed["parsed"]))
+    return outcomes
