@@ -238,7 +238,7 @@ def _family_has_new_offsets(
         log.info("skipping the Spark job: the table already holds every offset Kafka has of every member")
         newest = run_metrics_emit.table_newest_timestamp_ms(table_path) if table_path else None
         idle = run_metrics.idle_metrics(name, lag, newest, datetime.now(UTC))
-        run_metrics_emit.publish(replace(idle, missing_members=list(members.missing)), ti)
+        run_metrics_emit.publish(replace(idle, new_members=[], missing_members=list(members.missing)), ti)
     return decision.run
 
 
