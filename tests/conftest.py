@@ -97,6 +97,7 @@ LONGEST_FIRST = (
     "tests/integration/test_idempotent_append.py",
     "tests/integration/test_ingest_properties.py",
     "tests/integration/test_schema_registry.py",
+    "tests/integration/test_soak.py",
     "tests/integration/test_object_store.py",
     "tests/integration/test_retries.py",
     "tests/integration/test_kill_and_rerun.py",

@@ -19,6 +19,7 @@ from kafkalake.config.parsed import ParsedConfig
 from kafkalake.config.topic import TopicConfig
 from kafkalake.dev.producer import Record, client_settings
 from kafkalake.kafka.offsets import end_offsets
+from kafkalake.lake.latest_order import newest_spots  # noqa: F401 (the tests' oracle)
 from kafkalake.spark.batch_writer import BatchWriter
 from kafkalake.spark.ingest_run import IngestRun
 
@@ -48,23 +49,6 @@ def assert_exactly_once(rows: list[dict[str, Any]], topic: str, bootstrap: str |
     assert not missing, f"{len(missing)} offsets missing, e.g. {sorted(missing)[:5]}"
     assert set(spots) == expected
     assert len(rows) == len(expected)
-
-
-def newest_spots(records: Any) -> dict[Any, Spot]:
-    """Each key's newest (partition, offset), as the latest table orders records: the higher offset
-    within a partition; across partitions, where Kafka orders nothing, the later timestamp (then
-    partition, offset). ``records``: (key, partition, offset, timestamp) tuples."""
-    per_partition: dict[tuple[Any, int], tuple[int, Any]] = {}
-    for key, partition, offset, timestamp in records:
-        held = per_partition.get((key, partition))
-        if held is None or offset > held[0]:
-            per_partition[(key, partition)] = (offset, timestamp)
-    newest: dict[Any, tuple[Any, int, int]] = {}
-    for (key, partition), (offset, timestamp) in per_partition.items():
-        order = (timestamp, partition, offset)
-        if key not in newest or order > newest[key]:
-            newest[key] = order
-    return {key: (partition, offset) for key, (_, partition, offset) in newest.items()}
 
 
 def kafka_spots(rows: list[dict[str, Any]]) -> list[tuple[Any, int, int, Any]]:

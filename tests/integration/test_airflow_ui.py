@@ -152,6 +152,8 @@ def test_trigger_a_dag_from_the_ui_and_see_its_run_succeed(
             page.reload()
     assert state == "Success", f"run {run_id} went through {seen} (tasks in the screenshot)"
     assert met, "the run's deadline is not shown as met"
+    finished = airflow_server.finished_run(dag_id, run_id)
+    assert finished is not None and finished.retried == {}, f"run {run_id} succeeded only after retries"
 
     rows = DeltaTable(topic.path).to_pyarrow_table()
     assert rows.num_rows == EVENTS

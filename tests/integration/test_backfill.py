@@ -47,11 +47,15 @@ def dag_runs(server: DeployedAirflowServer, dag_id: str) -> list[tuple[str, str,
 def tasks_of(server: DeployedAirflowServer, dag_id: str, run_id: str) -> dict[str, tuple[str, str | None]]:
     """{task_id: (state, hostname)}; a task that never started has no hostname."""
     rows = server.query(
-        "SELECT task_id, state, hostname FROM task_instance WHERE dag_id = :dag_id AND run_id = :run_id",
+        "SELECT task_id, state, hostname, try_number FROM task_instance"
+        " WHERE dag_id = :dag_id AND run_id = :run_id",
         dag_id=dag_id,
         run_id=run_id,
     )
-    return {task: (state, host or None) for task, state, host in rows}
+    # Nothing here is meant to fail: a task that needed a second try fails the test, not passes it.
+    retried = {task: tries for task, _state, _host, tries in rows if (tries or 0) > 1}
+    assert not retried, f"{run_id}: tasks retried {retried}"
+    return {task: (state, host or None) for task, state, host, _tries in rows}
 
 
 def task_log(server: DeployedAirflowServer, run_id: str, task_id: str) -> str:

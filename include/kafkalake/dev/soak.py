@@ -8,10 +8,14 @@ and small micro-batches. Each round produces a seeded number of records (some no
 topic's DAG with ``airflow dags test`` (pre-flight, ingest, schema refresh, registration: a real DAG
 run on a real broker) and, at a seeded random moment, SIGKILLs the whole process group: the Airflow
 process and the Spark job under it, as a lost worker or the OOM killer would. A run that ends
-before its moment counts as a run, not a kill. Rounds go on until the kills are done or time is up;
+before its moment counts as a run, not a kill. The first run goes to its end, and its length
+bounds the moments, so kills land in every task. Rounds go on until the kills are done or time is up;
 then one clean run, and the check: every offset Kafka holds is in bronze once, in the parsed table
-or the dead letters once, and each key's newest parsed record is in the latest table. It prints the
-kills, runs, rows, lost and duplicated, and exits non-zero unless both are 0.
+or the dead letters once, and each key's newest parsed record (in the latest table's own order:
+:mod:`kafkalake.lake.latest_order`, by offset within a partition, by record timestamp across) is in
+the latest table. It prints the kills, runs, rows, lost and duplicated, and exits non-zero unless
+every count of harm is 0. The suite runs a short one (``tests/integration/test_soak.py``, five kills
+on the shared broker: :func:`soak`).
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ from kafkalake.dev import local_airflow, producer
 from kafkalake.dev.broker import LocalKafka
 from kafkalake.dev.producer import Record
 from kafkalake.kafka.offsets import end_offsets
+from kafkalake.lake.latest_order import newest_spots
 
 TOPIC = "soak"
 PARTITIONS = 3
@@ -67,12 +72,12 @@ class Soak:
         return not (self.lost or self.duplicated or self.parsed_side_mismatch or self.latest_mismatch)
 
 
-def catalog_text() -> str:
+def catalog_text(topic_name: str = TOPIC) -> str:
     return json.dumps(
         {
             "topics": [
                 {
-                    "name": TOPIC,
+                    "name": topic_name,
                     "freshness_sla": "1h",
                     "max_offsets_per_trigger": 150,
                     "parsed": {"latest_by_key": True},
@@ -135,15 +140,95 @@ def check(topic: TopicConfig, bootstrap: str, soak: Soak) -> None:
     both = Counter((r["_kafka"]["partition"], r["_kafka"]["offset"]) for r in parsed)
     both.update((r["partition"], r["offset"]) for r in rows(topic.dead_letter_path))
     soak.parsed_side_mismatch = len(set(both) ^ expected) + sum(n - 1 for n in both.values() if n > 1)
-    newest: dict[bytes, tuple[int, int]] = {}
-    for r in parsed:
-        meta = r["_kafka"]
-        spot = (meta["partition"], meta["offset"])
-        newest[meta["key"]] = max(newest.get(meta["key"], spot), spot)
+    newest = newest_spots(
+        (m["key"], m["partition"], m["offset"], m["timestamp"]) for m in (r["_kafka"] for r in parsed)
+    )
     latest = {
         r["_kafka"]["key"]: (r["_kafka"]["partition"], r["_kafka"]["offset"]) for r in rows(topic.latest_path)
     }
     soak.latest_mismatch = len(set(latest.items()) ^ set(newest.items()))
+
+
+def soak(
+    bootstrap: str,
+    workdir: Path,
+    *,
+    kills: int,
+    seed: int,
+    max_minutes: float,
+    topic_name: str = TOPIC,
+    log_line: Any = print,
+) -> Soak:
+    """Kill DAG runs of a new topic ``topic_name`` on the broker at ``bootstrap`` until ``kills``
+    (or ``max_minutes``), then run it to its end and count: the :class:`Soak`."""
+    rng = random.Random(seed)
+    result = Soak(seed=seed)
+    for stale in ("lake", "airflow"):
+        shutil.rmtree(workdir / stale, ignore_errors=True)
+    workdir.mkdir(parents=True, exist_ok=True)
+    log = workdir / "dag-runs.log"
+    log.write_text("")
+    started = time.monotonic()
+    try:
+        catalog = workdir / "catalog.yaml"
+        catalog.write_text(catalog_text(topic_name))
+        lake = workdir / "lake"
+        topic = load_catalog(catalog, lake).topic(topic_name)
+        producer.create_topic(bootstrap, topic_name, partitions=PARTITIONS)
+        env = local_airflow.environment(
+            workdir / "airflow", kafka_bootstrap=bootstrap, catalog=catalog, lake_root=lake
+        )
+        local_airflow.init_db(env)
+        local_airflow.sync_dags(env)
+        # A first run to its end learns how long a run lasts, so that the kills fall anywhere in
+        # one (the tasks after the ingest too), not only in its first minute.
+        batch = records(rng, result.produced, rng.randrange(50, 700))
+        producer.produce(bootstrap, topic_name, batch)
+        result.produced += len(batch)
+        begun = time.monotonic()
+        killed, code = dag_run(env, topic.dag_id, None, log)
+        result.runs += 1
+        if code != 0:
+            raise RuntimeError(f"the first DAG run failed (exit {code}); see {log}")
+        typical = time.monotonic() - begun
+        log_line(f"run 1: ended by itself in {typical:.1f}s; kills fall in the first {typical:.0f}s of a run")
+        while result.kills < kills and time.monotonic() - started < max_minutes * 60:
+            batch = records(rng, result.produced, rng.randrange(50, 700))
+            producer.produce(bootstrap, topic_name, batch)
+            result.produced += len(batch)
+            moment = rng.uniform(1.0, typical)
+            begun = time.monotonic()
+            killed, code = dag_run(env, topic.dag_id, moment, log)
+            result.runs += 1
+            if killed is None:
+                typical = max(typical, time.monotonic() - begun)
+                result.failed_runs += code != 0
+            else:
+                result.kills += 1
+                result.killed_at_s.append(round(killed, 1))
+            log_line(
+                f"run {result.runs}: "
+                + (f"killed at {killed:.1f}s" if killed else f"ended by itself, exit {code}")
+            )
+        # The last word: one run to its end (a leftover lock or half-written batch must not stop it).
+        killed, code = dag_run(env, topic.dag_id, None, log)
+        result.runs += 1
+        if killed is not None or code != 0:
+            raise RuntimeError(f"the final DAG run failed (exit {code}); see {log}")
+        check(topic, bootstrap, result)
+    finally:
+        result.seconds = round(time.monotonic() - started, 1)
+    return result
+
+
+def summary(result: Soak, log: Path) -> str:
+    return (
+        f"soak seed {result.seed}: {result.kills} kills in {result.runs} DAG runs "
+        f"({result.failed_runs} failed by themselves), {result.produced:,} records produced, "
+        f"{result.rows:,} rows in bronze, {result.lost} lost, {result.duplicated} duplicated, "
+        f"{result.parsed_side_mismatch} parsed-side and {result.latest_mismatch} latest-table mismatches, "
+        f"{result.seconds:.0f} s (DAG run log: {log})"
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -155,66 +240,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--dir", type=Path, default=REPO_ROOT / ".soak")
     args = parser.parse_args(argv)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    rng = random.Random(args.seed)
-    soak = Soak(seed=args.seed)
-
     workdir: Path = args.dir.resolve()
-    for stale in ("lake", "airflow", "kafka"):
-        shutil.rmtree(workdir / stale, ignore_errors=True)
-    workdir.mkdir(parents=True, exist_ok=True)
+    shutil.rmtree(workdir / "kafka", ignore_errors=True)
     broker = LocalKafka(workdir / "kafka", args.port, args.port + 1).start()
-    log = workdir / "dag-runs.log"
-    log.write_text("")
-    started = time.monotonic()
     try:
-        catalog = workdir / "catalog.yaml"
-        catalog.write_text(catalog_text())
-        lake = workdir / "lake"
-        topic = load_catalog(catalog, lake).topic(TOPIC)
-        producer.create_topic(broker.bootstrap_servers, TOPIC, partitions=PARTITIONS)
-        env = local_airflow.environment(
-            workdir / "airflow", kafka_bootstrap=broker.bootstrap_servers, catalog=catalog, lake_root=lake
+        result = soak(
+            broker.bootstrap_servers,
+            workdir,
+            kills=args.kills,
+            seed=args.seed,
+            max_minutes=args.max_minutes,
+            log_line=lambda line: print(line, flush=True),
         )
-        local_airflow.init_db(env)
-        local_airflow.sync_dags(env)
-        typical = 60.0  # a run's length, learnt from the runs that end by themselves
-        while soak.kills < args.kills and time.monotonic() - started < args.max_minutes * 60:
-            batch = records(rng, soak.produced, rng.randrange(50, 700))
-            producer.produce(broker.bootstrap_servers, TOPIC, batch)
-            soak.produced += len(batch)
-            moment = rng.uniform(1.0, typical)
-            begun = time.monotonic()
-            killed, code = dag_run(env, topic.dag_id, moment, log)
-            soak.runs += 1
-            if killed is None:
-                typical = max(typical, time.monotonic() - begun)
-                soak.failed_runs += code != 0
-            else:
-                soak.kills += 1
-                soak.killed_at_s.append(round(killed, 1))
-            print(
-                f"run {soak.runs}: "
-                + (f"killed at {killed:.1f}s" if killed else f"ended by itself, exit {code}"),
-                flush=True,
-            )
-        # The last word: one run to its end (a leftover lock or half-written batch must not stop it).
-        killed, code = dag_run(env, topic.dag_id, None, log)
-        soak.runs += 1
-        if killed is not None or code != 0:
-            raise RuntimeError(f"the final DAG run failed (exit {code}); see {log}")
-        check(topic, broker.bootstrap_servers, soak)
     finally:
-        soak.seconds = round(time.monotonic() - started, 1)
         broker.stop()
-    print(json.dumps(asdict(soak), indent=2))
-    print(
-        f"soak seed {soak.seed}: {soak.kills} kills in {soak.runs} DAG runs ({soak.failed_runs} failed by "
-        f"themselves), {soak.produced:,} records "
-        f"produced, {soak.rows:,} rows in bronze, {soak.lost} lost, {soak.duplicated} duplicated, "
-        f"{soak.parsed_side_mismatch} parsed-side and {soak.latest_mismatch} latest-table mismatches, "
-        f"{soak.seconds:.0f} s (DAG run log: {log})"
-    )
-    return 0 if soak.clean and soak.kills >= args.kills else 1
+    print(json.dumps(asdict(result), indent=2))
+    print(summary(result, workdir / "dag-runs.log"))
+    return 0 if result.clean and result.kills >= args.kills else 1
 
 
 if __name__ == "__main__":

@@ -69,6 +69,13 @@ class FinishedRun:
     task_states: dict[str, str]
     #: task_id → seconds from its start to its end (tasks that ran)
     task_seconds: dict[str, float]
+    #: task_id → Airflow's try number (0: never tried; above 1: retried)
+    task_tries: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def retried(self) -> dict[str, int]:
+        """The tasks that needed more than one try: a run meant to succeed must have none."""
+        return {task: tries for task, tries in self.task_tries.items() if tries > 1}
 
     @property
     def seconds(self) -> float:
@@ -218,6 +225,7 @@ class StandaloneAirflow:
             end_date=datetime.fromisoformat(run["end_date"]),
             task_states={t["task_id"]: t["state"] for t in tasks},
             task_seconds={t["task_id"]: t["duration"] for t in tasks if t.get("duration") is not None},
+            task_tries={t["task_id"]: int(t.get("try_number") or 0) for t in tasks},
         )
 
     def trigger_and_wait(
