@@ -5,7 +5,8 @@ SIGKILL mid-run and a rerun, a lost checkpoint rebuilt from the table, and a re-
 gaps in two members. After each, every
 (topic, partition, offset) Kafka holds is in bronze exactly once. Last, the deleted member created
 again: the pre-flight stops the run (topic_recreated), no JVM; a full refresh of the family, and
-every member lands again once.
+every member lands again once; and with fail_on_data_loss false, a member's records Kafka deleted
+before they were read are in the gaps table.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient
 from deltalake import DeltaTable
 
@@ -276,3 +278,35 @@ def test_a_full_refresh_of_the_family_lands_every_member_again_once(
     assert run_job(family, catalog_file, lake, kafka, tmp_path) == 0
     rows = assert_every_spot_once(family, kafka, deleted={})
     assert Counter(r["topic"] for r in rows)["it-fam-c"] == 2
+
+
+def test_with_fail_on_data_loss_false_a_members_expired_records_are_in_the_gaps_table(
+    catalog_file, lake, kafka, family, tmp_path
+):
+    # Last: Kafka then holds less than each member's start, which a re-ingest or full refresh refuses.
+    produce(kafka, "it-fam-b", 5, 1)
+    end = end_offsets({"bootstrap.servers": kafka.bootstrap_servers}, "it-fam-b")[0]
+    admin = AdminClient({"bootstrap.servers": kafka.bootstrap_servers})
+    for future in admin.delete_records([TopicPartition("it-fam-b", 0, end - 2)]).values():
+        future.result(timeout=30)
+    accepting = tmp_path / "topics.yaml"
+    accepting.write_text(
+        catalog_file.read_text().replace(
+            "    table: it_family\n", "    table: it_family\n    fail_on_data_loss: false\n"
+        )
+    )
+    before = {(r["topic"], r["partition"], r["offset"]) for r in read_rows(Path(family.path))}
+
+    assert run_job(family, accepting, lake, kafka, tmp_path) == 0
+
+    rows = read_rows(Path(family.path))
+    landed = Counter((r["topic"], r["partition"], r["offset"]) for r in rows)
+    assert max(landed.values()) == 1
+    assert set(landed) - before == {("it-fam-b", 0, end - 2), ("it-fam-b", 0, end - 1)}
+    gaps = read_rows(Path(family.gaps_path))
+    assert [(g["topic"], g["partition"], g["first_offset"], g["end_offset"]) for g in gaps] == [
+        ("it-fam-b", 0, end - 5, end - 2)
+    ]
+    assert gaps[0]["topic_id"] == standard_topic_id(
+        topic_id({"bootstrap.servers": kafka.bootstrap_servers}, "it-fam-b") or ""
+    )

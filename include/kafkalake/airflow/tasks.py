@@ -97,7 +97,9 @@ def check_new_offsets(
                 return _family_reingest_windows(
                     topic_name, checkpoint, kafka_config_for(kafka_conn_id), mode.reingest_from
                 )
-            return _family_has_new_offsets(topic_name, checkpoint, kafka_conn_id, family, table_path, ti)
+            return _family_has_new_offsets(
+                topic_name, checkpoint, kafka_conn_id, family, table_path, ti, fail_on_data_loss
+            )
     with store_refusal_kinds.named(topic_name, storage_conn_id):
         return _has_new_offsets(
             topic_name, checkpoint, kafka_conn_id, fail_on_data_loss, mode, table_path, ti
@@ -187,6 +189,7 @@ def _family_has_new_offsets(
     family: Mapping[str, Any],
     table_path: str | None,
     ti: Any,
+    fail_on_data_loss: bool = True,
 ) -> bool:
     """The pre-flight of a family: its members as Kafka has them now, each checked as a single
     topic is (identity, expired offsets, anything new), no JVM."""
@@ -229,11 +232,20 @@ def _family_has_new_offsets(
         decision.reason,
         {t: sum(p.values()) for t, p in decision.lag.items()},
     )
-    if decision.expired:
+    if decision.expired and fail_on_data_loss:
         member, expired = sorted(decision.expired.items())[0]
         message = job_failures.offsets_expired_message(member, expired)
         log.error("%s", message)
         raise failures.OffsetsExpiredError(message)
+    if decision.expired:
+        log.warning(
+            "fail_on_data_loss is false for %s: the ingest skips what expired and records each lost "
+            "range in %s/_kafkalake/gaps; per member {partition: (committed offset, earliest offset in "
+            "Kafka)} = %s",
+            name,
+            table_path,
+            decision.expired,
+        )
     if not decision.run:
         log.info("skipping the Spark job: the table already holds every offset Kafka has of every member")
         newest = run_metrics_emit.table_newest_timestamp_ms(table_path) if table_path else None

@@ -276,8 +276,6 @@ def _family(entry: Mapping[str, Any], given: list[str], fail: Any) -> tuple[tupl
     if entry.get("parsed", True) is not False:
         # The parsed side's positions, backlog and catch-up are kept per partition, not per member.
         raise fail("parsed", "a family lands in bronze only for now: set parsed: false")
-    if entry.get("fail_on_data_loss", True) is not True:
-        raise fail("fail_on_data_loss", "a family's gaps are not recorded per member yet: keep it true")
     if given[0] == "topic_pattern":
         pattern = entry["topic_pattern"]
         if (problem := pattern_problem(pattern)) is not None:

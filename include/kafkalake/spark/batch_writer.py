@@ -29,6 +29,7 @@ import time
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
+from functools import reduce
 from typing import TYPE_CHECKING
 
 from kafkalake.config.tables import topic_tables
@@ -37,7 +38,13 @@ from kafkalake.core import kill_points
 from kafkalake.core.errors import Kind
 from kafkalake.kafka import gaps
 from kafkalake.lake import parsed_backlog, table_position
-from kafkalake.lake.checkpoint import batch_end_offsets, family_batch_end_offsets, starting_offsets
+from kafkalake.lake.checkpoint import (
+    Offsets,
+    batch_end_offsets,
+    family_batch_end_offsets,
+    family_starting_offsets,
+    starting_offsets,
+)
 from kafkalake.lake.checkpoint_lock import fence
 from kafkalake.spark import data_loss, debezium, driver_kafka, parse_columns
 from kafkalake.spark.batch_cache import cached
@@ -313,43 +320,69 @@ class BatchWriter:
         """Offsets this batch was planned to read that Kafka deleted first, into the gaps table.
 
         Before bronze's commit, so a kill after it still finds them recorded; idempotent like every
-        table write of the batch. One Kafka ask per batch; a read of the batch only when a partition
-        starts below Kafka's earliest offset.
+        table write of the batch. One Kafka ask per batch (per member, for a family); a read of the
+        batch only when a partition starts below Kafka's earliest offset.
         """
         if self.loss_client_config is None or not self.records_position:
             return
-        checkpoint, name = self.topic.checkpoint_path, self.topic.name
-        end = batch_end_offsets(checkpoint, name, batch_id)
-        start = (
-            batch_end_offsets(checkpoint, name, batch_id - 1)
-            if batch_id
-            else starting_offsets(checkpoint, name)
-        )
-        if end is None or start is None:
+        checkpoint = self.topic.checkpoint_path
+        if self.topic.is_family:
+            ends = family_batch_end_offsets(checkpoint, batch_id) or {}
+            starts = (
+                family_batch_end_offsets(checkpoint, batch_id - 1)
+                if batch_id
+                else family_starting_offsets(checkpoint)
+            ) or {}
+            spans: list[tuple[str, str | None, Offsets | None, Offsets | None]] = [
+                (t, self.family_ids.get(t), starts.get(t), end) for t, end in sorted(ends.items())
+            ]
+        else:
+            name = self.topic.name
+            start = (
+                batch_end_offsets(checkpoint, name, batch_id - 1)
+                if batch_id
+                else starting_offsets(checkpoint, name)
+            )
+            spans = [(name, self.topic_id, start, batch_end_offsets(checkpoint, name, batch_id))]
+        found = [
+            (topic, topic_id, lost)
+            for topic, topic_id, start, end in spans
+            if start is not None and end is not None and (lost := self._lost(batch, topic, start, end))
+        ]
+        if not found:
             return
-        earliest = driver_kafka.earliest_offsets(self.spark, self.loss_client_config, name, end)
+        rows = reduce(
+            lambda a, b: a.unionByName(b),
+            (data_loss.gap_rows(self.spark, t, i, lost, batch_id) for t, i, lost in found),
+        )
+        write_idempotent(rows, self.topic.gaps_path, app_id, batch_id)
+        for topic, _id, lost in found:
+            count = sum(g.offsets for g in lost)
+            self.stats.lost_offsets += count
+            log.warning(
+                "topic %s: batch %d: LOST %d offsets that Kafka deleted before they were read "
+                "(fail_on_data_loss is false; recorded in %s): %s",
+                topic,
+                batch_id,
+                count,
+                self.topic.gaps_path,
+                "; ".join(g.describe() for g in lost),
+            )
+
+    def _lost(self, batch: DataFrame, topic: str, start: Offsets, end: Offsets) -> list[gaps.Gap]:
+        """What Kafka deleted of ``topic``'s part of the batch before it was read."""
+        assert self.loss_client_config is not None
+        earliest = driver_kafka.earliest_offsets(self.spark, self.loss_client_config, topic, end)
         risky = gaps.at_risk(start, end, earliest)
         if not risky:
-            return
+            return []
         from pyspark.sql import functions as F
 
-        firsts = self._first_offsets(batch.where(F.col("partition").isin(sorted(risky))))
-        lost = gaps.lost_ranges(start, {p: end[p] for p in risky}, earliest, firsts)
-        if not lost:
-            return
-        rows = data_loss.gap_rows(self.spark, name, self.topic_id, lost, batch_id)
-        write_idempotent(rows, self.topic.gaps_path, app_id, batch_id)
-        count = sum(g.offsets for g in lost)
-        self.stats.lost_offsets += count
-        log.warning(
-            "topic %s: batch %d: LOST %d offsets that Kafka deleted before they were read "
-            "(fail_on_data_loss is false; recorded in %s): %s",
-            name,
-            batch_id,
-            count,
-            self.topic.gaps_path,
-            "; ".join(g.describe() for g in lost),
-        )
+        rows = batch.where(F.col("partition").isin(sorted(risky)))
+        if self.topic.is_family:
+            rows = rows.where(F.col("topic") == topic)
+        firsts = self._first_offsets(rows)
+        return gaps.lost_ranges(start, {p: end[p] for p in risky}, earliest, firsts)
 
     def _first_offsets(self, rows: DataFrame) -> dict[int, int]:
         from pyspark.sql import functions as F

@@ -75,12 +75,6 @@ FAMILY = "  - {entry}\n    freshness_sla: 1h\n"
         ("topics: [a, b]\n    parsed: false", "#1", "table", "required with topics"),
         ("topics: [a, b]\n    table: AB\n    parsed: false", "AB", "table", "lower-case"),
         ("topics: [a, b]\n    table: ab", "ab", "parsed", "parsed: false"),
-        (
-            "topics: [a, b]\n    table: ab\n    parsed: false\n    fail_on_data_loss: false",
-            "ab",
-            "fail_on_data_loss",
-            "true",
-        ),
     ],
 )
 def test_a_bad_family_entry_names_file_entry_and_field(tmp_path, entry, label, field, words):
@@ -151,3 +145,11 @@ def test_a_familys_full_refresh_needs_every_member_whole_in_kafka_and_none_gone(
     assert family_plan(orders, whole, held=(), compacted={"orders.eu"}, allow_compacted=True).allowed
     latest = catalog.topic("clicks")
     assert not family_plan(latest, {"clicks-2026-01": {0: (0, 1)}}, held=()).allowed
+
+
+def test_a_family_may_accept_data_loss(tmp_path):
+    entry = FAMILY.format(
+        entry="topics: [a, b]\n    table: ab\n    parsed: false\n    fail_on_data_loss: false"
+    )
+    catalog = load_catalog(write_catalog(tmp_path, "topics:\n" + entry), tmp_path)
+    assert catalog.topic("ab").fail_on_data_loss is False
