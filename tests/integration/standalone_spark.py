@@ -1,4 +1,9 @@
-"""A real Spark standalone cluster (one master, one worker) on loopback, from pip's pyspark."""
+"""A real Spark standalone cluster (one master, one worker) on loopback, from pip's pyspark.
+
+It authenticates and encrypts its RPC (``spark.authenticate``, ``spark.network.crypto.enabled``) with a
+secret generated at start into a 0600 properties file (:mod:`kafkalake.launch.spark_auth`), given to
+the master, the worker and the jobs by path (``--properties-file``) and removed on stop.
+"""
 
 from __future__ import annotations
 
@@ -15,6 +20,7 @@ from typing import Any
 import pyspark
 
 from kafkalake.dev.standalone_airflow import free_port
+from kafkalake.launch.spark_auth import write_auth_file
 
 
 @dataclass
@@ -23,6 +29,11 @@ class StandaloneSpark:
     port: int = field(default_factory=free_port)
     ui_port: int = field(default_factory=free_port)
     processes: list[subprocess.Popen[bytes]] = field(default_factory=list)
+
+    @property
+    def auth_file(self) -> Path:
+        """The properties file with the cluster's secret; a job passes it to spark-submit."""
+        return self.directory / "spark-auth.properties"
 
     @property
     def master_url(self) -> str:
@@ -34,7 +45,7 @@ class StandaloneSpark:
         with (self.directory / f"{name}.log").open("wb") as log:
             self.processes.append(
                 subprocess.Popen(
-                    [str(spark_class), *args],
+                    [str(spark_class), *args, "--properties-file", str(self.auth_file)],
                     env=env,
                     stdout=log,
                     stderr=subprocess.STDOUT,
@@ -44,6 +55,8 @@ class StandaloneSpark:
 
     def start(self, timeout: float = 120.0) -> StandaloneSpark:
         self.directory.mkdir(parents=True, exist_ok=True)
+        self.auth_file.unlink(missing_ok=True)
+        write_auth_file(self.auth_file)
         self._start(
             "master",
             "org.apache.spark.deploy.master.Master",
@@ -102,3 +115,4 @@ class StandaloneSpark:
                 except subprocess.TimeoutExpired:
                     os.killpg(process.pid, signal.SIGKILL)
         self.processes.clear()
+        self.auth_file.unlink(missing_ok=True)

@@ -1,8 +1,15 @@
-"""The same DAG, its Spark jobs on a standalone cluster (spark://) instead of local[*]."""
+"""The same DAG, its Spark jobs on a standalone cluster (spark://) instead of local[*].
+
+The cluster authenticates and encrypts its RPC (standalone_spark): the jobs get its secret through
+the properties file named by KAFKALAKE_SPARK_AUTH_FILE, and a client without it is turned away.
+"""
 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -11,6 +18,8 @@ import pytest
 from kafkalake.config.catalog import load_catalog
 from kafkalake.dev import local_airflow, producer
 from kafkalake.dev.producer import Record
+from kafkalake.launch.spark_auth import ENV_SPARK_AUTH_FILE, SECRET_KEY, read_properties, write_auth_file
+from kafkalake.launch.submit import spark_submit
 
 from .helpers import assert_exactly_once, read_rows
 from .standalone_spark import StandaloneSpark
@@ -35,6 +44,7 @@ def test_dag_runs_its_spark_jobs_on_a_standalone_cluster(airflow_env, kafka, cat
     env = {
         **airflow_env,
         "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": cluster.master_url}),
+        ENV_SPARK_AUTH_FILE: str(cluster.auth_file),
     }
 
     run = local_airflow.test_dag(env, topic.dag_id, sync=False)
@@ -47,6 +57,10 @@ def test_dag_runs_its_spark_jobs_on_a_standalone_cluster(airflow_env, kafka, cat
         "maintain_table": "skipped",  # not due: the table is new
     }
     assert f"--master {cluster.master_url}" in run.output
+    assert f"--properties-file {cluster.auth_file}" in run.output
+    assert "spark.network.crypto.enabled=true" in run.output
+    secret = read_properties(cluster.auth_file.read_text())[SECRET_KEY]
+    assert secret not in run.output
     finished = [app["name"] for app in cluster.state()["completedapps"]]
     # The schema refresh ran inside the ingest's application (one JVM per run); registration is a
     # job of its own on a topic's first runs only.
@@ -57,3 +71,20 @@ def test_dag_runs_its_spark_jobs_on_a_standalone_cluster(airflow_env, kafka, cat
     rows = read_rows(Path(topic.path))
     assert len(rows) == 3_000
     assert_exactly_once(rows, TOPIC, kafka.bootstrap_servers)
+
+
+def test_a_client_without_the_cluster_s_secret_is_turned_away(cluster, tmp_path):
+    app = tmp_path / "count_three.py"
+    app.write_text(
+        "from pyspark.sql import SparkSession\nSparkSession.builder.getOrCreate().range(3).count()\n"
+    )
+    wrong = tmp_path / "wrong.properties"
+    write_auth_file(wrong, "not-the-cluster-s-secret")
+    command = [spark_submit(), "--master", cluster.master_url, "--properties-file", str(wrong), str(app)]
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
+
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300, check=False, env=env)
+
+    assert done.returncode != 0, done.stdout
+    apps = cluster.state()
+    assert "count_three.py" not in [a["name"] for a in apps["completedapps"] + apps["activeapps"]]

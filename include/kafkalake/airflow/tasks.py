@@ -351,6 +351,8 @@ class KafkalakeSparkSubmitOperator(SparkSubmitOperator):  # type: ignore[misc]  
         self.jars = built.jars_arg()
         self.name = built.name
         self.env_vars = dict(built.env)
+        # The path only: the secret stays in the file (a --conf would show it in ps).
+        self.properties_file = None if built.properties_file is None else str(built.properties_file)
         try:
             with storage_settings_file(topic) as storage_env, registry_settings_file(topic) as registry_env:
                 self.env_vars = {**self.env_vars, **storage_env, **registry_env}

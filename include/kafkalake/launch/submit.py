@@ -22,6 +22,7 @@ from kafkalake.lake.table_position import ENV_TOPIC_ID
 from kafkalake.launch.handover import ENV_CLIENT_CONFIG_FILE
 from kafkalake.launch.jars import jar_files
 from kafkalake.launch.jvm_extension import loaded_by
+from kafkalake.launch.spark_auth import AUTH_CONF, auth_file
 from kafkalake.launch.spark_conf import for_run, topic_conf
 
 
@@ -41,6 +42,9 @@ class Submission:
     env: Mapping[str, str]
     #: The Spark application's name (the operators' ``--name``).
     name: str
+    #: ``--properties-file``: the cluster's file with Spark's shared secret (:mod:`.spark_auth`),
+    #: when the cluster authenticates; its path only is on the command line.
+    properties_file: Path | None = None
 
     def jars_arg(self) -> str:
         """``--jars``' value."""
@@ -49,6 +53,8 @@ class Submission:
     def command(self, master: str) -> list[str]:
         """The ``spark-submit`` command line on ``master`` (its environment: :attr:`env`)."""
         cmd = [spark_submit(), "--master", master]
+        if self.properties_file is not None:
+            cmd += ["--properties-file", str(self.properties_file)]
         for key, value in self.conf.items():
             cmd += ["--conf", f"{key}={value}"]
         cmd += ["--jars", self.jars_arg()]
@@ -135,6 +141,9 @@ def submission(
     settings = topic_conf(topic, lake) if conf is None else dict(conf)
     if short_run is not None:
         settings = for_run(settings, short_run)
+    properties_file = auth_file()
+    if properties_file is not None:
+        settings = {**settings, **AUTH_CONF}
     # The settings decide (a DAG's were chosen at parse time): the extension's jar goes with its class.
     jars = spark_jars(topic, extension=loaded_by(settings.get("spark.sql.extensions", "")))
     handed = {
@@ -150,4 +159,5 @@ def submission(
         jars=tuple(jars),
         env={**job_environment(catalog, lake, parent_path), **(env or {}), **handed},
         name=app_name(job, topic.name),
+        properties_file=properties_file,
     )

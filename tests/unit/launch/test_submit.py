@@ -11,7 +11,7 @@ from kafkalake.config.catalog import load_catalog
 from kafkalake.core.paths import ENV_CATALOG, ENV_LAKE_ROOT, jobs_dir
 from kafkalake.core.run_metrics import ENV_METRICS_FILE
 from kafkalake.lake.table_position import ENV_TOPIC_ID
-from kafkalake.launch import jobs, jvm_extension, submit
+from kafkalake.launch import jobs, jvm_extension, spark_auth, submit
 from kafkalake.launch.handover import ENV_CLIENT_CONFIG_FILE
 from kafkalake.launch.spark_conf import (
     DELTA_SETTINGS,
@@ -158,3 +158,20 @@ def test_with_the_switch_off_the_job_gets_neither_the_extension_s_class_nor_its_
     assert jvm_extension.EXTENSION_CLASS in on.conf["spark.sql.extensions"]
     assert on.jars == tuple(spark_jars)
     assert asked == [False, True, True]
+
+
+def test_on_an_authenticating_cluster_the_secret_goes_by_file_never_on_the_command_line(
+    lake, tmp_path, monkeypatch
+):
+    auth = spark_auth.write_auth_file(tmp_path / "spark-auth.properties", "canary-spark-secret")
+    monkeypatch.setenv(spark_auth.ENV_SPARK_AUTH_FILE, str(auth))
+    built = submit.submission("ingest_topic", topic("orders-v2", lake), catalog=CATALOG, lake=lake)
+    cmd = built.command("spark://127.0.0.1:7077")
+    assert cmd[cmd.index("--properties-file") + 1] == str(auth)
+    assert built.conf["spark.authenticate"] == "true"
+    assert built.conf["spark.network.crypto.enabled"] == "true"
+    assert not any("canary-spark-secret" in part for part in cmd)
+    assert not any("canary-spark-secret" in value for value in built.env.values())
+    monkeypatch.delenv(spark_auth.ENV_SPARK_AUTH_FILE)
+    unset = submit.submission("ingest_topic", topic("orders-v2", lake), catalog=CATALOG, lake=lake)
+    assert unset.properties_file is None and "spark.authenticate" not in unset.conf
