@@ -202,10 +202,10 @@ RUNBOOK_AUTHENTICATION_FAILED = (
 )
 RUNBOOK_AUTHORIZATION_FAILED = (
     "Kafka or the object store denied the pipeline what it asked. Kafka: an ACL denies the "
-    "principal READ/DESCRIBE on the topic or READ on its consumer groups 'spark-kafka-source*' and "
-    "'kafkalake*'; ask the cluster's admins to grant them (e.g. `kafka-acls.sh --add "
-    "--allow-principal User:<name> --operation Read --topic <topic>` and `--operation Read --group "
-    "spark-kafka-source --resource-pattern-type prefixed`). Object store (AccessDenied, HTTP 403): "
+    "principal READ/DESCRIBE on the topic (kafkalake uses no consumer group; if a group is named, "
+    "READ on the prefixes 'spark-kafka-source' and 'kafkalake'); ask the cluster's admins to grant it "
+    "(e.g. `kafka-acls.sh --add --allow-principal User:<name> --operation Read --topic <topic>`). "
+    "Object store (AccessDenied, HTTP 403): "
     "the key of the topic's storage_conn_id needs to list, read, write and delete under the table's "
     "path in its bucket; a store that answers 403 without a code may also mean a wrong key. Or "
     "point the topic at a connection that has them. Then clear the task: the run resumes from the "

@@ -259,12 +259,23 @@ class LocalMetastore:
                 self.process.wait(timeout=30)
 
 
+#: A file holding the password instead (docker-compose's secret), read when the variable is unset.
+ENV_DB_PASSWORD_FILE = f"{ENV_DB_PASSWORD}_FILE"
+
+
 def _from_environment(directory: Path) -> tuple[MetastoreConfig, str]:
-    missing = [name for name in (ENV_DB_URL, ENV_DB_PASSWORD) if not os.environ.get(name)]
+    password = os.environ.get(ENV_DB_PASSWORD)
+    if not password and os.environ.get(ENV_DB_PASSWORD_FILE):
+        password = Path(os.environ[ENV_DB_PASSWORD_FILE]).read_text().strip()
+    missing = [name for name, value in ((ENV_DB_URL, os.environ.get(ENV_DB_URL)), (ENV_DB_PASSWORD, password))
+               if not value]  # fmt: skip
     if missing:
-        raise MetastoreError(f"set {' and '.join(missing)} (the metastore's database and its password)")
+        raise MetastoreError(
+            f"set {' and '.join(missing)} (the metastore's database and its password; "
+            f"or {ENV_DB_PASSWORD_FILE}: a file holding it)"
+        )
     config = MetastoreConfig(directory, os.environ[ENV_DB_URL], os.environ.get(ENV_DB_USER, "hive"))
-    return config, os.environ[ENV_DB_PASSWORD]
+    return config, str(password)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

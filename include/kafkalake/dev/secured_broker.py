@@ -36,9 +36,10 @@ ADMIN = "admin"
 #: The pipeline's principal in the tests: a SCRAM user and a client certificate of this name.
 PIPELINE_USER = "lander"
 SCRAM_MECHANISMS = ("SCRAM-SHA-512", "SCRAM-SHA-256")
-#: Spark's Kafka source names its consumer groups with this prefix (option ``groupIdPrefix``);
-#: the pre-flight and the re-ingest use groups starting with "kafkalake".
-CONSUMER_GROUP_PREFIXES = ("spark-kafka-source", "kafkalake")
+#: Consumer groups the pipeline's principal may read: none. Spark's executors name a group
+#: (``spark-kafka-source-…``) and the pre-flight one (``kafkalake…``), but both only assign partitions
+#: and never join, fetch or commit a group's offsets; the DAG runs over SCRAM and mTLS pass without.
+CONSUMER_GROUP_PREFIXES: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -257,29 +258,11 @@ class SecuredKafka(LocalKafka):
                 future.result(timeout=30)
 
     def allow_read(self, principal: str, topics: Sequence[str], *, prefixed: bool = False) -> None:
-        """Let ``User:<principal>`` read these topics (and use the pipeline's consumer groups)."""
-        from confluent_kafka.admin import (
-            AclBinding,
-            AclOperation,
-            AclPermissionType,
-            AdminClient,
-            ResourcePatternType,
-            ResourceType,
-        )
+        """Let ``User:<principal>`` read these topics (groups: :data:`CONSUMER_GROUP_PREFIXES`)."""
+        from kafkalake.dev.compose_acls import TopicGrant, create_read_acls
 
-        topic_pattern = ResourcePatternType.PREFIXED if prefixed else ResourcePatternType.LITERAL
-        bindings = [
-            AclBinding(ResourceType.TOPIC, t, topic_pattern, f"User:{principal}", "*", AclOperation.READ,
-                       AclPermissionType.ALLOW)
-            for t in topics
-        ] + [
-            AclBinding(ResourceType.GROUP, g, ResourcePatternType.PREFIXED, f"User:{principal}", "*",
-                       AclOperation.READ, AclPermissionType.ALLOW)
-            for g in CONSUMER_GROUP_PREFIXES
-        ]  # fmt: skip
-        admin = AdminClient(self.admin_config())
-        for future in admin.create_acls(bindings).values():
-            future.result(timeout=30)
+        topic_grants = [TopicGrant(t, prefixed=prefixed) for t in topics]
+        create_read_acls(self.admin_config(), principal, topic_grants, CONSUMER_GROUP_PREFIXES)
 
 
 def client_connection(config: Mapping[str, str]) -> dict[str, object]:

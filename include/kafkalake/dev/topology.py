@@ -31,8 +31,9 @@ AIRFLOW_ENV_KEYS = frozenset(
 )
 #: What compose sets on top: Spark jobs go to the cluster's master (locally: local[*], the default),
 #: and register tables in the metastore service (make stack sets that one too; the tests' deployed
-#: Airflow keeps Derby).
-COMPOSE_AIRFLOW_ENV_KEYS = AIRFLOW_ENV_KEYS | {
+#: Airflow keeps Derby). Its Kafka connection holds a password, so compose gives it in the
+#: connections file (a secret) of the components that run tasks, not in the environment.
+COMPOSE_AIRFLOW_ENV_KEYS = (AIRFLOW_ENV_KEYS - {"AIRFLOW_CONN_KAFKA_DEFAULT"}) | {
     "AIRFLOW_CONN_SPARK_DEFAULT",
     "KAFKALAKE_HOME",
     "KAFKALAKE_METASTORE_URI",
@@ -41,7 +42,7 @@ COMPOSE_AIRFLOW_ENV_KEYS = AIRFLOW_ENV_KEYS | {
 #: The metastore's: where its database is (the password is a secret), and the JVM.
 METASTORE_ENV_KEYS = frozenset({"KAFKALAKE_METASTORE_DB_URL", "JAVA_HOME"})
 
-#: Airflow's secrets: ``…_CMD`` files in the local stack (deployed_airflow), the env file in compose.
+#: Airflow's secrets: ``…_CMD`` reading files, in the local stack (deployed_airflow) and in compose.
 AIRFLOW_SECRET_KEYS = frozenset(
     {
         "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN",
@@ -63,23 +64,38 @@ class Service:
     after: tuple[str, ...] = ()
     #: Environment keys the service is given (values differ between compose and the local stack).
     env_keys: frozenset[str] = field(default_factory=frozenset)
-    #: Secrets it reads from the environment: compose's env file (locally: 0600 files).
+    #: The compose secrets it gets (files under ``secrets/``, at ``/run/secrets/<name>``), and no
+    #: other: :mod:`kafkalake.dev.compose_secrets` writes them.
     secrets: frozenset[str] = field(default_factory=frozenset)
     #: Runs once and exits (a migration): no healthcheck; the others wait for it to complete.
     oneshot: bool = False
 
 
-_AIRFLOW_AFTER = ("airflow-init", "kafka", "metastore", "s3", "spark-master")
-_METASTORE_SECRETS = frozenset({"KAFKALAKE_METASTORE_DB_PASSWORD"})
+_AIRFLOW_AFTER = ("airflow-init", "kafka-acls", "metastore", "s3", "spark-master")
+_METASTORE_SECRETS = frozenset({"metastore-db-password"})
+_SPARK_SECRETS = frozenset({"spark-auth.properties"})
+#: Every Airflow component: its database, the JWT secret the api-server and the task workers share,
+#: the key of the connections and variables stored in the database.
+_AIRFLOW_SECRETS = frozenset({"airflow-db-conn", "airflow-jwt-secret", "airflow-fernet-key"})
+#: Components that run tasks or triggers: the connections (Kafka's password, the S3 keys), the CA.
+_TASK_SECRETS = frozenset({"airflow-connections.json", "kafka-ca.pem"})
 
 SERVICES: tuple[Service, ...] = (
     Service(
         "postgres",
         env_keys=frozenset({"POSTGRES_USER", "POSTGRES_DB"}),
-        secrets=frozenset({"POSTGRES_PASSWORD", "AIRFLOW_DB_PASSWORD"}) | _METASTORE_SECRETS,
+        secrets=frozenset({"postgres-password", "airflow-db-password"}) | _METASTORE_SECRETS,
     ),
-    Service("kafka", published=(9094,)),
-    Service("s3", secrets=frozenset({"S3PROXY_IDENTITY", "S3PROXY_CREDENTIAL"})),
+    Service("kafka", published=(9094,), secrets=frozenset({"kafka-jaas.conf", "kafka-broker-keystore.pem"})),
+    # The broker's ACLs, as its admin: the pipeline's user may read the catalog's topics, no more.
+    Service(
+        "kafka-acls",
+        after=("kafka",),
+        env_keys=frozenset({"KAFKALAKE_CATALOG"}),
+        secrets=frozenset({"kafka-admin.json", "kafka-ca.pem"}),
+        oneshot=True,
+    ),
+    Service("s3", secrets=frozenset({"s3proxy.properties"})),
     Service(
         "metastore-init",
         after=("postgres",),
@@ -88,13 +104,14 @@ SERVICES: tuple[Service, ...] = (
         oneshot=True,
     ),
     Service("metastore", after=("metastore-init",), env_keys=METASTORE_ENV_KEYS, secrets=_METASTORE_SECRETS),
-    Service("spark-master", published=(8081,)),
-    Service("spark-worker", after=("spark-master",)),
+    Service("spark-master", published=(8081,), secrets=_SPARK_SECRETS),
+    Service("spark-worker", after=("spark-master",), secrets=_SPARK_SECRETS),
+    # db migrate and a pool: the database only.
     Service(
         "airflow-init",
         after=("postgres",),
         env_keys=COMPOSE_AIRFLOW_ENV_KEYS,
-        secrets=AIRFLOW_SECRET_KEYS,
+        secrets=frozenset({"airflow-db-conn"}),
         oneshot=True,
     ),
     Service(
@@ -102,18 +119,20 @@ SERVICES: tuple[Service, ...] = (
         published=(8080,),
         after=_AIRFLOW_AFTER,
         env_keys=COMPOSE_AIRFLOW_ENV_KEYS,
-        secrets=AIRFLOW_SECRET_KEYS,
+        secrets=_AIRFLOW_SECRETS | {"airflow-api-secret-key", "airflow-users.json"},
     ),
-    *(
-        Service(
-            f"airflow-{component}",
-            after=("airflow-api-server",),
-            env_keys=COMPOSE_AIRFLOW_ENV_KEYS,
-            secrets=AIRFLOW_SECRET_KEYS,
-        )
-        for component in AIRFLOW_COMPONENTS[1:]
+    # LocalExecutor: the scheduler runs the tasks, so it submits the Spark jobs.
+    Service(
+        "airflow-scheduler",
+        after=("airflow-api-server",),
+        env_keys=COMPOSE_AIRFLOW_ENV_KEYS,
+        secrets=_AIRFLOW_SECRETS | _TASK_SECRETS | _SPARK_SECRETS,
     ),
-)
+    Service("airflow-dag-processor", after=("airflow-api-server",), env_keys=COMPOSE_AIRFLOW_ENV_KEYS,
+            secrets=_AIRFLOW_SECRETS),
+    Service("airflow-triggerer", after=("airflow-api-server",), env_keys=COMPOSE_AIRFLOW_ENV_KEYS,
+            secrets=_AIRFLOW_SECRETS | _TASK_SECRETS),
+)  # fmt: skip
 
 
 def service(name: str) -> Service:
