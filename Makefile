@@ -1,5 +1,7 @@
 # kafkalake: `make demo` runs the pipeline end to end, `make test` runs the tests.
-# Both set everything up first; later runs reuse the venv and jars and work offline.
+# Each target sets up what it runs, no more: the demo the venv and the jars of Spark and Kafka (a
+# first table within minutes of `git clone`), the tests everything. Later runs reuse the venv and
+# jars and work offline.
 
 PYTHON ?= python3
 VENV := .venv
@@ -10,10 +12,12 @@ STAMP := $(VENV)/.installed
 CHROMIUM := /usr/bin/chromium
 # Validates docker-compose.yml (tests/unit/dev/test_compose.py); no Docker engine is needed for that.
 DOCKER_COMPOSE := /usr/bin/docker-compose
+# The stack and the tests run private PostgreSQL clusters; kafkalake.dev.postgres finds the server's
+# binaries (any major version), and `make postgresql` installs Debian's when it finds none.
 AIRFLOW_PORT ?= 8080
 
 .DEFAULT_GOAL := help
-.PHONY: help setup demo airflow stack test test-unit check bench kafka-start kafka-stop clean
+.PHONY: help setup runtime postgresql demo airflow stack test test-unit check bench kafka-start kafka-stop clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -32,8 +36,13 @@ $(STAMP): requirements.txt requirements-dev.txt pyproject.toml
 	$(PY) -m pip check
 	touch $(STAMP)
 
-setup: $(STAMP)  ## install Python deps into .venv, resolve the JVM jars into .jars (and build the test schema registry), train the driver's class archive
-	$(PY) -m kafkalake.launch.jars
+setup: runtime  ## everything: the venv, every JVM jar set, the class archive, the tests' schema registry
+	$(PY) -m kafkalake.launch.jars --group registry
+
+# What running the catalog's DAGs over and over wants (any topic's jar sets, and the driver's class
+# archive, which pays for its minute of training after a few runs), without the tests' registry.
+runtime: $(STAMP)  ## the venv, every JVM jar set into .jars, kafkalake's JVM extension, the driver's class archive
+	$(PY) -m kafkalake.launch.jars --no-registry
 	$(PY) -m kafkalake.dev.class_archive_training
 
 $(CHROMIUM):
@@ -46,13 +55,23 @@ $(DOCKER_COMPOSE):
 	  echo "the compose check needs Debian's docker-compose: run 'sudo apt-get install -y docker-compose'"; exit 1; fi; \
 	$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends docker-compose
 
-demo: setup  ## start Kafka, produce sample events, run the orders DAG, show the Delta table
+postgresql: $(STAMP)  ## Debian's PostgreSQL server, unless one is installed (the stack and the tests run clusters of their own)
+	@$(PY) -m kafkalake.dev.postgres bin >/dev/null 2>&1 && exit 0; \
+	if [ "$$(id -u)" = 0 ]; then SUDO=; elif sudo -n true 2>/dev/null; then SUDO=sudo; else \
+	  echo "the stack and the tests need PostgreSQL's server: run 'sudo apt-get install -y postgresql'"; exit 1; fi; \
+	$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends postgresql; \
+	$(PY) -m kafkalake.dev.postgres bin
+
+# Only the venv first: the demo resolves the jars of Spark and Kafka and builds kafkalake's JVM
+# extension itself (kafkalake.launch.jars.prepare), and trains no class archive (its minute of
+# training would save less than it costs in the demo's three JVM starts: docs/benchmarks.md).
+demo: $(STAMP)  ## start Kafka, produce sample events, run the orders DAG, show the Delta table
 	$(PY) -m kafkalake.dev.demo
 
-airflow: setup  ## the real Airflow UI on the DAGs (airflow standalone), http://127.0.0.1:8080 or AIRFLOW_PORT=
+airflow: runtime  ## the real Airflow UI on the DAGs (airflow standalone), http://127.0.0.1:8080 or AIRFLOW_PORT=
 	$(PY) -m kafkalake.dev.airflow_ui --port $(AIRFLOW_PORT)
 
-stack: setup  ## Airflow as deployed: PostgreSQL, LocalExecutor, its components as separate processes (AIRFLOW_PORT=)
+stack: runtime postgresql  ## Airflow as deployed: PostgreSQL, LocalExecutor, its components as separate processes (AIRFLOW_PORT=)
 	$(PY) -m kafkalake.dev.stack --port $(AIRFLOW_PORT)
 
 # Four workers on 2 cores: much of a test's time is waiting (Airflow's latency, retries' backoff,
@@ -65,20 +84,21 @@ stack: setup  ## Airflow as deployed: PostgreSQL, LocalExecutor, its components 
 # PYTEST_WORKERS=0: serially.
 PYTEST_WORKERS ?= 4
 
-test: setup $(CHROMIUM) $(DOCKER_COMPOSE)  ## run the whole test suite (real broker, Spark and Delta, Chromium for the UI test)
+test: setup postgresql $(CHROMIUM) $(DOCKER_COMPOSE)  ## run the whole test suite (real broker, Spark and Delta, Chromium for the UI test)
 	$(PY) -m pytest $(if $(filter-out 0,$(PYTEST_WORKERS)),-n $(PYTEST_WORKERS) --dist loadfile)
 
 test-unit: setup  ## only the fast unit tests
 	$(PY) -m pytest tests/unit
 
-check: setup  ## lint, type-check, and the layer rule (lint-imports, tests/unit/test_layers.py)
+check: $(STAMP)  ## lint, type-check, and the layer rule (lint-imports, tests/unit/test_layers.py)
 	$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check . && $(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports --no-cache && $(PY) -m pytest -q -p no:cacheprovider tests/unit/test_layers.py
 
-bench: setup  ## benchmark: drain 2,000,000 events into bronze vs a raw Kafka read (not part of test)
+bench: runtime  ## benchmark: drain 2,000,000 events into bronze vs a raw Kafka read (not part of test)
 	$(PY) -m kafkalake.dev.bench $(BENCH_ARGS)
 
-kafka-start: setup  ## start the local broker on 127.0.0.1:9092
+kafka-start: $(STAMP)  ## start the local broker on 127.0.0.1:9092
+	$(PY) -m kafkalake.launch.jars --group core
 	$(PY) -m kafkalake.dev.broker start
 
 kafka-stop:  ## stop the local broker

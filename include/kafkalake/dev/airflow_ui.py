@@ -34,7 +34,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s", datefmt="%H:%M:%S")
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 
-    jars.resolve()
+    jars.prepare()
     broker = LocalKafka(REPO_ROOT / ".kafka", args.kafka_port, args.kafka_port + 1).start()
     home = Path(args.home).resolve()
     env = local_airflow.environment(

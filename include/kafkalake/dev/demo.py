@@ -33,7 +33,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     # Everything runs on this machine: keep Spark off the network interfaces.
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 
-    jars.resolve()
+    jars.prepare()
     broker = LocalKafka(REPO_ROOT / ".kafka", args.port, args.port + 1).start()
     catalog, lake = catalog_path(), lake_root()
     topic = load_catalog(catalog, lake).topic(args.topic)

@@ -78,7 +78,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     directory = Path(args.dir).resolve()
     for group in jars.GROUPS:
-        jars.resolve(group=group)
+        jars.prepare(group)
     postgres = LocalPostgres(directory / "postgres").start()
     broker = LocalKafka(REPO_ROOT / ".kafka", args.kafka_port, args.kafka_port + 1).start()
     (directory / "metastore").mkdir(parents=True, exist_ok=True)

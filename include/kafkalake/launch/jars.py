@@ -14,6 +14,10 @@ format. One more step, ``registry``, builds the schema registry the tests run
 (:mod:`.registry_app`, with Maven), with its own marker; ``--no-registry`` leaves it out (an image
 that runs no tests).
 
+Each make target brings only what it runs: ``--group core`` (Spark's and Kafka's sets and kafkalake's
+JVM extension) is all ``make demo`` needs, and a newcomer's first table comes before the other sets
+(~1.5 GB of ivy cache, a Maven build) were ever fetched; ``make test`` brings every group.
+
 pyspark ships an Ivy jar; we drive it directly so a fresh machine needs only Java and the venv.
 """
 
@@ -360,9 +364,10 @@ def jar_files(conf: str, target: Path | None = None, *, extension: bool | None =
     """
     target = target or jars_dir()
     if not is_resolved(target, _group_of(conf)):
+        group = _group_of(conf)
         raise JarsMissingError(
-            f"the JVM jars are not resolved in {target}: run `make setup` "
-            "(or `python -m kafkalake.launch.jars`) once, with access to Maven Central"
+            f"the JVM jars of the {conf!r} set are not resolved in {target}: run `make setup` "
+            f"(or `python -m kafkalake.launch.jars --group {group}`) once, with access to Maven Central"
         )
     jars = sorted((target / conf).glob("*.jar"))
     if conf != "spark":
@@ -378,24 +383,42 @@ def jar_files(conf: str, target: Path | None = None, *, extension: bool | None =
     return jars
 
 
+def prepare(group: str = "core", target: Path | None = None, *, force: bool = False) -> Path:
+    """One group's jar sets, resolved unless its marker says they are there; for ``core``, also
+    kafkalake's JVM extension when the switch has it on (the ``spark`` set is unusable without it)."""
+    target = resolve(target, force=force, group=group)
+    if group == "core":
+        if jvm_extension.enabled():
+            jvm_extension.build(target, pyspark_jars=pyspark_jars_dir())
+        else:
+            log.info("%s=off: kafkalake's JVM extension is not built", jvm_extension.ENV_JVM_EXTENSION)
+    return target
+
+
+#: The ``--group`` choice for the schema registry's build: a step of its own, not a jar group.
+REGISTRY = "registry"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--force", action="store_true", help="resolve again even if present")
+    parser.add_argument(
+        "--group",
+        action="append",
+        choices=[*GROUPS, REGISTRY],
+        help="only this group (repeatable; default: every group and the registry)",
+    )
     parser.add_argument(
         "--no-registry", action="store_true", help="do not build the schema registry (needs Maven)"
     )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    extension = jvm_extension.enabled()
-    for group, sets in GROUPS.items():
-        target = resolve(force=args.force, group=group)
-        for conf in sets:
-            if conf == "spark" and extension:
-                jvm_extension.build(target, pyspark_jars=pyspark_jars_dir())
-            elif conf == "spark":
-                log.info("%s=off: kafkalake's JVM extension is not built", jvm_extension.ENV_JVM_EXTENSION)
+    chosen = args.group or [*GROUPS, *([] if args.no_registry else [REGISTRY])]
+    for group in (g for g in GROUPS if g in chosen):
+        target = prepare(group, force=args.force)
+        for conf in GROUPS[group]:
             print(f"{conf}: {len(jar_files(conf, target))} jars in {target / conf}")
-    if not args.no_registry:
+    if REGISTRY in chosen and not args.no_registry:
         print(f"registry: {registry_app.build(force=args.force)}")
     return 0
 

@@ -9,9 +9,10 @@ from pathlib import Path
 import pytest
 
 from kafkalake.core.errors import BadConfigError, JarsMissingError
-from kafkalake.launch import jvm_extension
+from kafkalake.launch import jars, jvm_extension
 from kafkalake.launch.jars import (
     EXCLUDES,
+    GROUPS,
     Coordinate,
     artifact_name,
     drop_jars_spark_ships,
@@ -272,3 +273,44 @@ def test_hadoop_aws_matches_the_hadoop_pyspark_ships():
     shipped = {p.name for p in pyspark_jars_dir().glob("hadoop-client-api-*.jar")}
     assert shipped == {f"hadoop-client-api-{hadoop_version()}.jar"}
     assert [str(c) for c in s3a_coordinates()] == [f"org.apache.hadoop:hadoop-aws:{hadoop_version()}"]
+
+
+@pytest.mark.parametrize(
+    ("argv", "groups", "registry"),
+    [
+        # What `make demo` asks for: Spark's and Kafka's sets only, no Maven build of the registry.
+        (["--group", "core"], ["core"], False),
+        (["--group", "registry"], [], True),
+        (["--group", "cdc", "--group", "core"], ["core", "cdc"], False),
+        # `make runtime`: every jar group, not the tests' registry; `make setup`: everything.
+        (["--no-registry"], list(GROUPS), False),
+        ([], list(GROUPS), True),
+    ],
+)
+def test_the_command_prepares_only_the_groups_asked_for(argv, groups, registry, monkeypatch, tmp_path):
+    prepared: list[str] = []
+    built: list[bool] = []
+    monkeypatch.setattr(jars, "prepare", lambda group, **_: prepared.append(group) or tmp_path)
+    monkeypatch.setattr(jars, "jar_files", lambda conf, target: [])
+    monkeypatch.setattr(jars.registry_app, "build", lambda force: built.append(force) or tmp_path)
+    assert jars.main(argv) == 0
+    assert prepared == groups
+    assert bool(built) is registry
+
+
+def test_preparing_the_core_group_builds_the_extension_only_when_it_is_on(monkeypatch, tmp_path):
+    built: list[Path] = []
+    monkeypatch.setattr(jars, "resolve", lambda target, force, group: tmp_path)
+    monkeypatch.setattr(jvm_extension, "build", lambda target, pyspark_jars: built.append(target) or target)
+    monkeypatch.setenv(jvm_extension.ENV_JVM_EXTENSION, "off")
+    assert jars.prepare("core") == tmp_path and built == []
+    monkeypatch.setenv(jvm_extension.ENV_JVM_EXTENSION, "on")
+    jars.prepare("objectstore")
+    assert built == []
+    jars.prepare("core")
+    assert built == [tmp_path]
+
+
+def test_a_missing_group_names_the_command_that_brings_it(tmp_path):
+    with pytest.raises(JarsMissingError, match=r"'debezium' set .* --group cdc"):
+        jar_files("debezium", tmp_path)
