@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 
 from kafkalake.config.catalog import load_catalog
 from kafkalake.core.paths import REPO_ROOT, catalog_path, lake_root
@@ -33,19 +34,31 @@ def main(argv: Sequence[str] | None = None) -> int:
     # Everything runs on this machine: keep Spark off the network interfaces.
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 
-    jars.prepare()
-    broker = LocalKafka(REPO_ROOT / ".kafka", args.port, args.port + 1).start()
     catalog, lake = catalog_path(), lake_root()
-    topic = load_catalog(catalog, lake).topic(args.topic)
-    if producer.create_topic(broker.bootstrap_servers, topic.name, partitions=3):
-        log.info("created topic %s with 3 partitions", topic.name)
-    sent = len(producer.produce(broker.bootstrap_servers, topic.name, producer.sample_orders(args.events)))
-    log.info("produced %d sample events to %s (a few malformed, a few not UTF-8)", sent, topic.name)
+    broker = LocalKafka(REPO_ROOT / ".kafka", args.port, args.port + 1)
 
-    env = local_airflow.environment(
-        REPO_ROOT / ".airflow", kafka_bootstrap=broker.bootstrap_servers, catalog=catalog, lake_root=lake
-    )
-    local_airflow.init_db(env)
+    def airflow_env() -> dict[str, str]:
+        return local_airflow.environment(
+            REPO_ROOT / ".airflow", kafka_bootstrap=broker.bootstrap_servers, catalog=catalog, lake_root=lake
+        )
+
+    # On a fresh clone the set-up is most of the demo's time: Airflow's metadata DB migrates (~30 s
+    # of CPU) while the jars download, and kafkalake's JVM extension compiles while the broker starts.
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        # The migration reads no Kafka setting: the broker's final address goes into the DAG run's.
+        migrated = pool.submit(local_airflow.init_db, airflow_env())
+        jars.resolve()
+        built = pool.submit(jars.prepare)
+        broker.start()
+        topic = load_catalog(catalog, lake).topic(args.topic)
+        if producer.create_topic(broker.bootstrap_servers, topic.name, partitions=3):
+            log.info("created topic %s with 3 partitions", topic.name)
+        samples = producer.sample_orders(args.events)
+        sent = len(producer.produce(broker.bootstrap_servers, topic.name, samples))
+        log.info("produced %d sample events to %s (a few malformed, a few not UTF-8)", sent, topic.name)
+        built.result()
+        migrated.result()
+    env = airflow_env()
     log.info("running DAG %s through Airflow (airflow dags test)...", topic.dag_id)
     run = local_airflow.test_dag(env, topic.dag_id)
     log.info("DAG run %s: %s, tasks %s", run.run_id, run.state, run.task_states)

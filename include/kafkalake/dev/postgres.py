@@ -1,10 +1,13 @@
 """A private PostgreSQL cluster on loopback, for Airflow's metadata DB and the Hive metastore.
 
-Debian's PostgreSQL 15 binaries (``/usr/lib/postgresql/15/bin``, or ``KAFKALAKE_PG_BIN``) run a
-cluster of our own, never the system service: ``initdb`` into a directory, a free port on 127.0.0.1,
-``pg_ctl`` to start and stop it.
+PostgreSQL's server binaries run a cluster of our own, never the system service: ``initdb`` into a
+directory, a free port on 127.0.0.1, ``pg_ctl`` to start and stop it. The binaries are found by
+:func:`find_pg_bin`: ``KAFKALAKE_PG_BIN`` if set, else the newest major version Debian installed
+(``/usr/lib/postgresql/<major>/bin``: 15 on Debian 12, 17 on Debian 13), else ``pg_config --bindir``
+(other distributions). ``bin`` prints that folder, or fails when there is none (``make postgresql``
+then installs Debian's ``postgresql``).
 
-    python -m kafkalake.dev.postgres start|stop|status|remove [--dir .stack/postgres] [--logical]
+    python -m kafkalake.dev.postgres start|stop|status|remove|bin [--dir .stack/postgres] [--logical]
 
 ``logical_replication`` (``--logical``) starts the cluster with ``wal_level=logical`` and room for a
 few replication slots, for change data capture (:mod:`kafkalake.dev.cdc_source`: Debezium reads the
@@ -49,7 +52,8 @@ log = logging.getLogger(__name__)
 
 ENV_PG_BIN = "KAFKALAKE_PG_BIN"
 ENV_PG_USER = "KAFKALAKE_PG_USER"
-DEFAULT_PG_BIN = Path("/usr/lib/postgresql/15/bin")
+#: Where Debian's postgresql-<major> packages put each major version's server binaries, side by side.
+DEBIAN_PG_ROOT = Path("/usr/lib/postgresql")
 #: The cluster's superuser: it logs in over the Unix socket only (no password is ever set).
 SUPERUSER = "kafkalake"
 START_TIMEOUT = 60
@@ -92,12 +96,59 @@ class Database:
         return f"jdbc:postgresql://{self.host}:{self.port}/{self.name}"
 
 
+def _major_version(folder: Path) -> tuple[int, ...]:
+    """``15`` → (15,), ``9.6`` → (9, 6); a name that is no version sorts before every version."""
+    parts = folder.name.split(".")
+    return tuple(int(p) for p in parts) if all(p.isdigit() for p in parts) else ()
+
+
+def _has_server(folder: Path) -> bool:
+    # initdb is the server package's own: the client package alone (psql, pg_dump) is not enough.
+    return (folder / "initdb").is_file() and (folder / "pg_ctl").is_file()
+
+
+def _pg_config_bindir(pg_config: str | None) -> Path | None:
+    if pg_config is None:
+        return None
+    try:
+        done = subprocess.run([pg_config, "--bindir"], capture_output=True, text=True, timeout=30)
+    except OSError:
+        return None
+    return Path(done.stdout.strip()) if done.returncode == 0 and done.stdout.strip() else None
+
+
+def find_pg_bin(
+    environ: dict[str, str] | None = None,
+    *,
+    root: Path = DEBIAN_PG_ROOT,
+    pg_config: str | None = "",
+) -> tuple[Path | None, list[Path]]:
+    """The folder of PostgreSQL's server binaries, or None; and every folder looked at, in order.
+
+    ``KAFKALAKE_PG_BIN``, when set, is the only candidate: a folder someone chose is never silently
+    replaced by another version. Else Debian's folders, newest major version first (an upgrade
+    leaves the old major installed beside the new), then ``pg_config --bindir``. ``pg_config``: the
+    program to ask (``""``: the one on PATH; None: do not ask).
+    """
+    environ = dict(os.environ) if environ is None else environ
+    if chosen := environ.get(ENV_PG_BIN):
+        return (Path(chosen) if _has_server(Path(chosen)) else None), [Path(chosen)]
+    majors = sorted((d for d in root.glob("*") if d.is_dir()), key=_major_version, reverse=True)
+    candidates = [d / "bin" for d in majors]
+    from_pg_config = _pg_config_bindir(shutil.which("pg_config") if pg_config == "" else pg_config)
+    if from_pg_config is not None and from_pg_config not in candidates:
+        candidates.append(from_pg_config)
+    return next((c for c in candidates if _has_server(c)), None), candidates
+
+
 def pg_bin() -> Path:
-    found = Path(os.environ.get(ENV_PG_BIN) or DEFAULT_PG_BIN)
-    if not (found / "initdb").exists():
+    found, looked = find_pg_bin()
+    if found is None:
+        where = ", ".join(str(p) for p in looked) or f"nothing under {DEBIAN_PG_ROOT}, no pg_config on PATH"
         raise PostgresError(
-            f"no PostgreSQL binaries in {found}: install Debian's postgresql (apt-get install postgresql) "
-            f"or set {ENV_PG_BIN} to the folder that holds initdb and pg_ctl"
+            f"no PostgreSQL server binaries (initdb, pg_ctl) found (looked at: {where}): run "
+            f"`make postgresql` (apt-get install postgresql) or set {ENV_PG_BIN} to the folder that "
+            "holds initdb and pg_ctl"
         )
     return found
 
@@ -326,12 +377,19 @@ def write_secret(path: Path, text: str) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("action", choices=["start", "stop", "status", "remove"])
+    parser.add_argument("action", choices=["start", "stop", "status", "remove", "bin"])
     parser.add_argument("--dir", default=str(REPO_ROOT / ".stack" / "postgres"))
     parser.add_argument("--port", type=int, default=0, help="for a new cluster (default: a free port)")
     parser.add_argument("--logical", action="store_true", help="wal_level=logical, for change data capture")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s", datefmt="%H:%M:%S")
+    if args.action == "bin":
+        try:
+            print(pg_bin())
+        except PostgresError as exc:
+            print(exc, file=sys.stderr)
+            return 1
+        return 0
     cluster = LocalPostgres(Path(args.dir).resolve(), args.port, logical_replication=args.logical)
     if args.action == "start":
         cluster.start()
