@@ -63,8 +63,8 @@ postgresql: $(STAMP)  ## Debian's PostgreSQL server, unless one is installed (th
 	$(PY) -m kafkalake.dev.postgres bin
 
 # Only the venv first: the demo resolves the jars of Spark and Kafka and builds kafkalake's JVM
-# extension itself (kafkalake.launch.jars.prepare), and trains no class archive (its minute of
-# training would save less than it costs in the demo's three JVM starts: docs/benchmarks.md).
+# extension itself (kafkalake.launch.jars.prepare), and trains no class archive (its training took
+# 213 s to save ~45 s of a demo run: docs/benchmarks.md).
 demo: $(STAMP)  ## start Kafka, produce sample events, run the orders DAG, show the Delta table
 	$(PY) -m kafkalake.dev.demo
 
