@@ -87,7 +87,9 @@ PYTEST_WORKERS ?= 4
 test: setup postgresql $(CHROMIUM) $(DOCKER_COMPOSE)  ## run the whole test suite (real broker, Spark and Delta, Chromium for the UI test)
 	$(PY) -m pytest $(if $(filter-out 0,$(PYTEST_WORKERS)),-n $(PYTEST_WORKERS) --dist loadfile)
 
-test-unit: setup  ## only the fast unit tests
+# A few unit tests compile the JVM extension or list the Spark set's jars: the core group, no more.
+test-unit: $(STAMP)  ## only the fast unit tests
+	$(PY) -m kafkalake.launch.jars --group core
 	$(PY) -m pytest tests/unit
 
 check: $(STAMP)  ## lint, type-check, and the layer rule (lint-imports, tests/unit/test_layers.py)
