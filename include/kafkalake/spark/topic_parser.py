@@ -207,8 +207,9 @@ class TopicParser:
             SchemaRejectedError: new fields under ``failOnNewColumns``.
             ExpectationFailedError: a record broke a ``fail`` expectation.
         """
+        # The public hook: a registry topic's parser asks the registry here (registry_parser).
+        self.ensure_schema(bronze, source)
         bronze = self._payloads(bronze)
-        self._ensure_schema(bronze, source)
         frame = self._parse(bronze)
         try:
             # The counts are the one pass that parses the rows (and fills the cache the writes
