@@ -18,7 +18,6 @@ from dataclasses import dataclass
 
 from kafkalake.config.topic import TopicConfig
 from kafkalake.lake import small_files
-from kafkalake.lake.checkpoint_lock import fence
 
 
 @dataclass(frozen=True)
@@ -71,10 +70,8 @@ def read_file(location: str) -> Backlog | None:
 
 
 def write(topic: TopicConfig, backlog: Backlog) -> None:
-    fence()
     small_files.write_text(topic.parsed_backlog_file, backlog.to_json())
 
 
 def clear(topic: TopicConfig) -> None:
-    fence()
     small_files.delete(topic.parsed_backlog_file)

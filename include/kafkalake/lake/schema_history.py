@@ -23,7 +23,6 @@ from typing import Any
 
 from kafkalake.core.errors import UnusableSchemaError
 from kafkalake.lake import small_files, store_settings
-from kafkalake.lake.checkpoint_lock import fence
 from kafkalake.lake.schema_algebra import Schema, diff, schema_problems
 
 _VERSION_FILE = re.compile(r"(\d{6})\.json")
@@ -117,7 +116,6 @@ class SchemaHistory:
         name = f"{version.version:06d}.json"
         if self._local is None:
             # One PUT: the object appears whole or not at all.
-            fence()
             small_files.create_text(self._file(name), version.to_json())
             return version
         self._local.mkdir(parents=True, exist_ok=True)
@@ -152,7 +150,6 @@ class SchemaHistory:
         problems = schema_problems(schema)
         if problems:
             raise UnusableSchemaError(f"proposed schema ({reason}) refused: {'; '.join(problems)}")
-        fence()
         small_files.write_text(
             self._pending_file, json.dumps({"reason": reason, "schema": schema}, indent=2) + "\n"
         )
@@ -170,6 +167,5 @@ class SchemaHistory:
         if body is None:
             raise FileNotFoundError(f"no schema change waits for acceptance in {self.directory}")
         version = self.write(body["schema"], source=f"accepted: {body['reason']}")
-        fence()
         small_files.delete(self._pending_file)
         return version

@@ -170,8 +170,18 @@ def exists(location: Location) -> bool:
     return bool(fs.get_file_info(key).type != FileType.NotFound)
 
 
+def _fence() -> None:
+    """Every write here is one of a run's commits (a backlog, a schema version, a registry schema, a
+    checkpoint set aside): fenced by the run lock's lease, as the table commits are."""
+    # Imported here: checkpoint_lock imports lease_lock, which imports this module (its S3 client).
+    from kafkalake.lake.checkpoint_lock import fence
+
+    fence()
+
+
 def write_text(location: Location, text: str) -> None:
     """Replace the file with ``text``, atomically: a reader sees the old content or the new."""
+    _fence()
     remote = _remote(location)
     if remote is None:
         path = local(location)
@@ -193,6 +203,7 @@ def create_text(location: Location, text: str) -> None:
 
     On S3 a PUT with ``If-None-Match: *``: of two writers racing for one name, exactly one wins.
     """
+    _fence()
     remote = _remote(location)
     if remote is None:
         path = local(location)
@@ -217,6 +228,7 @@ def create_text(location: Location, text: str) -> None:
 
 def delete(location: Location) -> None:
     """Remove a file; nothing happens when it does not exist."""
+    _fence()
     remote = _remote(location)
     if remote is None:
         local(location).unlink(missing_ok=True)
@@ -230,6 +242,7 @@ def delete(location: Location) -> None:
 
 def rename_folder(source: Location, target: Location) -> None:
     """Move a folder (a checkpoint set aside). On S3 a copy of every object, then a delete."""
+    _fence()
     remote = _remote(source)
     if remote is None:
         local(source).rename(local(target))

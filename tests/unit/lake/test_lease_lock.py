@@ -390,3 +390,28 @@ def test_fence_checks_every_lease_this_process_holds(s3, monkeypatch):
         with pytest.raises(CheckpointLockedError, match="past half its 60 s lease"):
             checkpoint_lock_module.fence()
     checkpoint_lock_module.fence()  # nothing held: nothing to check
+
+
+def test_every_small_file_write_is_fenced(s3, monkeypatch, tmp_path):
+    """The run's small files (backlog, schema versions, the registry's writer schemas, a checkpoint
+    set aside) go through lake/small_files, which checks the lease before each write."""
+    from kafkalake.lake import small_files
+
+    clock = [0.0]
+    monkeypatch.setattr(
+        checkpoint_lock_module,
+        "LeaseLock",
+        lambda location: LeaseLock(location, client=s3, lease=60, clock=lambda: clock[0]),
+    )
+    with checkpoint_lock(LOCATION.removesuffix(".lock")):
+        small_files.write_text(tmp_path / "a.json", "{}")
+        clock[0] = 31.0
+        for write in (
+            lambda: small_files.write_text(tmp_path / "b.json", "{}"),
+            lambda: small_files.create_text(tmp_path / "c.json", "{}"),
+            lambda: small_files.delete(tmp_path / "a.json"),
+            lambda: small_files.rename_folder(tmp_path / "x", tmp_path / "y"),
+        ):
+            with pytest.raises(CheckpointLockedError, match="past half its 60 s lease"):
+                write()
+    assert (tmp_path / "a.json").exists() and not (tmp_path / "b.json").exists()
