@@ -78,6 +78,11 @@ topics:
     freshness_sla: 1h
     max_offsets_per_trigger: 10
     parsed: false
+  - topics: [it-pfam-a, it-pfam-b]
+    table: it_pfamily
+    freshness_sla: 1h
+    max_offsets_per_trigger: 10
+    parsed: {latest_by_key: true}
   - name: it-kill-care
     freshness_sla: 1h
     max_offsets_per_trigger: 250

@@ -309,3 +309,74 @@ def test_with_fail_on_data_loss_false_a_members_expired_records_are_in_the_gaps_
     assert gaps[0]["topic_id"] == standard_topic_id(
         topic_id({"bootstrap.servers": kafka.bootstrap_servers}, "it-fam-b") or ""
     )
+
+
+#: A family with parsed tables (the catalog's it_pfamily: topics it-pfam-a, it-pfam-b, latest by
+#: key); both members use the same keys, which are different rows in the latest table.
+PARSED_MEMBERS = {"it-pfam-a": 2, "it-pfam-b": 1}
+
+
+def produce_keyed(kafka: LocalKafka, topic: str, numbers: range, partitions: int) -> None:
+    records = [Record(f"k{n % 4}".encode(), f'{{"n": {n}}}'.encode(), n % partitions) for n in numbers]
+    assert len(producer.produce(kafka.bootstrap_servers, topic, records)) == len(records)
+
+
+def assert_parsed_once(parsed_family: TopicConfig, kafka: LocalKafka) -> None:
+    """Every (topic, partition, offset) of both members is in the parsed table or the dead letters
+    once; the latest table holds each (topic, key)'s last record."""
+    parsed = read_rows(Path(parsed_family.parsed_path))
+    dead = read_rows(Path(parsed_family.dead_letter_path))
+    spots = Counter((r["_kafka"]["topic"], r["_kafka"]["partition"], r["_kafka"]["offset"]) for r in parsed)
+    spots.update((r["topic"], r["partition"], r["offset"]) for r in dead)
+    assert max(spots.values()) == 1, [s for s, n in spots.items() if n > 1][:5]
+    config = {"bootstrap.servers": kafka.bootstrap_servers}
+    expected = {
+        (t, p, o) for t in PARSED_MEMBERS for p, end in end_offsets(config, t).items() for o in range(end)
+    }
+    assert set(spots) == expected
+    assert [(r["topic"], r["key"]) for r in dead] == [("it-pfam-b", b"bad")]
+    newest: dict[tuple[str, bytes], int] = {}
+    for row in parsed:
+        spot = (row["_kafka"]["topic"], row["_kafka"]["key"])
+        newest[spot] = max(newest.get(spot, -1), row["n"])
+    latest = read_rows(Path(parsed_family.latest_path))
+    assert sorted(((r["_kafka"]["topic"], r["_kafka"]["key"]), r["n"]) for r in latest) == sorted(
+        newest.items()
+    )
+
+
+def test_a_parsed_family_lands_each_record_once_across_a_kill_and_a_lost_checkpoint(
+    catalog_file, lake, kafka, tmp_path
+):
+    parsed_family = load_catalog(catalog_file, lake).topic("it_pfamily")
+    for name, partitions in PARSED_MEMBERS.items():
+        producer.create_topic(kafka.bootstrap_servers, name, partitions=partitions)
+        produce_keyed(kafka, name, range(12), partitions)
+    producer.produce(kafka.bootstrap_servers, "it-pfam-b", [Record(b"bad", b"{not json", 0)])
+    kill_second_bronze_commit = {
+        kill_points.ENV_KILL_AT: "ingest:after_bronze_commit",
+        kill_points.ENV_KILL_AFTER: "1",
+    }
+
+    # Killed after its second batch's bronze commit: the rerun replays that batch to the parsed side.
+    assert run_job(parsed_family, catalog_file, lake, kafka, tmp_path, **kill_second_bronze_commit) in (
+        -9,
+        137,
+    )
+    assert run_job(parsed_family, catalog_file, lake, kafka, tmp_path) == 0
+    assert_parsed_once(parsed_family, kafka)
+
+    # Killed after a bronze commit again, and the checkpoint lost: the new checkpoint starts after
+    # what bronze holds, so the batch is parsed from bronze first.
+    produce_keyed(kafka, "it-pfam-a", range(12, 27), 2)
+    assert run_job(parsed_family, catalog_file, lake, kafka, tmp_path, **kill_second_bronze_commit) in (
+        -9,
+        137,
+    )
+    shutil.move(parsed_family.checkpoint_path, tmp_path / "lost-checkpoint")
+    assert run_job(parsed_family, catalog_file, lake, kafka, tmp_path) == 0
+    assert_parsed_once(parsed_family, kafka)
+    latest = {
+        (r["_kafka"]["topic"], r["_kafka"]["key"]): r["n"] for r in read_rows(Path(parsed_family.latest_path))
+    }
+    assert latest[("it-pfam-a", b"k2")] == 26 and latest[("it-pfam-b", b"k2")] == 10

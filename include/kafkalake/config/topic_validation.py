@@ -273,9 +273,15 @@ def _family(entry: Mapping[str, Any], given: list[str], fail: Any) -> tuple[tupl
         raise fail("table", f"required with {given[0]}: the one table every member lands in")
     if (problem := identifier_problem(entry["table"], MAX_TABLE_NAME)) is not None:
         raise fail("table", problem)
-    if entry.get("parsed", True) is not False:
-        # The parsed side's positions, backlog and catch-up are kept per partition, not per member.
-        raise fail("parsed", "a family lands in bronze only for now: set parsed: false")
+    if entry.get("format") == "debezium":
+        # Members are different source tables: one current-state table would mix their columns and
+        # their primary keys. A table per member is what a change stream wants (docs/cdc.md).
+        raise fail(
+            "format",
+            "debezium is for one topic per entry: its members are different source tables, each with "
+            "its own columns and key; route them to a table each with topic_pattern and "
+            "table_per_topic, or give each topic an entry",
+        )
     if given[0] == "topic_pattern":
         pattern = entry["topic_pattern"]
         if (problem := pattern_problem(pattern)) is not None:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from kafkalake.config.topic import TopicConfig
@@ -174,3 +174,27 @@ def known_members(topic: TopicConfig) -> set[str]:
     return set((position.members or {}) if position else {}) | set(
         facts.state.committed if facts.state else {}
     )
+
+
+def parsed_behind(
+    bronze: Mapping[str, Offsets], parsed: Iterable[Mapping[str, Offsets] | None]
+) -> dict[str, dict[int, tuple[int, int]]]:
+    """Per member and partition, the offsets ``[start, end)`` bronze holds (``bronze``: its recorded
+    position) that the parsed side's tables do not (``parsed``: each table's recorded members, the
+    furthest counts). Empty when they agree. Pure.
+
+    Only the parsed side's last write of a batch records the batch's position
+    (:func:`kafkalake.spark.batch_writer.position_carrier`), so the furthest one is whole."""
+    held: dict[str, dict[int, int]] = {}
+    for members in parsed:
+        for member, ends in (members or {}).items():
+            mine = held.setdefault(member, {})
+            for p, o in ends.items():
+                mine[p] = max(mine.get(p, 0), o)
+    behind: dict[str, dict[int, tuple[int, int]]] = {}
+    for member, ends in bronze.items():
+        spans = {p: (held.get(member, {}).get(p, 0), o) for p, o in ends.items()}
+        spans = {p: span for p, span in spans.items() if span[0] < span[1]}
+        if spans:
+            behind[member] = spans
+    return behind

@@ -113,6 +113,16 @@ def _delta_append(frame: DataFrame, path: str, options: Mapping[str, str]) -> bo
     return observed(observation) is not None
 
 
+def in_member_ranges(ranges: Mapping[str, Mapping[int, tuple[int, int]]]) -> Column:
+    """Bronze rows of a family whose offset lies in ``[start, end)`` of their member's partition."""
+    from pyspark.sql import functions as F
+
+    condition = F.lit(False)
+    for topic, spans in sorted(ranges.items()):
+        condition = condition | ((F.col("topic") == topic) & in_ranges(spans))
+    return condition
+
+
 def in_ranges(
     ranges: Mapping[int, tuple[int, int]], partition: Column | None = None, offset: Column | None = None
 ) -> Column:
@@ -176,7 +186,11 @@ class BatchWriter:
         #: The parsed side's backlog while it is behind bronze (read at the start of the run).
         self.backlog: parsed_backlog.Backlog | None = None
         #: Whether a failing parsed side parks (the stream) or fails the batch (the catch-up itself).
-        self.can_park = self.config.enabled
+        #: A family's never parks: the backlog and its catch-up are kept per partition, and a
+        #: family's partitions are (topic, partition). Its batch fails instead, after bronze's
+        #: commit; the retry replays it under the same checkpoint, bronze's write is skipped as
+        #: done, and the parsed side is written then (docs/catalog.md).
+        self.can_park = self.config.enabled and not topic.is_family
         #: The error that parked the parsed side during this run, for the job's report.
         self.parked_by: Exception | None = None
         #: Whether commits record the Kafka offsets they hold (the stream's; not a re-ingest's or

@@ -12,6 +12,7 @@ nothing. After each chunk the backlog's start moves past it; when all is parsed 
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
@@ -20,9 +21,11 @@ from kafkalake.config.tables import topic_tables
 from kafkalake.config.topic import TopicConfig
 from kafkalake.core import kill_points
 from kafkalake.kafka.windows import Window, chunk_records, chunks
-from kafkalake.lake import parsed_backlog
+from kafkalake.lake import parsed_backlog, table_position
+from kafkalake.lake.checkpoint import Offsets
+from kafkalake.lake.family_start import parsed_behind
 from kafkalake.lake.txn_versions import first_txn_version
-from kafkalake.spark.batch_writer import BatchWriter, in_ranges
+from kafkalake.spark.batch_writer import BatchWriter, in_member_ranges, in_ranges
 from kafkalake.spark.topic_parser import RunStats
 
 if TYPE_CHECKING:
@@ -52,12 +55,20 @@ class CatchUpWriter(BatchWriter):
         path = self.topic.parsed_path if kind == "parsed" else self.topic.dead_letter_path
         if not DeltaTable.isDeltaTable(self.spark, path):
             return rows
-        # Parsed rows keep Kafka's coordinates in the _kafka struct, dead letters as plain columns.
-        where = F.col("_kafka") if kind == "parsed" else F.struct("partition", "offset")
+        # Parsed rows keep Kafka's coordinates in the _kafka struct, dead letters as plain columns;
+        # the topic too, as a family's members share partition numbers and offsets.
+        where = F.col("_kafka") if kind == "parsed" else F.struct("topic", "partition", "offset")
         table = self.spark.read.format("delta").load(path)
-        present = table.select(where["partition"].alias("_p"), where["offset"].alias("_o"))
-        keyed = rows.withColumn("_p", where["partition"]).withColumn("_o", where["offset"])
-        return keyed.join(present, ["_p", "_o"], "left_anti").drop("_p", "_o")
+        spot = ["_t", "_p", "_o"]
+        present = table.select(
+            where["topic"].alias("_t"), where["partition"].alias("_p"), where["offset"].alias("_o")
+        )
+        keyed = (
+            rows.withColumn("_t", where["topic"])
+            .withColumn("_p", where["partition"])
+            .withColumn("_o", where["offset"])
+        )
+        return keyed.join(present, spot, "left_anti").drop(*spot)
 
 
 @dataclass(frozen=True)
@@ -110,3 +121,27 @@ def catch_up_if_behind(spark: SparkSession, topic: TopicConfig, writer: BatchWri
     writer.backlog = None
     log.info("%s", done.summary(topic.name))
     return done
+
+
+def catch_up_family(spark: SparkSession, topic: TopicConfig, bronze_position: Mapping[str, Offsets]) -> int:
+    """Before a family's stream starts under a new checkpoint (lost, or its members changed): parse
+    the bronze rows the parsed side lacks, each table getting only the rows it does not hold.
+
+    A run killed after a batch's bronze commit leaves that batch to the parsed side; a rerun under
+    the same checkpoint replays it, but one under a new checkpoint starts after what bronze holds.
+    Returns the records read from bronze (0: the parsed side was whole)."""
+    parsed = (table_position.read_position(t.location) for t in topic_tables(topic)[1:])
+    behind = parsed_behind(bronze_position, (p.members if p else None for p in parsed))
+    if not behind:
+        return 0
+    spots = "; ".join(
+        f"{member} partition {p} [{start}, {end})"
+        for member, spans in sorted(behind.items())
+        for p, (start, end) in sorted(spans.items())
+    )
+    log.warning("%s: the parsed tables lack bronze rows (%s): parsed from bronze first", topic.name, spots)
+    bronze = spark.read.format("delta").load(topic.path).where(in_member_ranges(behind))
+    writer = CatchUpWriter(spark, topic, f"kafkalake-catch-up:{topic.name}")
+    writer(bronze, first_txn_version([t.location for t in topic_tables(topic)[1:]], writer.app_id))
+    kill_points.reached("catch_up:after_chunk")
+    return sum(end - start for spans in behind.values() for start, end in spans.values())

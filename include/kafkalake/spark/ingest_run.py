@@ -31,7 +31,7 @@ from kafkalake.lake.family_start import FamilyStart, known_members, plan_family_
 from kafkalake.lake.start_plan import StartPlan, check_safe_to_start, plan_start
 from kafkalake.spark import debezium, driver_kafka
 from kafkalake.spark.batch_writer import BatchWriter
-from kafkalake.spark.catch_up import catch_up_if_behind
+from kafkalake.spark.catch_up import catch_up_family, catch_up_if_behind
 from kafkalake.spark.latest import settle_after_run
 from kafkalake.spark.recovery import apply_start_plan
 from kafkalake.spark.stream import ensure_table, start_ingest
@@ -169,6 +169,10 @@ class IngestRun:
         writer.family_ids = {**plan.known_ids, **{t: i for t, i in self.member_ids.items() if i}}
         if plan.rebuild_from is not None:
             writer.recovered = apply_start_plan(topic, StartPlan(rebuild_from={}, reason=plan.reason), writer)
+            if topic.parsed.enabled:
+                # The new checkpoint starts after what bronze holds; a batch a kill left to the
+                # parsed side would never be replayed to it.
+                catch_up_family(self.spark, topic, plan.known)
         self.new_members = list(plan.new)
         for member in plan.new:
             log.warning(

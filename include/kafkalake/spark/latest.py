@@ -1,5 +1,9 @@
 """The latest-row-per-key table: one row per Kafka key, like a database table fed by a changelog.
 
+A key is the pair (topic, record key): a family's members (docs/catalog.md) are different topics,
+whose keys name different things, so ``42`` of ``orders.eu`` and ``42`` of ``orders.us`` are two
+rows. A single topic's rows all have its name, so for it the pair is the record key alone.
+
 Each micro-batch is reduced to its latest record per key, then MERGEd: a newer record replaces the
 key's row, a tombstone (null value, on a changelog topic) deletes it. Newer is a higher offset in the
 same partition; Kafka orders nothing across partitions, where a key's records meet when it moved
@@ -54,18 +58,26 @@ def latest_per_key(frame: DataFrame) -> DataFrame:
     record = F.struct(
         *columns, F.coalesce(reason == parse_columns.TOMBSTONE, F.lit(False)).alias(_TOMBSTONE_FLAG)
     )
-    return newest_per_key(rows, record).select("latest.*")
+    return newest_per_key(rows, record, by_topic=True).select("latest.*")
 
 
-def newest_per_key(rows: DataFrame, record: Column, position: str | None = None) -> DataFrame:
+def newest_per_key(
+    rows: DataFrame, record: Column, position: str | None = None, *, by_topic: bool = False
+) -> DataFrame:
     """``record`` (a struct with the row's ``_kafka``) of each key's newest row, as ``latest``:
     each partition's last record of the key, then the latest of those, as :data:`_NEWER` orders
     them; with ``position`` (a field of ``record``), by that field instead of the Kafka timestamp
-    (a Debezium topic's source position: :mod:`kafkalake.spark.debezium`)."""
+    (a Debezium topic's source position: :mod:`kafkalake.spark.debezium`). ``by_topic``: a key is
+    (``_kafka.topic``, ``_kafka.key``), as in the latest table."""
     from pyspark.sql import functions as F
 
-    key = F.col("_kafka.key").alias("_kafka_group_key")
-    per_partition = rows.groupBy(key, F.col("_kafka.partition").alias("_kafka_group_partition")).agg(
+    key = (F.struct(F.col("_kafka.topic"), F.col("_kafka.key")) if by_topic else F.col("_kafka.key")).alias(
+        "_kafka_group_key"
+    )
+    partition = (
+        F.struct(F.col("_kafka.topic"), F.col("_kafka.partition")) if by_topic else F.col("_kafka.partition")
+    )
+    per_partition = rows.groupBy(key, partition.alias("_kafka_group_partition")).agg(
         F.max_by(record, F.col("_kafka.offset")).alias("latest")
     )
     kafka = F.col("latest._kafka")
@@ -86,11 +98,23 @@ def merge_latest(
     columns = [c for c in source.columns if c != _TOMBSTONE_FLAG]
     ensure_columns(spark, path, latest_schema(frame))
     with idempotent_commit(spark, app_id, batch_id, metadata):
-        keyed_merge(spark, path, source, columns, f"s.{_TOMBSTONE_FLAG}", _NEWER).execute()
+        keyed_merge(spark, path, source, columns, f"s.{_TOMBSTONE_FLAG}", _NEWER, by_topic=True).execute()
+
+
+#: The MERGE's match of a key: the record key, or (topic, record key) (:func:`newest_per_key`).
+_SAME_KEY = "t._kafka.key = s._kafka.key"
+_SAME_TOPIC_AND_KEY = f"t._kafka.topic = s._kafka.topic AND {_SAME_KEY}"
 
 
 def keyed_merge(
-    spark: SparkSession, path: str, source: DataFrame, columns: list[str], deleted: str, newer: str
+    spark: SparkSession,
+    path: str,
+    source: DataFrame,
+    columns: list[str],
+    deleted: str,
+    newer: str,
+    *,
+    by_topic: bool = False,
 ) -> DeltaMergeBuilder:
     """The MERGE of each key's newest record (``source``, one row per ``_kafka.key``) into the table
     at ``path``: a newer record (``newer``, over ``s`` and ``t``) replaces the key's row, or deletes
@@ -101,7 +125,7 @@ def keyed_merge(
     return (
         DeltaTable.forPath(spark, path)
         .alias("t")
-        .merge(source.alias("s"), "t._kafka.key = s._kafka.key")
+        .merge(source.alias("s"), _SAME_TOPIC_AND_KEY if by_topic else _SAME_KEY)
         .whenMatchedDelete(condition=f"{deleted} AND {newer}")
         .whenMatchedUpdate(condition=f"NOT {deleted} AND {newer}", set=assignments)
         .whenNotMatchedInsert(condition=f"NOT {deleted}", values=assignments)
@@ -156,14 +180,16 @@ def delete_by_tombstones(spark: SparkSession, bronze: DataFrame, path: str) -> N
     from pyspark.sql import functions as F
 
     tombstones = bronze.where(F.col("value").isNull() & F.col("key").isNotNull()).select(
-        F.struct("key", "partition", "offset", F.col("kafka_timestamp").alias("timestamp")).alias("_kafka")
+        F.struct("topic", "key", "partition", "offset", F.col("kafka_timestamp").alias("timestamp")).alias(
+            "_kafka"
+        )
     )
-    newest = newest_per_key(tombstones, F.struct("_kafka")).select("latest.*")
+    newest = newest_per_key(tombstones, F.struct("_kafka"), by_topic=True).select("latest.*")
     fence()
     (
         DeltaTable.forPath(spark, path)
         .alias("t")
-        .merge(newest.alias("s"), "t._kafka.key = s._kafka.key")
+        .merge(newest.alias("s"), _SAME_TOPIC_AND_KEY)
         .whenMatchedDelete(condition=_NEWER)
         .execute()
     )

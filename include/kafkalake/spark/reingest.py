@@ -89,19 +89,19 @@ class GapWriter(BatchWriter):
         from pyspark.sql import functions as F
 
         if tables == "bronze":
-            sources = [(self.topic.path, F.col("partition"), F.col("offset"))]
+            sources = [(self.topic.path, F.col("topic"), F.col("partition"), F.col("offset"))]
         else:
             kafka = F.col("_kafka")
             sources = [
-                (self.topic.parsed_path, kafka["partition"], kafka["offset"]),
-                (self.topic.dead_letter_path, F.col("partition"), F.col("offset")),
+                (self.topic.parsed_path, kafka["topic"], kafka["partition"], kafka["offset"]),
+                (self.topic.dead_letter_path, F.col("topic"), F.col("partition"), F.col("offset")),
             ]
         present = self.spark.createDataFrame([], "partition int, offset bigint")
-        for path, partition, offset in sources:
+        for path, member, partition, offset in sources:
             if _is_delta_table(self.spark, path):
                 found = self.spark.read.format("delta").load(path)
                 if self.only_topic is not None:
-                    found = found.where(F.col("topic") == self.only_topic)
+                    found = found.where(member == self.only_topic)
                 present = present.unionByName(
                     found.select(partition.alias("partition"), offset.alias("offset"))
                 )

@@ -199,25 +199,35 @@ class Columns:
     partition: str
     offset: str
     timestamp: str
+    topic: str = "topic"
 
 
 BRONZE_COLUMNS = Columns("partition", "offset", "kafka_timestamp")
-PARSED_COLUMNS = Columns("_kafka.partition", "_kafka.offset", "_kafka.timestamp")
+PARSED_COLUMNS = Columns("_kafka.partition", "_kafka.offset", "_kafka.timestamp", "_kafka.topic")
 DEAD_LETTER_COLUMNS = Columns("partition", "offset", "kafka_timestamp")
 
 
-def window_predicate(max_offsets: Mapping[int, int], selection: Selection, columns: Columns) -> str:
+def window_predicate(
+    max_offsets: Mapping[int, int] | Mapping[tuple[str, int], int], selection: Selection, columns: Columns
+) -> str:
     """The SQL predicate of the replayed records: in the snapshot, and in the Kafka-timestamp range.
 
     Args:
-        max_offsets: the snapshot's highest offset of each partition.
+        max_offsets: the snapshot's highest offset of each partition; a family's, of each
+            (member, partition): its members share partition numbers.
     """
     if not max_offsets:
         return "FALSE"
-    spots = " OR ".join(
-        f"({columns.partition} = {partition} AND {columns.offset} <= {offset})"
-        for partition, offset in sorted(max_offsets.items())
-    )
+
+    def spot(where: int | tuple[str, int], offset: int) -> str:
+        if isinstance(where, tuple):
+            # Kafka topic names are letters, digits, '.', '_' and '-': nothing to escape.
+            member, partition = where
+            return f"({columns.topic} = '{member}' AND {spot(partition, offset)[1:-1]})"
+        return f"({columns.partition} = {where} AND {columns.offset} <= {offset})"
+
+    items: list[tuple[int | tuple[str, int], int]] = sorted(max_offsets.items())
+    spots = " OR ".join(spot(where, offset) for where, offset in items)
     terms = [f"({spots})"]
     # Epoch milliseconds: no time-zone parsing, whatever the session's zone.
     if selection.kafka_timestamp_from is not None:
@@ -303,11 +313,19 @@ def _replay(spark: SparkSession, topic: TopicConfig, selection: Selection) -> Re
     ]
     version = resolve_version(topic.name, selection, commits)
     snapshot = spark.read.format("delta").option("versionAsOf", version).load(topic.path)
-    max_offsets = {
-        int(row[0]): int(row[1])
-        for row in snapshot.groupBy("partition").agg(F.max("offset")).collect()
-        if row[1] is not None
-    }
+    max_offsets: dict[int, int] | dict[tuple[str, int], int]
+    if topic.is_family:
+        max_offsets = {
+            (str(row[0]), int(row[1])): int(row[2])
+            for row in snapshot.groupBy("topic", "partition").agg(F.max("offset")).collect()
+            if row[2] is not None
+        }
+    else:
+        max_offsets = {
+            int(row[0]): int(row[1])
+            for row in snapshot.groupBy("partition").agg(F.max("offset")).collect()
+            if row[1] is not None
+        }
     stats = RunStats()
     predicate = window_predicate(max_offsets, selection, BRONZE_COLUMNS)
     if not max_offsets:

@@ -74,7 +74,12 @@ FAMILY = "  - {entry}\n    freshness_sla: 1h\n"
         ),
         ("topics: [a, b]\n    parsed: false", "#1", "table", "required with topics"),
         ("topics: [a, b]\n    table: AB\n    parsed: false", "AB", "table", "lower-case"),
-        ("topics: [a, b]\n    table: ab", "ab", "parsed", "parsed: false"),
+        (
+            "topics: [a, b]\n    table: ab\n    format: debezium",
+            "ab",
+            "format",
+            "route them to a table each with topic_pattern and table_per_topic",
+        ),
     ],
 )
 def test_a_bad_family_entry_names_file_entry_and_field(tmp_path, entry, label, field, words):
@@ -153,3 +158,18 @@ def test_a_family_may_accept_data_loss(tmp_path):
     )
     catalog = load_catalog(write_catalog(tmp_path, "topics:\n" + entry), tmp_path)
     assert catalog.topic("ab").fail_on_data_loss is False
+
+
+def test_a_family_may_have_parsed_tables_keyed_by_topic_and_key(tmp_path):
+    catalog = load_catalog(
+        write_catalog(
+            tmp_path,
+            "topics:\n"
+            + FAMILY.format(entry="topics: [a, b]\n    table: ab\n    parsed: {latest_by_key: true}"),
+        ),
+        tmp_path / "lake",
+    )
+    family = catalog.topic("ab")
+    assert family.parsed.enabled and family.parsed.latest_by_key and family.format == "json"
+    assert family.parsed_path == str(tmp_path / "lake" / "silver" / "ab")
+    assert family.latest_path.endswith("/silver/ab_latest")
