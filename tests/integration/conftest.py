@@ -78,6 +78,10 @@ topics:
     freshness_sla: 1h
     max_offsets_per_trigger: 10
     parsed: false
+  - topic_pattern: 'it-route\\.(.*)'
+    table_per_topic: 'it_route_\\1'
+    freshness_sla: 1h
+    parsed: false
   - topics: [it-pfam-a, it-pfam-b]
     table: it_pfamily
     freshness_sla: 1h

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import sqlite3
 import subprocess
 from collections import Counter
 from datetime import UTC, datetime, timedelta
@@ -380,3 +381,45 @@ def test_a_parsed_family_lands_each_record_once_across_a_kill_and_a_lost_checkpo
         (r["_kafka"]["topic"], r["_kafka"]["key"]): r["n"] for r in read_rows(Path(parsed_family.latest_path))
     }
     assert latest[("it-pfam-a", b"k2")] == 26 and latest[("it-pfam-b", b"k2")] == 10
+
+
+def serialized(airflow_env: dict[str, str], dag_id: str) -> bool:
+    with sqlite3.connect(Path(airflow_env["AIRFLOW_HOME"]) / "airflow.db") as db:
+        return db.execute("SELECT 1 FROM serialized_dag WHERE dag_id = ?", (dag_id,)).fetchone() is not None
+
+
+def test_a_routed_pattern_gives_a_new_matching_topic_its_own_dag_after_discovery(
+    airflow_env, catalog_file, lake, kafka
+):
+    # The catalog's 'it-route\.(.*)' -> 'it_route_\1' (parsed: false): discover_it_route.
+    producer.create_topic(kafka.bootstrap_servers, "it-route.orders", partitions=2)
+    produce(kafka, "it-route.orders", 5, 2)
+    local_airflow.sync_dags(airflow_env)
+    assert serialized(airflow_env, "discover_it_route")
+    assert not serialized(airflow_env, "ingest_it_route_orders")
+
+    found = local_airflow.test_dag(airflow_env, "discover_it_route", sync=False)
+    recorded = local_airflow.xcom_value(Path(airflow_env["AIRFLOW_HOME"]), found, "discover_topics")
+    assert recorded["topics"] == {"it-route.orders": "it_route_orders"} and recorded["new"] == [
+        "it-route.orders"
+    ]
+
+    # The next parse has the topic's DAG, an ordinary single-topic one with the derived table.
+    run = local_airflow.test_dag(airflow_env, "ingest_it_route_orders", mark_success=NOT_REGISTERED)
+    assert run.task_states["ingest"] == "success"
+    routed = load_catalog(catalog_file, lake).topic("it-route.orders")
+    assert routed.path == str(lake / "bronze" / "it_route_orders")
+    rows = read_rows(Path(routed.path))
+    assert sorted((r["topic"], r["partition"], r["offset"]) for r in rows) == sorted(
+        ("it-route.orders", p, o) for p in (0, 1) for o in range(3 if p == 0 else 2)
+    )
+
+    # A second topic that would land in the same table fails discovery, visibly, and the file and
+    # the DAG already built stay.
+    producer.create_topic(kafka.bootstrap_servers, "it-route.ORDERS", partitions=1)
+    with pytest.raises(DagRunError) as raised:
+        local_airflow.test_dag(airflow_env, "discover_it_route", sync=False)
+    output = raised.value.result.output if raised.value.result else str(raised.value)
+    assert "'it-route.ORDERS' and 'it-route.orders' would both land in table 'it_route_orders'" in output
+    local_airflow.sync_dags(airflow_env)
+    assert serialized(airflow_env, "ingest_it_route_orders")

@@ -22,6 +22,7 @@ from airflow.sdk.exceptions import AirflowNotFoundException
 
 from kafkalake.airflow import runbook
 from kafkalake.airflow.assets import topic_assets
+from kafkalake.airflow.discovery import discovery_dag
 from kafkalake.airflow.pools import SPARK_POOL
 from kafkalake.airflow.sla_alerts import INGEST_TASK_ID, PREFLIGHT_TASK_ID, deadline_alert
 from kafkalake.airflow.tasks import (
@@ -355,6 +356,8 @@ def build_dags(strict: bool | None = None) -> dict[str, DAG]:
             if strict:
                 raise error from err
             errors.append(error)
+    for route in catalog.routes:
+        dags[route.dag_id] = discovery_dag(route, catalog, lake, START_DATE, retry_policy())
     replay = replay_dag(catalog, lake)
     if replay is not None:
         dags[REPLAY_DAG_ID] = replay

@@ -83,6 +83,7 @@ TOPIC_FIELDS = {
     "spark_task_timeout",
     "topics",
     "topic_pattern",
+    "table_per_topic",
 }
 #: A family entry gives one of these instead of `name` (kafkalake.config.family).
 FAMILY_FIELDS = ("topics", "topic_pattern")
