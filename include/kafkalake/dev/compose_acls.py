@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kafkalake.config.catalog import load_catalog
+from kafkalake.config.routing import Route
 from kafkalake.config.topic import TopicConfig
 from kafkalake.core.errors import BadConfigError
 from kafkalake.core.paths import catalog_path, lake_root
@@ -52,21 +53,23 @@ def literal_prefix(pattern: str) -> str:
     return prefix[:-1] if match.group() in "?*{" else prefix
 
 
-def grants(topics: Sequence[TopicConfig]) -> list[TopicGrant]:
-    """The topic ACLs the catalog's entries need, sorted, each once."""
+def grants(topics: Sequence[TopicConfig], routes: Sequence[Route] = ()) -> list[TopicGrant]:
+    """The topic ACLs the catalog's entries need, sorted, each once; a routed pattern's
+    (``table_per_topic``) by its literal start, as its topics are not all discovered yet."""
     wanted: set[TopicGrant] = set()
+    patterns = [(t.name, t.topic_pattern) for t in topics if t.topic_pattern is not None]
+    for name, pattern in [*patterns, *((r.name, r.topic_pattern) for r in routes)]:
+        prefix = literal_prefix(pattern)
+        if not prefix:
+            raise BadConfigError(
+                f"topic {name!r}: its topic_pattern {pattern!r} has no literal start "
+                "to grant READ on: list its members instead"
+            )
+        wanted.add(TopicGrant(prefix, prefixed=True))
     for topic in topics:
-        if topic.topic_pattern is not None:
-            prefix = literal_prefix(topic.topic_pattern)
-            if not prefix:
-                raise BadConfigError(
-                    f"topic {topic.name!r}: its topic_pattern {topic.topic_pattern!r} has no literal start "
-                    "to grant READ on: list its members instead"
-                )
-            wanted.add(TopicGrant(prefix, prefixed=True))
-        elif topic.members:
+        if topic.members:
             wanted.update(TopicGrant(member) for member in topic.members)
-        else:
+        elif topic.topic_pattern is None:
             wanted.add(TopicGrant(topic.name))
     return sorted(wanted, key=lambda g: (g.name, g.prefixed))
 
@@ -110,7 +113,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--admin-config", type=Path, required=True, help="librdkafka settings of the admin (JSON)"
     )
     args = parser.parse_args(argv)
-    topic_grants = grants(load_catalog(catalog_path(), lake_root()).topics)
+    catalog = load_catalog(catalog_path(), lake_root())
+    topic_grants = grants(catalog.topics, catalog.routes)
     create_read_acls(json.loads(args.admin_config.read_text()), PIPELINE_USER, topic_grants)
     for grant in topic_grants:
         what = "topics starting with" if grant.prefixed else "topic"

@@ -55,3 +55,13 @@ def test_a_pattern_with_no_literal_start_is_refused(tmp_path):
     topics = _catalog(tmp_path, "  - {topic_pattern: '.*-events', table: events_all, parsed: false}\n")
     with pytest.raises(BadConfigError, match="no literal start"):
         grants(topics)
+
+
+def test_a_routed_pattern_is_granted_by_its_literal_start_before_any_topic_is_discovered(tmp_path):
+    file = tmp_path / "topics.yaml"
+    file.write_text(
+        "defaults:\n  freshness_sla: 1h\ntopics:\n"
+        "  - {topic_pattern: 'shop\\.public\\.(.*)', table_per_topic: 'shop_\\1'}\n"
+    )
+    catalog = load_catalog(file, tmp_path / "lake")
+    assert grants(catalog.topics, catalog.routes) == [TopicGrant("shop", prefixed=True)]
