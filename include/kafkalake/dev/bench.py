@@ -3,6 +3,7 @@
     make bench                       # 2,000,000 events of ~300 bytes over 6 partitions
     python -m kafkalake.dev.bench --events 200000 --out bench.json
     python -m kafkalake.dev.bench --parsed --jvm-extension off   # without kafkalake's JVM extension
+    python -m kafkalake.dev.bench --format avro --skip-idle      # the parsed path on Avro vs on JSON
 
 Everything runs on the local broker (``.bench/kafka``, port 9192 by default). The backlog is
 produced once and reused by later runs with the same size; the bronze table is rebuilt each run.
@@ -12,6 +13,8 @@ Figures:
 - bronze drain: the real ingest job (``spark-submit jobs/ingest_topic.py``), wall time split into
   start-up (process start → first micro-batch planned in the checkpoint) and processing, peak RSS
   of the driver JVM and of the Python driver (``VmHWM`` from /proc), files written;
+- formats (``--format avro``): the same events in Avro through a schema registry, drained with the
+  parsed tables beside the JSON drain (:mod:`kafkalake.dev.bench_formats`), records/s of both;
 - compaction: the topic's table care job (``jobs/maintain_table.py --force``: OPTIMIZE, VACUUM),
   its wall time and the files left;
 - parked (``--parked``, with ``--parsed``): the cost of the parsed side failing, on a lake of its
@@ -49,10 +52,11 @@ from kafkalake.config.tables import topic_tables
 from kafkalake.config.topic import TopicConfig
 from kafkalake.core.errors import EXIT_CODES, Kind
 from kafkalake.core.paths import REPO_ROOT
-from kafkalake.dev import bench_kdi, local_airflow, process_tree
+from kafkalake.dev import bench_formats, bench_kdi, local_airflow, process_tree
 from kafkalake.dev.bench_backlog import ensure_backlog, raw_read
 from kafkalake.dev.bench_results import MIB, Compaction, Drain, IdleRun, Parked, report
 from kafkalake.dev.broker import LocalKafka
+from kafkalake.dev.schema_registry import LocalRegistry
 from kafkalake.dev.standalone_airflow import StandaloneAirflow, free_port, wait_for
 from kafkalake.launch import jobs, jvm_extension
 from kafkalake.launch.handover import ENV_CLIENT_CONFIG_FILE, ENV_KEEP_CLIENT_CONFIG_FILE
@@ -70,6 +74,7 @@ def drain(
     fresh: bool = True,
     exit_code: int = 0,
     short_run: bool = False,
+    extra_env: dict[str, str] | None = None,
 ) -> Drain:
     """Run the ingest job on the whole backlog, watching its processes and its checkpoint.
 
@@ -78,6 +83,7 @@ def drain(
         fresh: start from an empty bronze table (else: go on from what the table holds).
         exit_code: the job's expected exit code (a parked parsed side ends the run with its kind).
         short_run: start the driver with the quick compiler, as a DAG run does for a short run.
+        extra_env: more of the job's environment (the registry's settings file).
     """
     if fresh:
         # Every table of the topic: a parsed table left from an earlier run holds the offsets, and
@@ -91,6 +97,7 @@ def drain(
         **jobs.environment(catalog, lake),
         ENV_CLIENT_CONFIG_FILE: str(settings),
         ENV_KEEP_CLIENT_CONFIG_FILE: "1",
+        **(extra_env or {}),
     }
     first_batch = Path(topic.checkpoint_path) / "offsets" / "0"
     peaks = {"java": 0.0, "python": 0.0}
@@ -125,6 +132,42 @@ def drain(
         avg_file_mib=files_bytes / MIB / max(1, adds),
         cpu_s=cpu,
     )
+
+
+def avro_drain(
+    entry: dict[str, Any],
+    workdir: Path,
+    bootstrap: str,
+    settings: Path,
+    events: int,
+    partitions: int,
+    short: bool,
+) -> tuple[Drain, int]:
+    """The same events in Avro through a registry, drained with the parsed tables (``--format avro``);
+    the drain and its parsed rows."""
+    registry = LocalRegistry(workdir / "registry").start()
+    try:
+        name = f"bench-avro-{events}-p{partitions}"
+        bench_formats.ensure_avro_backlog(bootstrap, registry.url, name, events, partitions)
+        lake = workdir / "lake-avro"
+        catalog = workdir / "catalog-avro.yaml"
+        catalog.write_text(json.dumps({"topics": [bench_formats.registry_entry(entry, name)]}))
+        topic = load_catalog(catalog, lake).topic(name)
+        payload = raw_read(bootstrap, name).bytes
+        env = bench_formats.registry_handover(workdir, registry.url)
+        avro = drain(
+            topic,
+            catalog,
+            lake,
+            settings,
+            payload,
+            workdir / "drain-avro.log",
+            short_run=short,
+            extra_env=env,
+        )
+    finally:
+        registry.stop()
+    return avro, _files(topic.parsed_path)[0]
 
 
 PARK_RULE = {"name": "bench_parks_every_batch", "rule": "1 = 0", "action": "fail"}
@@ -233,6 +276,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="also write the parsed and dead-letter tables (default: bronze only, as before they existed)",
     )
     parser.add_argument(
+        "--format",
+        choices=("json", "avro"),
+        default="json",
+        help="avro: also the same events in Avro through a schema registry (Apicurio, started here), "
+        "drained with the parsed tables beside the JSON drain; implies --parsed",
+    )
+    parser.add_argument(
         "--parked",
         action="store_true",
         help="with --parsed: also time a run whose parsed side parks on every batch, then its catch-up",
@@ -272,6 +322,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "default: the environment's, else on)",
     )
     args = parser.parse_args(argv)
+    if args.format == "avro":
+        args.parsed = True
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     # The launch layer reads the switch for every job the bench starts (and the idle run's Airflow).
     if args.jvm_extension is not None:
@@ -313,6 +365,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     if bronze.records != raw.records:
         raise RuntimeError(f"bronze holds {bronze.records:,} rows, the topic {raw.records:,}")
     print(f"bronze drain: {bronze.records:,} rows in {bronze.wall_s:.1f}s", flush=True)
+    formats = None
+    if args.format == "avro":
+        json_rows = _files(topic.parsed_path)[0]
+        avro, avro_rows = avro_drain(
+            entry, workdir, broker.bootstrap_servers, settings, args.events, args.partitions, short
+        )
+        for fmt, rows in (("json", json_rows), ("avro", avro_rows)):
+            if rows != raw.records:
+                raise RuntimeError(f"the {fmt} parsed table holds {rows:,} rows, the topic {raw.records:,}")
+        formats = {
+            "json": {**asdict(bronze), "records_per_s": bronze.records_per_s, "parsed_rows": json_rows},
+            "avro": {**asdict(avro), "records_per_s": avro.records_per_s, "parsed_rows": avro_rows},
+            "ratio_avro_to_json": avro.records_per_s / bronze.records_per_s,
+        }
+        print(
+            f"parsed path, same events: json {bronze.records_per_s:,.0f} records/s ({bronze.wall_s:.1f}s), "
+            f"avro {avro.records_per_s:,.0f} records/s ({avro.wall_s:.1f}s): "
+            f"avro/json {avro.records_per_s / bronze.records_per_s:.2f}; processing only (after the first "
+            f"batch was planned): json {bronze.records / bronze.processing_s:,.0f}, avro "
+            f"{avro.records / avro.processing_s:,.0f} records/s",
+            flush=True,
+        )
     park = parked(entry, workdir, settings, raw.bytes) if args.parked else None
     if park is not None:
         if park.parsed_side_rows != raw.records:
@@ -362,6 +436,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "table_care": asdict(compaction) if compaction else None,
         "idle_run": {**asdict(idle), "wall_s": idle.wall_s, "run_s": idle.run_s} if idle else None,
         "parked": asdict(park) if park else None,
+        "formats": formats,
         "kafka_delta_ingest": {
             **asdict(kdi),
             "records_per_s": kdi.records_per_s,

@@ -7,6 +7,8 @@ import json
 import random
 import resource
 import time
+from collections.abc import Callable
+from typing import Any
 
 from confluent_kafka import Consumer, TopicPartition
 
@@ -15,9 +17,9 @@ from kafkalake.dev.bench_results import MIB, RawRead
 from kafkalake.kafka.offsets import end_offsets
 
 
-def event_value(i: int, rng: random.Random) -> bytes:
-    """A JSON event of about 300 bytes."""
-    event = {
+def event(i: int, rng: random.Random) -> dict[str, Any]:
+    """The ``i``-th event's fields (``rng`` in the backlog's order gives the same events every time)."""
+    return {
         "event_id": f"{i:012d}",
         "user_id": f"user-{rng.randrange(100_000):06d}",
         "session": f"{rng.getrandbits(64):016x}",
@@ -28,26 +30,45 @@ def event_value(i: int, rng: random.Random) -> bytes:
         "ua": "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/131.0",
         "ts": 1_790_000_000_000 + i,
     }
-    return json.dumps(event, separators=(",", ":")).encode()
 
 
-def ensure_backlog(bootstrap: str, topic: str, events: int, partitions: int) -> None:
-    """Produce the backlog unless the topic already holds exactly it."""
+def event_value(i: int, rng: random.Random) -> bytes:
+    """A JSON event of about 300 bytes."""
+    return _json(event(i, rng))
+
+
+def ensure_backlog(
+    bootstrap: str,
+    topic: str,
+    events: int,
+    partitions: int,
+    encode: Callable[[dict[str, Any]], bytes] | None = None,
+) -> None:
+    """Produce the backlog unless the topic already holds exactly it.
+
+    ``encode``: each event's value (default: its JSON, :func:`event_value`); the events are the same
+    whatever the encoding, so two backlogs of one size hold the same data."""
     producer.create_topic(bootstrap, topic, partitions)
     held = sum(end_offsets({"bootstrap.servers": bootstrap}, topic).values())
     if held not in (0, events):
         raise RuntimeError(f"topic {topic} holds {held} records, not 0 or {events}: remove .bench/ and rerun")
     rng = random.Random(42)
+    if encode is None:
+        encode = _json
     if held == 0:
         started = time.monotonic()
         chunk = 200_000
         for start in range(0, events, chunk):
             records = [
-                producer.Record(f"user-{i % 100_000}".encode(), event_value(i, rng))
+                producer.Record(f"user-{i % 100_000}".encode(), encode(event(i, rng)))
                 for i in range(start, min(events, start + chunk))
             ]
             producer.produce(bootstrap, topic, records)
         print(f"produced {events:,} events in {time.monotonic() - started:.1f}s", flush=True)
+
+
+def _json(fields: dict[str, Any]) -> bytes:
+    return json.dumps(fields, separators=(",", ":")).encode()
 
 
 def raw_read(bootstrap: str, topic: str) -> RawRead:
