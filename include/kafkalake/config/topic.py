@@ -36,6 +36,11 @@ REGISTRY_FORMATS = ("avro",)
 #: JSON in the registry's frame (Confluent's JSON Schema serializer): the frame is stripped and the
 #: JSON read as plain JSON's (inferred schema); the schema ids are not looked up.
 FRAMED_JSON_FORMATS = ("json_schema",)
+#: How a topic's keys are written, when a schema registry's serializer frames them too (``key_format``):
+#: each key's frame (or its ``__key_schema_id`` header) is checked, an Avro key is decoded with its
+#: writer schema, and the latest table is keyed by the key's payload, the frame left out
+#: (docs/registry.md).
+KEY_FORMATS = ("avro", "json_schema")
 
 
 @dataclass(frozen=True)
@@ -85,6 +90,8 @@ class TopicConfig:
     format: str = "json"
     #: Airflow connection of the schema registry (URL, basic auth) for :data:`REGISTRY_FORMATS`.
     registry_conn_id: str | None = None
+    #: :data:`KEY_FORMATS`, or None: the keys are opaque bytes.
+    key_format: str | None = None
     maintenance: MaintenanceConfig = field(default_factory=MaintenanceConfig)
     #: Every Spark task of the topic's DAG (ingest, schema refresh, registration, table care) is
     #: killed after this long (Airflow's execution_timeout) and retried: a hung job never holds the
@@ -104,6 +111,11 @@ class TopicConfig:
     def registry_subject(self) -> str:
         """The registry subject of the values (Confluent's default TopicNameStrategy)."""
         return f"{self.name}-value"
+
+    @property
+    def registry_key_subject(self) -> str:
+        """The registry subject of the keys (TopicNameStrategy)."""
+        return f"{self.name}-key"
 
     @property
     def registry_schema_dir(self) -> str:

@@ -30,6 +30,7 @@ from kafkalake.config.schedule import run_interval
 from kafkalake.config.spark_credentials import CREDENTIAL_ADVICE, credential_settings
 from kafkalake.config.topic import (
     FRAMED_JSON_FORMATS,
+    KEY_FORMATS,
     MAX_OFFSETS_BRONZE_ONLY,
     MAX_OFFSETS_PARSED,
     REGISTRY_FORMATS,
@@ -79,6 +80,7 @@ TOPIC_FIELDS = {
     "storage_conn_id",
     "format",
     "registry_conn_id",
+    "key_format",
     "maintenance",
     "spark_task_timeout",
     "topics",
@@ -238,6 +240,7 @@ def validate_topic(file: Path, index: int, entry: Mapping[str, Any], lake_root: 
     if storage_conn is not None and (not isinstance(storage_conn, str) or not storage_conn):
         raise fail("storage_conn_id", "must be the id of an Airflow connection of type aws, or left out")
     value_format, registry_conn = _format(entry, parsed, fail)
+    key_format = _key_format(entry, value_format, fail)
 
     return TopicConfig(
         name=name,
@@ -259,6 +262,7 @@ def validate_topic(file: Path, index: int, entry: Mapping[str, Any], lake_root: 
         storage_conn_id=storage_conn,
         format=value_format,
         registry_conn_id=registry_conn,
+        key_format=key_format,
         maintenance=parse_maintenance(file, name, entry.get("maintenance"), parsed),
         spark_task_timeout=task_timeout,
     )
@@ -341,6 +345,31 @@ def _format(
             f"{', '.join(REGISTRY_FORMATS)}, or leave it out",
         )
     return str(value_format), registry_conn
+
+
+def _key_format(
+    entry: Mapping[str, Any], value_format: str, fail: Callable[[str, str], CatalogError]
+) -> str | None:
+    """The keys' registry format, if they are framed: only beside a registry format of the values
+    (an Avro key's schemas are asked of the values' registry)."""
+    key_format = entry.get("key_format")
+    if key_format is None:
+        return None
+    if key_format not in KEY_FORMATS:
+        raise fail("key_format", f"must be one of {', '.join(KEY_FORMATS)}, or left out, not {key_format!r}")
+    if key_format in REGISTRY_FORMATS and value_format not in REGISTRY_FORMATS:
+        raise fail(
+            "key_format",
+            f"{key_format} keys are decoded with the registry's schemas: the values' format must be "
+            f"one of {', '.join(REGISTRY_FORMATS)} (its registry_conn_id is the keys' registry too)",
+        )
+    if value_format not in (*REGISTRY_FORMATS, *FRAMED_JSON_FORMATS):
+        raise fail(
+            "key_format",
+            f"does nothing with format {value_format}: registry-framed keys are read beside a registry "
+            f"format's values ({', '.join((*REGISTRY_FORMATS, *FRAMED_JSON_FORMATS))})",
+        )
+    return str(key_format)
 
 
 def _conf_value(value: Any) -> str:

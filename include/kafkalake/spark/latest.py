@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from kafkalake.lake.checkpoint_lock import fence
-from kafkalake.spark import parse_columns
+from kafkalake.spark import parse_columns, registry_keys
 from kafkalake.spark.table_settings import as_nullable, quote_identifier
 
 if TYPE_CHECKING:
@@ -208,6 +208,9 @@ def settle_after_run(spark: SparkSession, topic: TopicConfig, run_started: datet
     if not DeltaTable.isDeltaTable(spark, topic.latest_path):
         return
     landed = spark.read.format("delta").load(topic.path).where(F.col("ingested_at") >= F.lit(run_started))
+    if topic.key_format is not None:
+        # The latest table is keyed by the framed keys' payloads (registry_keys).
+        landed = landed.withColumn("key", registry_keys.key_payload(F.col("key"), F.col("headers")))
     delete_by_tombstones(spark, landed, topic.latest_path)
 
 

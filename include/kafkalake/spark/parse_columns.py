@@ -294,8 +294,10 @@ def parse_batch(bronze: DataFrame, schema: Schema, config: ParsedConfig) -> Data
         .when(F.octet_length(VALUE) > config.max_value_bytes, F.lit("oversize"))
     )
     if config.framed:
-        reason = reason.when(~wire_format.framed(F.col(VALUE)), F.lit("bad_magic_byte")).when(
-            F.octet_length(VALUE) == wire_format.FRAME_BYTES, F.lit("empty_value")
+        id_header = _value_id_header(F.col(KAFKA_COLUMN)["headers"])
+        carried = wire_format.carried_schema_id(F.col(VALUE), id_header)
+        reason = reason.when(carried.isNull(), F.lit("bad_magic_byte")).when(
+            F.octet_length(wire_format.carried_payload(F.col(VALUE), id_header)) == 0, F.lit("empty_value")
         )
     reason = (
         # Present, not empty, not over the limit: no text now means not UTF-8 (_text), which
@@ -317,7 +319,8 @@ def parse_batch(bronze: DataFrame, schema: Schema, config: ParsedConfig) -> Data
         ),
     )
     if config.framed:
-        detail = detail.when(F.octet_length(VALUE) > 0, wire_format.frame_problem(F.col(VALUE)))
+        problem = wire_format.carried_problem(F.col(VALUE), id_header, wire_format.VALUE_SCHEMA_ID_HEADER)
+        detail = detail.when(F.octet_length(VALUE) > 0, problem)
     detail = detail.when(
         F.col(TEXT).isNotNull() & trailing,
         F.lit("text after the JSON object (two JSON documents in one message?)"),
@@ -574,7 +577,7 @@ def _text(config: ParsedConfig) -> Column:
     text = F.col("value")
     if config.framed:
         # The JSON after the registry's frame; a value not framed so has none.
-        text = wire_format.payload(text)
+        text = wire_format.carried_payload(text, _value_id_header(F.col("headers")))
         fits = fits & (F.octet_length(text) > 0)
     # Only values that can be parsed are parsed: no JSON parser ever runs on an oversize value.
     return F.when(fits, utf8_text(text))
@@ -593,6 +596,11 @@ def sample_texts(bronze: DataFrame, config: ParsedConfig) -> DataFrame:
     return texts.where(F.col("json").isNotNull()).limit(config.sample_rows)
 
 
+def _value_id_header(headers: Column) -> Column:
+    """The ``__value_schema_id`` header: a framed JSON value's schema id may travel there instead."""
+    return wire_format.header(headers, wire_format.VALUE_SCHEMA_ID_HEADER)
+
+
 def valid_json_texts(
     frame: DataFrame, limit: int, only_rescued: bool = False, framed: bool = False
 ) -> DataFrame:
@@ -604,7 +612,8 @@ def valid_json_texts(
     rows = frame.where(F.col(REASON).isNull())
     if only_rescued:
         rows = rows.where(F.col(RESCUED_COLUMN).isNotNull())
-    value = wire_format.payload(F.col(VALUE)) if framed else F.col(VALUE)
+    id_header = _value_id_header(F.col(KAFKA_COLUMN)["headers"])
+    value = wire_format.carried_payload(F.col(VALUE), id_header) if framed else F.col(VALUE)
     return rows.select(value.cast("string").alias("json")).limit(limit)
 
 

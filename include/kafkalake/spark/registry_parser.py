@@ -39,8 +39,9 @@ from kafkalake.config.topic import TopicConfig
 from kafkalake.core.errors import SchemaRejectedError, UnusableSchemaError
 from kafkalake.kafka.schema_registry import RegisteredSchema, RegistryClient, WriterSchemas
 from kafkalake.lake.schema_algebra import Schema, merge
-from kafkalake.spark import parse_columns, wire_format
+from kafkalake.spark import parse_columns, registry_keys, wire_format
 from kafkalake.spark.parse_columns import DETAIL, KAFKA_COLUMN, REASON, VALUE
+from kafkalake.spark.registry_keys import DECODED_MARK, with_decoded_mark
 from kafkalake.spark.topic_parser import RunStats, TopicParser
 
 if TYPE_CHECKING:
@@ -51,17 +52,6 @@ log = logging.getLogger(__name__)
 #: Working column: the writer schema's id from the frame; null where the value is not framed.
 SCHEMA_ID = "_kafka_schema_id"
 _DECODED = "_kafka_decoded"
-#: The field added to the reader schema: true on every record Avro decoded (see the module's doc).
-DECODED_MARK = "__kafkalake_decoded"
-
-
-def with_decoded_mark(avro_schema: str) -> str:
-    """The reader schema with :data:`DECODED_MARK` added (a record schema's JSON)."""
-    record = json.loads(avro_schema)
-    if not isinstance(record, dict) or record.get("type") != "record":
-        return avro_schema  # refused where its Spark type is taken (AvroTopicParser._spark_type)
-    mark = {"name": DECODED_MARK, "type": "boolean", "default": True}
-    return json.dumps({**record, "fields": [*record["fields"], mark]})
 
 
 def topic_parser(spark: SparkSession, topic: TopicConfig, stats: RunStats | None = None) -> TopicParser:
@@ -72,11 +62,13 @@ def topic_parser(spark: SparkSession, topic: TopicConfig, stats: RunStats | None
 
 
 def schema_ids(bronze: DataFrame) -> list[int]:
-    """The distinct schema ids of a batch's values, read on the driver."""
+    """The distinct schema ids of a batch's values (from the frame, or the ``__value_schema_id``
+    header), read on the driver."""
     from pyspark.sql import functions as F
 
+    id_header = wire_format.header(F.col("headers"), wire_format.VALUE_SCHEMA_ID_HEADER)
     ids = (
-        bronze.select(wire_format.schema_id(F.col("value")).alias("id"))
+        bronze.select(wire_format.carried_schema_id(F.col("value"), id_header).alias("id"))
         .where(F.col("id").isNotNull())
         .distinct()
     )
@@ -152,9 +144,10 @@ def parse_registry_batch(
     size = F.octet_length(value)
     # Values over the limit are never decoded, as no JSON parser runs on them.
     fits = value.isNotNull() & (size > 0) & (size <= config.max_value_bytes)
-    frame = frame.withColumn(SCHEMA_ID, F.when(fits, wire_format.schema_id(value)))
+    id_header = wire_format.header(F.col(KAFKA_COLUMN)["headers"], wire_format.VALUE_SCHEMA_ID_HEADER)
+    frame = frame.withColumn(SCHEMA_ID, F.when(fits, wire_format.carried_schema_id(value, id_header)))
     sid = F.col(SCHEMA_ID)
-    payload = wire_format.payload(value)
+    payload = wire_format.carried_payload(value, id_header)
     options = {"avroSchema": with_decoded_mark(reader.schema), "mode": "PERMISSIVE"}
     known = sorted(i for i, writer in writers.items() if writer is not None)
     decoded: Any = None
@@ -186,7 +179,10 @@ def parse_registry_batch(
             size > config.max_value_bytes,
             F.format_string(f"value is %d bytes, over max_value_bytes {config.max_value_bytes}", size),
         )
-        .when(value.isNotNull() & (size > 0) & ~framed, wire_format.frame_problem(value))
+        .when(
+            value.isNotNull() & (size > 0) & ~framed,
+            wire_format.carried_problem(value, id_header, wire_format.VALUE_SCHEMA_ID_HEADER),
+        )
         .when(framed & ~is_known, F.format_string("schema id %d is not in the registry", sid))
         .when(
             framed & undecoded,
@@ -245,6 +241,9 @@ class AvroTopicParser(TopicParser):
         super().__init__(spark, topic, stats)
         self.writer_schemas = WriterSchemas(topic.registry_schema_dir)
         self._writers: dict[int, RegisteredSchema | None] = {}
+        #: The writer schemas of the keys' ids (``key_format: avro``): ids are the registry's, one
+        #: space for keys and values, kept in the same place.
+        self._key_writers: dict[int, RegisteredSchema | None] = {}
         self._reader: RegisteredSchema | None = None
         self._reader_type: Schema | None = None
 
@@ -254,6 +253,10 @@ class AvroTopicParser(TopicParser):
 
     def ensure_schema(self, bronze: DataFrame, source: str) -> None:
         """The batch's writer schemas and the topic's reader schema; the table's schema follows it."""
+        if self.topic.key_format == "avro":
+            for i in registry_keys.schema_ids_of_keys(bronze):
+                if i not in self._key_writers:
+                    self._key_writers[i] = self.writer_schemas.get(i)
         ids = schema_ids(bronze)
         new = [i for i in ids if i not in self._writers]
         if self._reader is None or new:
@@ -345,4 +348,6 @@ class AvroTopicParser(TopicParser):
         frame = parse_registry_batch(
             bronze, self.schema, self._reader, self._reader_type, self._writers, self.config
         )
+        if self.topic.key_format is not None:
+            frame = registry_keys.checked_keys(frame, self.topic.key_format, self._key_writers)
         return parse_columns.with_expectations(frame, self.config.expectations)

@@ -37,7 +37,7 @@ from kafkalake.core import durations, kill_points
 from kafkalake.core.errors import BadConfigError, IngestUnfinishedError, Kind, failure
 from kafkalake.lake.checkpoint import read_checkpoint
 from kafkalake.lake.checkpoint_lock import checkpoint_lock, fence
-from kafkalake.spark import parse_columns
+from kafkalake.spark import parse_columns, registry_keys
 from kafkalake.spark.debezium import rebuild_current
 from kafkalake.spark.latest import rebuild_latest
 from kafkalake.spark.registry_parser import topic_parser
@@ -424,6 +424,11 @@ def _rebuild_latest(spark: SparkSession, topic: TopicConfig, parser: TopicParser
         tombstones = parse_columns.parse_batch(
             bronze.where(F.col("value").isNull()), parser.schema, topic.parsed
         )
+        if topic.key_format is not None:
+            # Keyed as the stream keys them: by the framed keys' payloads (registry_keys).
+            kafka = F.col(parse_columns.KAFKA_COLUMN)
+            payload = registry_keys.key_payload(kafka["key"], kafka["headers"])
+            tombstones = tombstones.withColumn(parse_columns.KAFKA_COLUMN, kafka.withField("key", payload))
         rows = rows.unionByName(
             tombstones.select(parse_columns.KAFKA_COLUMN, parse_columns.REASON), allowMissingColumns=True
         )

@@ -21,7 +21,7 @@ from kafkalake.core.errors import ExpectationFailedError, SchemaRejectedError
 from kafkalake.core.run_metrics import JobMetrics
 from kafkalake.lake.schema_algebra import RESCUED_COLUMN, Schema, merge, repaired, schema_problems
 from kafkalake.lake.schema_history import SchemaHistory
-from kafkalake.spark import debezium, parse_columns
+from kafkalake.spark import debezium, parse_columns, registry_keys
 from kafkalake.spark.batch_cache import cached
 
 if TYPE_CHECKING:
@@ -285,6 +285,9 @@ class TopicParser:
         """:func:`parse_columns.parse_batch` with the expectations marked: what both paths write."""
         assert self.schema is not None
         frame = parse_columns.parse_batch(bronze, self.schema, self.config)
+        if self.topic.key_format is not None:
+            # A JSON Schema value's keys (an Avro key needs the registry: registry_parser's parser).
+            frame = registry_keys.checked_keys(frame, self.topic.key_format)
         return parse_columns.with_expectations(frame, self.config.expectations)
 
     def _parse(self, bronze: DataFrame) -> DataFrame:

@@ -51,3 +51,64 @@ def frame_problem(value: Column) -> Column:
             F.lower(F.hex(F.substring(value, 1, 1))),
         ),
     )
+
+
+#: The record headers Confluent's newer serializers carry the schema id in (``schema.id.serializer``
+#: = ``header_schema_id_serializer``), the key or value then unframed.
+VALUE_SCHEMA_ID_HEADER = "__value_schema_id"
+KEY_SCHEMA_ID_HEADER = "__key_schema_id"
+
+
+def header(headers: Column, name: str) -> Column:
+    """The first value of the record header ``name``; null when the record has none."""
+    from pyspark.sql import functions as F
+
+    return F.get(F.filter(headers, lambda h: h["key"] == name), 0)["value"]
+
+
+def _header_id(id_header: Column) -> Column:
+    """The schema id a header holds: the magic byte 0 and the id, 5 bytes; null otherwise. (Confluent's
+    serializers write the magic byte 1 and a 16-byte GUID there, which is not an id: see
+    :func:`header_problem`.)"""
+    from pyspark.sql import functions as F
+
+    exact = (F.octet_length(id_header) == FRAME_BYTES) & (F.hex(F.substring(id_header, 1, 1)) == "00")
+    return F.when(exact, F.conv(F.hex(F.substring(id_header, 2, 4)), 16, 10).cast("long"))
+
+
+def carried_schema_id(value: Column, id_header: Column) -> Column:
+    """The schema id from the header when the record has one, else from the value's frame."""
+    from pyspark.sql import functions as F
+
+    return F.when(id_header.isNotNull(), _header_id(id_header)).otherwise(schema_id(value))
+
+
+def carried_payload(value: Column, id_header: Column) -> Column:
+    """The whole value when the header has the schema id, else what follows the frame."""
+    from pyspark.sql import functions as F
+
+    return F.when(id_header.isNotNull(), value).otherwise(payload(value))
+
+
+def carried_problem(value: Column, id_header: Column, name: str) -> Column:
+    """Why a record names no schema id (a dead letter's detail); null where it names one."""
+    from pyspark.sql import functions as F
+
+    magic = F.lower(F.hex(F.substring(id_header, 1, 1)))
+    header_problem = F.when(
+        _header_id(id_header).isNull(),
+        F.when(
+            magic == "01",
+            F.lit(
+                f"header {name} holds a schema GUID (magic byte 0x01): only schema ids (magic byte 0x00, "
+                "4 bytes) are looked up"
+            ),
+        ).otherwise(
+            F.format_string(
+                f"header {name} of %d bytes starting 0x%s is not a schema id (magic byte 0x00, 4 bytes)",
+                F.octet_length(id_header),
+                magic,
+            )
+        ),
+    )
+    return F.when(id_header.isNotNull(), header_problem).otherwise(frame_problem(value))

@@ -447,6 +447,20 @@ def test_a_registry_format_takes_its_registry_connection(tmp_path, lake_root):
     plain = load_catalog(_one_topic(tmp_path, ""), lake_root).topic("orders")
     assert not plain.parsed.framed
     assert (plain.format, plain.registry_conn_id, plain.uses_registry) == ("json", None, False)
+    assert plain.key_format is None
+
+
+@pytest.mark.parametrize(
+    ("extra", "key_format"),
+    [
+        ("    format: avro\n    registry_conn_id: s\n    key_format: avro\n", "avro"),
+        ("    format: avro\n    registry_conn_id: s\n    key_format: json_schema\n", "json_schema"),
+        ("    format: json_schema\n    key_format: json_schema\n", "json_schema"),
+    ],
+)
+def test_framed_keys_go_beside_a_registry_format(tmp_path, lake_root, extra, key_format):
+    topic = load_catalog(_one_topic(tmp_path, extra), lake_root).topic("orders")
+    assert (topic.key_format, topic.registry_key_subject) == (key_format, "orders-key")
 
 
 @pytest.mark.parametrize(
@@ -466,6 +480,13 @@ def test_a_registry_format_takes_its_registry_connection(tmp_path, lake_root):
             "parsed.schema",
             "the registry's schema is the table's",
         ),
+        (
+            "    format: avro\n    registry_conn_id: s\n    key_format: string\n",
+            "key_format",
+            "must be one of",
+        ),
+        ("    format: json_schema\n    key_format: avro\n", "key_format", "must be one of avro"),
+        ("    key_format: json_schema\n", "key_format", "does nothing with format json"),
     ],
 )
 def test_a_bad_format_or_registry_connection_names_its_field(tmp_path, lake_root, extra, field, says):
