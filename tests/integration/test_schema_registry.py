@@ -23,7 +23,7 @@ import fastavro
 import pytest
 from confluent_kafka.schema_registry import _KEY_SCHEMA_ID as KEY_SCHEMA_ID
 from confluent_kafka.schema_registry import _VALUE_SCHEMA_ID as VALUE_SCHEMA_ID
-from confluent_kafka.schema_registry import SchemaRegistryClient
+from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroSerializer
 from confluent_kafka.schema_registry.json_schema import JSONSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
@@ -494,3 +494,71 @@ def test_json_schema_keys_key_the_latest_table_by_their_payload(spark, kafka, re
     (dead,) = read_rows(Path(topic.dead_letter_path))
     assert (dead["reason"], dead["key"]) == ("bad_magic_byte", unframed.key)
     assert dead["detail"].startswith("key: first byte 0x7b is not the magic byte")
+
+
+def test_registry_stopped_mid_run_parks_the_parsed_side_then_it_catches_up(
+    spark, kafka, tmp_path, monkeypatch
+):
+    """The registry process stopped after the run's first batch: bronze lands every batch, the
+    parsed side parks; restarted, the next run catches the parsed table up, nothing twice."""
+    from kafkalake.core import kill_points
+
+    # A registry of its own: in memory, so restarted it gets the schemas registered again, in the
+    # same order, and gives them the same ids (a registry with storage keeps them).
+    own = LocalRegistry(tmp_path / "registry").start()
+    name = "it-avro-stopped"
+    producer.create_topic(kafka.bootstrap_servers, name, partitions=1)
+    topic = replace(
+        make_topic(tmp_path, name, ParsedConfig(), max_offsets=3),
+        format="avro",
+        registry_conn_id="it_registry",
+    )
+    first = [order(i) for i in range(1, 4)]
+    later = [order(i, channel="app") for i in range(4, 10)]
+    records = serialized(own.url, name, ORDER_V1, first) + serialized(own.url, name, ORDER_V2, later)
+    ids = sorted({struct.unpack(">I", (r.value or b"")[1:5])[0] for r in records})
+    producer.produce(kafka.bootstrap_servers, name, records)
+
+    real_reached = kill_points.reached
+
+    def stop_after_the_first_batch(point: str) -> None:
+        if point == "ingest:after_parsed_commits" and own.running_pid() is not None:
+            own.stop()
+        real_reached(point)
+
+    monkeypatch.setattr(kill_points, "reached", stop_after_the_first_batch)
+    previous = schema_registry.current()
+    schema_registry.use(schema_registry.RegistrySettings(url=own.url, conn_id="it_registry"))
+    try:
+        with pytest.raises(RegistryUnreachableError):
+            run(spark, topic, kafka.bootstrap_servers)
+        assert own.running_pid() is None, "the registry was stopped mid-run"
+        # Bronze is current (three batches); the parsed side holds the first batch and waits.
+        assert_exactly_once(read_rows(Path(topic.path)), name, kafka.bootstrap_servers)
+        assert sorted(r["id"] for r in read_rows(Path(topic.parsed_path))) == [1, 2, 3]
+        backlog = parsed_backlog.read(topic)
+        assert backlog is not None and backlog.kind == "registry_unreachable"
+
+        own.start()
+        again = [
+            SchemaRegistryClient({"url": own.url}).register_schema(
+                f"{name}-value", Schema(json.dumps(s), "AVRO")
+            )
+            for s in (ORDER_V1, ORDER_V2)
+        ]
+        assert sorted(again) == ids
+        own_settings = schema_registry.RegistrySettings(url=own.url, conn_id="it_registry")
+        schema_registry.use(own_settings)
+        run(spark, topic, kafka.bootstrap_servers)
+    finally:
+        schema_registry.use(previous)
+        own.stop()
+
+    rows = read_rows(Path(topic.parsed_path))
+    assert_exactly_once([r["_kafka"] for r in rows], name, kafka.bootstrap_servers)
+    assert sorted((as_produced(r) for r in rows), key=lambda r: r["id"]) == [
+        # v2 was the latest version from the first batch on: v1's records take its default.
+        *({**o, "channel": "web"} for o in first),
+        *later,
+    ]
+    assert parsed_backlog.read(topic) is None
