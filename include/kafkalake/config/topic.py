@@ -178,6 +178,12 @@ class TopicConfig:
         return f"{self.path.rstrip('/')}/_kafkalake/gaps"
 
     @property
+    def history_path(self) -> str:
+        """The Delta table of the entry's runs (:mod:`kafkalake.lake.run_history`), one for a family
+        too: with bronze, so it moves with the table it describes."""
+        return f"{self.path.rstrip('/')}/_kafkalake/runs"
+
+    @property
     def parsed_path(self) -> str:
         return self.parsed_location or beside(self.path, self.parsed.database, self.parsed.table)
 
