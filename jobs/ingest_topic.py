@@ -30,6 +30,7 @@ import logging
 import os
 import sys
 import time
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -57,7 +58,7 @@ from kafkalake.spark import reingest as landing_gaps
 from kafkalake.spark.follow_ups import run_follow_ups
 from kafkalake.spark.ingest_run import IngestRun
 from kafkalake.spark.job_args import LOG_FORMAT, report
-from kafkalake.spark.job_session import job_session
+from kafkalake.spark.job_session import driver_peak_memory_bytes, job_session
 
 log = logging.getLogger("kafkalake.ingest")
 
@@ -139,7 +140,8 @@ def write_metrics(run: IngestRun, follow_ups: dict[str, str]) -> None:
     """Hand what the run landed to the Airflow task, in the file it named (if it named one)."""
     path = os.environ.get(ENV_METRICS_FILE)
     if path:
-        Path(path).write_text(run.metrics(follow_ups).to_json())
+        metrics = replace(run.metrics(follow_ups), driver_peak_memory_bytes=driver_peak_memory_bytes())
+        Path(path).write_text(metrics.to_json())
 
 
 if __name__ == "__main__":

@@ -219,6 +219,7 @@ def dag_for(topic: TopicConfig, catalog: Catalog, lake: Any) -> DAG:
                 "table_path": topic.path,
                 "storage_conn_id": topic.storage_conn_id,
                 "family": family_kwargs(topic),
+                "sla_seconds": topic.freshness_sla.total_seconds(),
             },
             execution_timeout=timedelta(minutes=5),
             # Skip only `ingest` (and what needs it): table maintenance still gets its due check.

@@ -37,12 +37,21 @@ log = logging.getLogger(__name__)
 TIMESTAMP_COLUMN = "kafka_timestamp"
 
 
+#: Kafka's (earliest, end) offsets per topic and partition, as the lag was measured from.
+Marks = dict[str, dict[int, tuple[int, int]]]
+
+
 def lag_now(client_config: Mapping[str, str], topic: TopicConfig) -> PartitionLag | None:
     """Records Kafka holds that the table does not, per partition; None when Kafka does not answer.
 
     A metric must never fail a run that landed its data: an unanswered question is logged and the
     lag reported as unknown.
     """
+    return lag_and_marks(client_config, topic)[0]
+
+
+def lag_and_marks(client_config: Mapping[str, str], topic: TopicConfig) -> tuple[PartitionLag | None, Marks]:
+    """:func:`lag_now`, and the watermarks it was measured from ({} when Kafka did not answer)."""
     from confluent_kafka import KafkaException
 
     if topic.is_family:
@@ -51,26 +60,30 @@ def lag_now(client_config: Mapping[str, str], topic: TopicConfig) -> PartitionLa
         marks = offsets.watermarks(client_config, topic.name)
     except (KafkaException, KafkalakeError) as err:
         log.warning("topic %s: lag unknown, Kafka's offsets could not be read: %s", topic.name, err)
-        return None
+        return None, {}
     try:
         checkpoint = read_checkpoint(topic.checkpoint_path, topic.name)
     except ValueError as err:  # corrupt: the job rebuilds it from the table
         log.warning("topic %s: lag unknown, the checkpoint cannot be read: %s", topic.name, err)
-        return None
-    return lag_of(marks, checkpoint, topic)
+        return None, {topic.name: marks}
+    return lag_of(marks, checkpoint, topic), {topic.name: marks}
 
 
-def _family_lag_now(client_config: Mapping[str, str], topic: TopicConfig) -> PartitionLag | None:
-    """:func:`lag_now` of a family: every member Kafka has, summed per partition number."""
+def _family_lag_now(
+    client_config: Mapping[str, str], topic: TopicConfig
+) -> tuple[PartitionLag | None, Marks]:
+    """:func:`lag_and_marks` of a family: every member Kafka has, summed per partition number."""
     from confluent_kafka import KafkaException
 
+    every: Marks = {}
     try:
         state = read_family_checkpoint(topic.checkpoint_path)
         present = resolve_members(
             topic.members, topic.topic_pattern, offsets.topic_names(client_config)
         ).present
         per_member: dict[str, dict[int, int]] = {}
-        for member, marks in offsets.family_watermarks(client_config, present).items():
+        every = offsets.family_watermarks(client_config, present)
+        for member, marks in every.items():
             committed = state.committed.get(member) if state is not None else None
             per_member[member] = partition_lag(
                 {p: high for p, (_low, high) in marks.items()},
@@ -80,8 +93,8 @@ def _family_lag_now(client_config: Mapping[str, str], topic: TopicConfig) -> Par
             )
     except (KafkaException, KafkalakeError, ValueError) as err:
         log.warning("%s: lag unknown: %s", topic.name, err)
-        return None
-    return family_lag(per_member)
+        return None, every
+    return family_lag(per_member), every
 
 
 def lag_of(

@@ -21,7 +21,7 @@ from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOpe
 from airflow.sdk import BaseHook
 from airflow.sdk.exceptions import AirflowException, AirflowNotFoundException, AirflowSkipException
 
-from kafkalake.airflow import run_metrics_emit, sla_alerts
+from kafkalake.airflow import run_history_emit, run_metrics_emit, sla_alerts
 from kafkalake.airflow.connections import (
     kafka_config_for,
     mask_secrets,
@@ -34,7 +34,7 @@ from kafkalake.airflow.pools import SPARK_POOL
 from kafkalake.config.catalog import load_topic
 from kafkalake.config.family import resolve_members
 from kafkalake.config.tables import topic_tables
-from kafkalake.config.topic import TopicConfig, parsed_backlog_file
+from kafkalake.config.topic import TopicConfig, history_path, parsed_backlog_file
 from kafkalake.core import errors as failures
 from kafkalake.core import job_failures, run_metrics
 from kafkalake.core.run_mode import Mode, RunMode, run_mode
@@ -67,6 +67,7 @@ def check_new_offsets(
     ti: Any = None,
     storage_conn_id: str | None = None,
     family: Mapping[str, Any] | None = None,
+    sla_seconds: float | None = None,
 ) -> bool:
     """ShortCircuit callable: true when the ingest job has work to do.
 
@@ -79,7 +80,9 @@ def check_new_offsets(
     run never ingests; a confirmed re-ingest checks its window here, without a JVM
     (:mod:`kafkalake.core.run_mode`). ``dag_run``, ``params`` and ``ti`` come from the task's context.
     An idle run publishes its run metrics here (lag 0, the age of the table's newest record), since
-    no ingest task will: a topic whose producers stopped shows a growing age, not a gap.
+    no ingest task will: a topic whose producers stopped shows a growing age, not a gap. It also
+    writes the run's row in the run history when the run ends here (idle, or failed: with
+    ``table_path`` and ``sla_seconds``); when the ingest runs, that task writes it.
     """
     if ti is not None:
         # First, before anything can fail: a run that fails fast is the one it is for.
@@ -90,20 +93,37 @@ def check_new_offsets(
     if mode.mode is Mode.BACKFILL:
         return False
     use_storage(topic_name, table_path or checkpoint, storage_conn_id)
-    if family is not None:
-        with store_refusal_kinds.named(topic_name, storage_conn_id):
-            if mode.mode is Mode.REINGEST:
-                assert mode.reingest_from is not None
-                return _family_reingest_windows(
-                    topic_name, checkpoint, kafka_config_for(kafka_conn_id), mode.reingest_from
-                )
-            return _family_has_new_offsets(
-                topic_name, checkpoint, kafka_conn_id, family, table_path, ti, fail_on_data_loss
+    with (
+        run_history_emit.recorded(
+            None,
+            "reingest" if mode.mode is Mode.REINGEST else "ingest",
+            ti,
+            name=topic_name,
+            history_path=history_path(table_path) if table_path and sla_seconds is not None else "",
+            sla_seconds=sla_seconds,
+        ) as history,
+        store_refusal_kinds.named(topic_name, storage_conn_id),
+    ):
+        if family is not None and mode.mode is Mode.REINGEST:
+            assert mode.reingest_from is not None
+            run = _family_reingest_windows(
+                topic_name, checkpoint, kafka_config_for(kafka_conn_id), mode.reingest_from
             )
-    with store_refusal_kinds.named(topic_name, storage_conn_id):
-        return _has_new_offsets(
-            topic_name, checkpoint, kafka_conn_id, fail_on_data_loss, mode, table_path, ti
-        )
+        elif family is not None:
+            run = _family_has_new_offsets(
+                topic_name, checkpoint, kafka_conn_id, family, table_path, ti, history, fail_on_data_loss
+            )
+        else:
+            run = _has_new_offsets(
+                topic_name, checkpoint, kafka_conn_id, fail_on_data_loss, mode, table_path, ti, history
+            )
+        # The ingest task writes the row of a run that goes on.
+        history.skip = run
+        if not run:
+            history.outcome = "idle"
+            if mode.mode is not Mode.REINGEST:
+                history.kind = "idle"
+        return run
 
 
 def _has_new_offsets(
@@ -114,6 +134,7 @@ def _has_new_offsets(
     mode: RunMode,
     table_path: str | None,
     ti: Any,
+    history: run_history_emit.Recorder,
 ) -> bool:
     config = kafka_config_for(kafka_conn_id)
     if mode.mode is Mode.REINGEST:
@@ -166,9 +187,9 @@ def _has_new_offsets(
     if not decision.run:
         log.info("skipping the Spark job: the table already holds every offset Kafka has")
         newest = run_metrics_emit.table_newest_timestamp_ms(table_path) if table_path else None
-        run_metrics_emit.publish(
-            run_metrics.idle_metrics(topic_name, dict(decision.lag), newest, datetime.now(UTC)), ti
-        )
+        idle = run_metrics.idle_metrics(topic_name, dict(decision.lag), newest, datetime.now(UTC))
+        run_metrics_emit.publish(idle, ti)
+        history.metrics(idle)
     return decision.run
 
 
@@ -189,6 +210,7 @@ def _family_has_new_offsets(
     family: Mapping[str, Any],
     table_path: str | None,
     ti: Any,
+    history: run_history_emit.Recorder,
     fail_on_data_loss: bool = True,
 ) -> bool:
     """The pre-flight of a family: its members as Kafka has them now, each checked as a single
@@ -251,6 +273,7 @@ def _family_has_new_offsets(
         newest = run_metrics_emit.table_newest_timestamp_ms(table_path) if table_path else None
         idle = run_metrics.idle_metrics(name, lag, newest, datetime.now(UTC))
         run_metrics_emit.publish(replace(idle, new_members=[], missing_members=list(members.missing)), ti)
+        history.metrics(idle)
     return decision.run
 
 
@@ -388,12 +411,20 @@ class IngestOperator(TopicSparkSubmitOperator):
         super().__init__(job="ingest_topic.py", topic=topic, **kwargs)
         self.kafka_conn_id = kafka_conn_id
         self.topic: TopicConfig = topic
+        #: The parsed tables were behind bronze as the run started: it catches them up.
+        self._catching_up = False
 
     def execute(self, context: Any) -> None:
         mode = current_mode(context.get("dag_run"), context.get("params"))
         if mode.mode is Mode.BACKFILL:
             # Also when someone clears this task of a backfill run by hand.
             raise AirflowSkipException(mode.note)
+        kind = "reingest" if mode.mode is Mode.REINGEST else "ingest"
+        self._catching_up = False
+        with run_history_emit.recorded(self.topic, kind, context.get("ti")) as history:
+            self._ingest(context, mode, history)
+
+    def _ingest(self, context: Any, mode: RunMode, history: run_history_emit.Recorder) -> None:
         args: list[str] = []
         if mode.mode is Mode.REINGEST:
             assert mode.reingest_from is not None
@@ -405,24 +436,36 @@ class IngestOperator(TopicSparkSubmitOperator):
         mask_secrets(java_config)
         self.log.info("Kafka client settings: %s", redaction.redacted(java_config))
         # Measured just before the job: its availableNow run reads up to the end offsets it sees at start.
-        lag_before = run_metrics_emit.lag_now(client_config, self.topic)
+        lag_before, marks = run_metrics_emit.lag_and_marks(client_config, self.topic)
         short = self._is_short(mode, lag_before)
+        if self._catching_up and mode.mode is not Mode.REINGEST:
+            history.kind = "catch_up"
         # A family's job asks for its members' IDs itself, once it knows its members.
         topic_id = None if self.topic.is_family else offsets.topic_id(client_config, self.topic.name)
+        history.track_offsets(self.topic, marks)
+        history.set(schema_version=run_history_emit.schema_version(self.topic), jvm_count=1)
         with handover.config_file(java_config) as path, job_metrics_file() as metrics_path:
             started = time.monotonic()
-            self._submit(
-                context,
-                self.topic,
-                conf=self.conf or {},
-                args=args,
-                short_run=short,
-                kafka_settings=path,
-                metrics_file=metrics_path,
-                topic_id=topic_id,
-            )
+            try:
+                self._submit(
+                    context,
+                    self.topic,
+                    conf=self.conf or {},
+                    args=args,
+                    short_run=short,
+                    kafka_settings=path,
+                    metrics_file=metrics_path,
+                    topic_id=topic_id,
+                )
+            except BaseException:
+                # What a failed job landed before it stopped (a killed one wrote nothing).
+                if metrics_path.exists():
+                    history.job(read_job_metrics(metrics_path), time.monotonic() - started)
+                raise
             duration = time.monotonic() - started
             job = read_job_metrics(metrics_path)
+        history.job(job, duration)
+        history.set(schema_version=run_history_emit.schema_version(self.topic))
         if job is None:
             return
         ti = context.get("ti")
@@ -444,6 +487,7 @@ class IngestOperator(TopicSparkSubmitOperator):
             now=datetime.now(UTC),
         )
         run_metrics_emit.publish(metrics, context.get("ti"))
+        history.metrics(metrics)
 
     def _is_short(self, mode: RunMode, lag: run_metrics.PartitionLag | None) -> bool:
         """Whether this run reads few records (the stream's backlog, nothing for the parsed side to
@@ -454,6 +498,7 @@ class IngestOperator(TopicSparkSubmitOperator):
         records = sum(lag.values())
         try:
             if parsed_backlog.read(self.topic) is not None:
+                self._catching_up = True
                 return False
             due = care_due.due_now(self.topic)[0]
         except Exception as err:  # only a choice of compiler: the job itself meets any real fault
@@ -505,7 +550,11 @@ class FollowUpOperator(TopicSparkSubmitOperator):
 
     def execute(self, context: Any) -> None:
         if not self.done_by_ingest(context):
-            super().execute(context)
+            with run_history_emit.recorded(self.topic, self.task_id, context.get("ti")) as history:
+                history.set(jvm_count=1)
+                super().execute(context)
+                if self.topic is not None:
+                    history.set(schema_version=run_history_emit.schema_version(self.topic))
 
     def done_by_ingest(self, context: Any) -> bool:
         """Whether the ingest job did this task's work (then logged here); never on a retry."""
@@ -543,7 +592,9 @@ class RegisterOperator(TopicSparkSubmitOperator):
                 )
                 return
             self.log.info("to register: %s", missing)
-        super().execute(context)
+        with run_history_emit.recorded(self.topic, "register", context.get("ti")) as history:
+            history.set(jvm_count=1)
+            super().execute(context)
 
 
 class MaintenanceOperator(FollowUpOperator):
@@ -560,16 +611,20 @@ class MaintenanceOperator(FollowUpOperator):
         self.topic: TopicConfig = topic
 
     def execute(self, context: Any) -> None:
+        use_topic_storage(self.topic)
+        run_history_emit.care_for_history(self.topic)
         if self.done_by_ingest(context):
             return
-        use_topic_storage(self.topic)
         with store_refusal_kinds.named(self.topic.name, self.topic.storage_conn_id):
             run, lines = care_due.due_now(self.topic)
         for line in lines:
             self.log.info("%s", line)
         if not run:
             raise AirflowSkipException("no table maintenance due (no Spark job started)")
-        TopicSparkSubmitOperator.execute(self, context)
+        with run_history_emit.recorded(self.topic, "care", context.get("ti")) as history:
+            history.care_before(self.topic)
+            history.set(jvm_count=1)
+            TopicSparkSubmitOperator.execute(self, context)
 
 
 class ReplayOperator(KafkalakeSparkSubmitOperator):
@@ -589,8 +644,12 @@ class ReplayOperator(KafkalakeSparkSubmitOperator):
         self.topic = topic
         options = replay_options(params)
         self.log.info("replay of topic %s: %s", topic.name, " ".join(submit.topic_args(topic.name, options)))
-        # The topic's settings as they are now (conf=None), not another topic's from an earlier run.
-        self._submit(context, topic, conf=None, args=options)
+        use_topic_storage(topic)
+        with run_history_emit.recorded(topic, "replay", context.get("ti")) as history:
+            history.set(jvm_count=1)
+            # The topic's settings as they are now (conf=None), not another topic's from an earlier run.
+            self._submit(context, topic, conf=None, args=options)
+            history.set(schema_version=run_history_emit.schema_version(topic))
 
 
 #: The replay DAG's params, as the job's options.

@@ -181,7 +181,7 @@ class TopicConfig:
     def history_path(self) -> str:
         """The Delta table of the entry's runs (:mod:`kafkalake.lake.run_history`), one for a family
         too: with bronze, so it moves with the table it describes."""
-        return f"{self.path.rstrip('/')}/_kafkalake/runs"
+        return history_path(self.path)
 
     @property
     def parsed_path(self) -> str:
@@ -220,6 +220,11 @@ class TopicConfig:
 def parsed_backlog_file(bronze_path: str) -> str:
     """Where a parsed side that fell behind bronze records what it still has to parse."""
     return f"{bronze_path.rstrip('/')}/_kafkalake/parsed_backlog.json"
+
+
+def history_path(bronze_path: str) -> str:
+    """Where the runs of the entry whose bronze table is at ``bronze_path`` are kept."""
+    return f"{bronze_path.rstrip('/')}/_kafkalake/runs"
 
 
 def beside(path: str, database: str, table: str) -> str:

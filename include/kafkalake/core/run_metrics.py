@@ -68,6 +68,10 @@ class JobMetrics:
     #: Kafka no longer has (deleted: their rows stay in the table); None for a single topic.
     new_members: list[str] | None = None
     missing_members: list[str] | None = None
+    #: The driver JVM's peak resident memory (Linux's VmHWM of the job's parent process, the JVM
+    #: spark-submit started: the driver, and in ``local[*]`` the executors too), read as the job
+    #: ends; None where it cannot be read.
+    driver_peak_memory_bytes: int | None = None
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)
@@ -109,6 +113,7 @@ class JobMetrics:
             lost_offsets=number("lost_offsets", int, optional=True) or 0,
             new_members=_names(data.get("new_members"), "new_members", source),
             missing_members=_names(data.get("missing_members"), "missing_members", source),
+            driver_peak_memory_bytes=number("driver_peak_memory_bytes", int, optional=True),
         )
 
 

@@ -35,6 +35,10 @@ if TYPE_CHECKING:
 #: What kind of run a row describes.
 KINDS = ("ingest", "idle", "catch_up", "replay", "reingest", "care", "register", "refresh_schema")
 OUTCOMES = ("success", "failed", "idle")
+#: Table care compacts the history once it has more files than this (one per run appended).
+COMPACT_AT_FILES = 48
+#: How long files compaction replaced are kept for readers that opened an older version.
+VACUUM_RETAIN_HOURS = 1
 
 
 @dataclass(frozen=True)
@@ -169,13 +173,10 @@ def append(location: str, record: RunRecord) -> None:
 
     row = {f.name: _to_column(getattr(record, f.name)) for f in _FIELDS}
     batch = pa.Table.from_pylist([row], schema=history_schema())
-    options = store_settings.delta_options(location)
-    if options is not None:
-        # Safe here without a lock service: a topic's DAG runs one task at a time, so the history
-        # has one writer.
-        options = {**options, "AWS_S3_ALLOW_UNSAFE_RENAME": "true"}
     # "merge": a table written before a column was added gains it (older rows read as null).
-    write_deltalake(location, batch, mode="append", schema_mode="merge", storage_options=options)
+    write_deltalake(
+        location, batch, mode="append", schema_mode="merge", storage_options=_write_options(location)
+    )
 
 
 def read(location: str, *, since: datetime | None = None) -> list[RunRecord]:
@@ -196,6 +197,39 @@ def latest(location: str) -> RunRecord | None:
     """The run that started last, or None before the first."""
     runs = read(location)
     return runs[-1] if runs else None
+
+
+def care(location: str, *, max_files: int = COMPACT_AT_FILES) -> str | None:
+    """Compact the history into one file once it has more than ``max_files``, and vacuum what that
+    left behind; None when there was nothing to do, else what was done."""
+    from deltalake import DeltaTable
+
+    options = store_settings.delta_options(location)
+    if not DeltaTable.is_deltatable(location, storage_options=options):
+        return None
+    table = DeltaTable(location, storage_options=_write_options(location))
+    files = len(table.file_uris())
+    if files <= max_files:
+        return None
+    compacted = table.optimize.compact()
+    # Readers open the table's newest version; an older one is kept a while for one that opened it
+    # just before the compaction.
+    removed = table.vacuum(
+        retention_hours=VACUUM_RETAIN_HOURS, enforce_retention_duration=False, dry_run=False
+    )
+    return (
+        f"{files} files compacted ({compacted.get('numFilesRemoved', 0)} removed, "
+        f"{compacted.get('numFilesAdded', 0)} added); vacuum deleted {len(removed)} older files"
+    )
+
+
+def _write_options(location: str) -> dict[str, str] | None:
+    options = store_settings.delta_options(location)
+    if options is None:
+        return None
+    # Safe here without a lock service: a topic's DAG runs one task at a time, so the history has
+    # one writer.
+    return {**options, "AWS_S3_ALLOW_UNSAFE_RENAME": "true"}
 
 
 def _to_column(value: Any) -> Any:

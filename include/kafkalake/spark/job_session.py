@@ -17,8 +17,11 @@ from __future__ import annotations
 import contextlib
 import errno
 import logging
+import os
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kafkalake.config.topic import TopicConfig
@@ -98,3 +101,21 @@ def job_session(
         spark.stop()
         if job.on_stop is not None:
             job.on_stop()
+
+
+def driver_peak_memory_bytes() -> int | None:
+    """The driver JVM's peak resident memory so far (Linux's ``VmHWM``), or None.
+
+    A PySpark job's Python process is started by the JVM spark-submit launched (its parent), which
+    is the driver (and, in ``local[*]``, the executors too): that JVM's high-water mark, not this
+    Python process's. None off Linux, or when the parent is not a JVM (the job run some other way).
+    """
+    parent = os.getppid()
+    try:
+        if Path(f"/proc/{parent}/comm").read_text().strip() != "java":
+            return None
+        status = Path(f"/proc/{parent}/status").read_text()
+    except OSError:
+        return None
+    found = re.search(r"^VmHWM:\s+(\d+) kB$", status, re.MULTILINE)
+    return int(found.group(1)) * 1024 if found else None

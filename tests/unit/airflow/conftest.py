@@ -40,6 +40,7 @@ def ingest_task(monkeypatch, tmp_path) -> Any:
     # The lag metrics ask Kafka for offsets; these tests' brokers do not exist, and each ask would
     # wait for its timeout. tests/integration/test_ingest_dag.py measures the lag on a real broker.
     monkeypatch.setattr(run_metrics_emit, "lag_now", lambda config, topic: None)
+    monkeypatch.setattr(run_metrics_emit, "lag_and_marks", lambda config, topic: (None, {}))
     # Likewise the topic's ID (tests/integration/test_lost_state.py checks it on a real broker).
     monkeypatch.setattr(kafka_offsets, "topic_id", lambda config, topic: "topic-id-1")
     return parse_dags().dags["ingest_payments"].get_task("ingest")

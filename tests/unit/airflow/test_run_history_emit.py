@@ -1,0 +1,162 @@
+"""The tasks write one history row per run, on success and on failure, and never fail a run for it."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from types import SimpleNamespace
+
+import pytest
+from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+from airflow.sdk.exceptions import AirflowException, AirflowSkipException
+
+from kafkalake.airflow import run_history_emit
+from kafkalake.airflow.run_history_emit import failure_kind, read_ranges, recorded
+from kafkalake.config.topic import TopicConfig
+from kafkalake.core.errors import BrokerUnreachableError, OffsetsExpiredError
+from kafkalake.core.run_metrics import JobMetrics, idle_metrics
+from kafkalake.lake import run_history
+from kafkalake.launch import submit
+
+TI = SimpleNamespace(dag_id="ingest_orders", run_id="manual__1", task_id="ingest", try_number=2)
+
+
+@pytest.fixture
+def topic(tmp_path) -> TopicConfig:
+    return TopicConfig(name="orders", freshness_sla=timedelta(minutes=15), path=str(tmp_path / "orders"))
+
+
+def test_a_run_that_succeeds_is_one_row_with_what_the_job_landed(topic):
+    job = JobMetrics(
+        batches=2,
+        rows=30,
+        bytes=900,
+        parsed_rows=28,
+        dead_letters={"not_json": 2},
+        newest_timestamp_ms=1_764_000_000_000,
+        startup_seconds=1.0,
+        processing_seconds=2.0,
+        driver_peak_memory_bytes=500 * 2**20,
+    )
+    with recorded(topic, "ingest", TI) as run:
+        run.set(jvm_count=1)
+        run.job(job, 12.5)
+    (row,) = run_history.read(topic.history_path)
+    assert (row.topic, row.dag_id, row.run_id, row.task_id, row.try_number) == (
+        "orders",
+        "ingest_orders",
+        "manual__1",
+        "ingest",
+        2,
+    )
+    assert (row.kind, row.outcome, row.failure_kind, row.sla_seconds) == ("ingest", "success", None, 900.0)
+    assert (row.rows, row.bytes, row.parsed_rows, row.batches, row.dead_letters) == (
+        30,
+        900,
+        28,
+        2,
+        {"not_json": 2},
+    )
+    assert (row.jvm_count, row.driver_peak_memory_bytes, row.duration_seconds) == (1, 500 * 2**20, 12.5)
+    assert row.newest_timestamp == datetime.fromtimestamp(1_764_000_000, tz=UTC)
+    assert row.data_age_seconds == pytest.approx((row.ended_at - row.newest_timestamp).total_seconds())
+
+
+@pytest.mark.parametrize(
+    ("error", "kind"),
+    [
+        (OffsetsExpiredError("gone"), "offsets_expired"),
+        (BrokerUnreachableError("down"), "broker_unreachable"),
+        (RuntimeError("?"), "unknown"),
+    ],
+    ids=lambda v: v if isinstance(v, str) else type(v).__name__,
+)
+def test_a_run_that_fails_is_one_row_with_the_kind_and_the_error_goes_on(topic, error, kind):
+    with pytest.raises(type(error)), recorded(topic, "care", TI):
+        raise error
+    (row,) = run_history.read(topic.history_path)
+    assert (row.kind, row.outcome, row.failure_kind) == ("care", "failed", kind)
+
+
+def test_a_typed_cause_names_the_kind_of_a_wrapped_error():
+    try:
+        try:
+            raise OffsetsExpiredError("gone")
+        except OffsetsExpiredError as err:
+            raise AirflowException("spark-submit failed") from err
+    except AirflowException as wrapped:
+        assert failure_kind(wrapped) == "offsets_expired"
+
+
+def test_a_skipped_task_or_one_marked_skip_writes_nothing(topic):
+    with pytest.raises(AirflowSkipException), recorded(topic, "care", TI):
+        raise AirflowSkipException("nothing due")
+    with recorded(topic, "refresh_schema", TI) as run:
+        run.skip = True
+    assert run_history.read(topic.history_path) == []
+
+
+def test_an_idle_run_records_its_lag_and_the_age_of_the_newest_record(topic):
+    newest_ms = round((datetime.now(UTC) - timedelta(minutes=3)).timestamp() * 1000)
+    with recorded(topic, "idle", TI) as run:
+        run.outcome = "idle"
+        run.metrics(idle_metrics("orders", {0: 0, 1: 0}, newest_ms, datetime.now(UTC)))
+    (row,) = run_history.read(topic.history_path)
+    assert (row.outcome, row.rows, row.lag_records, row.lag_seconds) == ("idle", 0, 0, 0.0)
+    assert row.data_age_seconds is not None and 179 < row.data_age_seconds < 240
+
+
+def test_a_history_that_cannot_be_written_never_fails_the_run_nor_hides_its_error(tmp_path, caplog):
+    blocked = tmp_path / "file"
+    blocked.write_text("not a folder")
+    topic = TopicConfig(name="orders", freshness_sla=timedelta(minutes=15), path=str(blocked))
+    with recorded(topic, "ingest", TI):
+        pass
+    with pytest.raises(OffsetsExpiredError, match="gone"), recorded(topic, "ingest", TI):
+        raise OffsetsExpiredError("gone")
+    assert caplog.text.count("run history: this run's row was not written") == 2
+
+
+def test_offsets_read_run_from_the_table_s_old_end_or_kafka_s_start_to_its_new_end():
+    before = {"a": {0: 10, 1: 5}}
+    after = {"a": {0: 25, 1: 5, 2: 4}, "b": {0: 3}}
+    starts = {"a": {2: 1}, "b": {0: 0}}
+    assert read_ranges(before, after, starts) == {"a": {0: (10, 25), 2: (1, 4)}, "b": {0: (0, 3)}}
+
+
+def test_the_ingest_task_records_a_failed_job_with_its_kind(monkeypatch, ingest_task, tmp_path):
+    line = "KAFKALAKE_FAILURE kind=offsets_expired [offsets_expired] topic 'payments': gone"
+
+    def failing_submit(self, context):
+        raise AirflowException(f"Cannot execute: spark-submit. Error code is: 65.\n{line}")
+
+    monkeypatch.setattr(SparkSubmitOperator, "execute", failing_submit)
+    monkeypatch.setattr(submit, "jar_files", lambda conf, **_: [])
+    monkeypatch.setenv("AIRFLOW_CONN_KAFKA_DEFAULT", json.dumps({"conn_type": "kafka", "host": "b:9092"}))
+    with pytest.raises(OffsetsExpiredError):
+        ingest_task.execute(context={"ti": TI})
+    (row,) = run_history.read(ingest_task.topic.history_path)
+    assert (row.topic, row.kind, row.outcome, row.failure_kind, row.jvm_count) == (
+        "payments",
+        "ingest",
+        "failed",
+        "offsets_expired",
+        1,
+    )
+    assert row.offsets_read == "{}" and row.rows == 0
+
+
+def test_care_compacts_a_history_of_many_appends_into_one_file(topic):
+    for _ in range(5):
+        with recorded(topic, "idle", TI) as run:
+            run.outcome = "idle"
+    assert run_history.care(topic.history_path, max_files=5) is None
+    with recorded(topic, "idle", TI) as run:
+        run.outcome = "idle"
+    done = run_history.care(topic.history_path, max_files=5)
+    assert done is not None and "6 files compacted" in done
+    from deltalake import DeltaTable
+
+    assert len(DeltaTable(topic.history_path).file_uris()) == 1
+    assert len(run_history.read(topic.history_path)) == 6
+    run_history_emit.care_for_history(topic)  # nothing to do now: no error
