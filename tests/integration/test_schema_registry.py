@@ -10,7 +10,6 @@ from __future__ import annotations
 import io
 import json
 import struct
-import subprocess
 import uuid
 from collections.abc import Iterator
 from dataclasses import replace
@@ -32,14 +31,13 @@ from kafkalake.config.catalog import load_catalog
 from kafkalake.config.parsed import ParsedConfig
 from kafkalake.config.topic import TopicConfig
 from kafkalake.core.errors import RegistryUnreachableError
-from kafkalake.dev import producer
+from kafkalake.dev import local_airflow, producer
 from kafkalake.dev.broker import free_port
 from kafkalake.dev.producer import Record
 from kafkalake.dev.schema_registry import LocalRegistry
 from kafkalake.kafka import schema_registry
 from kafkalake.lake import parsed_backlog
 from kafkalake.lake.schema_history import SchemaHistory
-from kafkalake.launch import handover, jobs
 
 from .helpers import PsWatcher, assert_exactly_once, files_containing, make_topic, read_rows
 from .helpers import run_ingest as run
@@ -318,42 +316,44 @@ def test_json_schema_values_are_read_after_their_frame(spark, kafka, registry, t
     assert "0x7b is not the magic byte" in dead[b"plain-json"]["detail"]
 
 
-def test_the_job_gets_the_registry_password_only_in_its_file(kafka, registry, tmp_path, monkeypatch):
-    """The ingest job as its task submits it (spark-submit), the registry connection handed over as
-    the task hands it: the canary password is in no command line, job output or file left behind."""
-    from kafkalake.airflow.connections import registry_settings_file
-
+def test_a_dag_run_leaves_the_registry_password_nowhere(kafka, registry, tmp_path):
+    """The topic's whole DAG run (``airflow dags test``: the ingest task hands the registry
+    connection to its spark-submit job, then the follow-ups), the connection's password a canary:
+    in no command line (``ps``), no run output, nothing under AIRFLOW_HOME (task logs, the metadata
+    DB: XCom, rendered fields, serialized DAGs), the lake or the runs' temp folder."""
     canary = f"canary{uuid.uuid4().hex}"
     name = "it-avro-handover"
     producer.create_topic(kafka.bootstrap_servers, name, partitions=1)
     orders = [order(i) for i in range(1, 4)]
     producer.produce(kafka.bootstrap_servers, name, serialized(registry.url, name, ORDER_V1, orders))
-    lake, catalog = tmp_path / "lake", tmp_path / "topics.yaml"
+    paths = {part: tmp_path / part for part in ("lake", "airflow", "tmp")}
+    for path in paths.values():
+        path.mkdir()
+    catalog = tmp_path / "topics.yaml"
     entry = f"  - name: {name}\n    freshness_sla: 1h\n    format: avro\n    registry_conn_id: it_schemas\n"
     catalog.write_text(f"topics:\n{entry}")
+    env = local_airflow.environment(
+        paths["airflow"], kafka_bootstrap=kafka.bootstrap_servers, catalog=catalog, lake_root=paths["lake"]
+    )
     # Apicurio without OIDC takes any login: what is checked is where the password travels.
     connection = {"conn_type": "http", "host": registry.url, "login": "pipeline", "password": canary}
-    monkeypatch.setenv("AIRFLOW_CONN_IT_SCHEMAS", json.dumps(connection))
-    topic = load_catalog(catalog, lake).topic(name)
-    cmd = jobs.command("ingest_topic", name, catalog=catalog, lake=lake, short_run=True)
-    with (
-        PsWatcher() as ps,
-        handover.config_file({"bootstrap.servers": kafka.bootstrap_servers}) as kafka_file,
-        registry_settings_file(topic) as registry_env,
-    ):
-        env = {
-            **jobs.environment(catalog, lake),
-            handover.ENV_CLIENT_CONFIG_FILE: str(kafka_file),
-            **registry_env,
-        }
-        done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300, check=False)
-        assert not Path(registry_env[schema_registry.ENV_REGISTRY_CONFIG_FILE]).exists(), "deleted once read"
-    assert done.returncode == 0, done.stderr[-3000:]
+    env["AIRFLOW_CONN_IT_SCHEMAS"] = json.dumps(connection)
+    env["TMPDIR"] = str(paths["tmp"])  # the runs' own, so what they leave can be searched exactly
+    env["KAFKALAKE_STRICT"] = "1"
+    topic = load_catalog(catalog, paths["lake"]).topic(name)
+    with local_airflow.served_home(env) as served, PsWatcher() as ps:
+        run = local_airflow.test_dag(served, topic.dag_id, sync=False)
+
+    assert run.task_states["ingest"] == "success"
     rows = read_rows(Path(topic.parsed_path))
     assert sorted((as_produced(r) for r in rows), key=lambda r: r["id"]) == orders
-    assert canary not in done.stdout + done.stderr
+    assert local_airflow.xcom_value(paths["airflow"], run, "ingest", "run_metrics")["rows"] == len(orders)
+    assert any("ingest_topic.py" in line for line in ps.lines), "ps never saw the job"
     assert ps.samples > 5 and not [line for line in ps.lines if canary in line]
-    assert files_containing(lake, canary) == []
+    assert canary not in run.output
+    for where in paths.values():
+        assert files_containing(where, canary) == [], where
+    assert list(paths["tmp"].glob("kafkalake-secrets-*/*")) == []  # the settings file read and deleted
 
 
 ORDER_KEY = {
