@@ -140,8 +140,17 @@ def catch_up_family(spark: SparkSession, topic: TopicConfig, bronze_position: Ma
         for p, (start, end) in sorted(spans.items())
     )
     log.warning("%s: the parsed tables lack bronze rows (%s): parsed from bronze first", topic.name, spots)
-    bronze = spark.read.format("delta").load(topic.path).where(in_member_ranges(behind))
+    bronze = spark.read.format("delta").load(topic.path)
     writer = CatchUpWriter(spark, topic, f"kafkalake-catch-up:{topic.name}")
-    writer(bronze, first_txn_version([t.location for t in topic_tables(topic)[1:]], writer.app_id))
-    kill_points.reached("catch_up:after_chunk")
+    version = first_txn_version([t.location for t in topic_tables(topic)[1:]], writer.app_id)
+    # In chunks of at most a batch, member by member: each chunk is cached as a stream batch is.
+    now = datetime.now(UTC)
+    for member, spans in sorted(behind.items()):
+        window = Window(
+            member, now, {p: s for p, (s, _e) in spans.items()}, {p: e for p, (_s, e) in spans.items()}
+        )
+        for piece in chunks(window, chunk_records(topic.max_offsets_per_trigger)):
+            writer(bronze.where(in_member_ranges({member: piece})), version)
+            version += 1
+            kill_points.reached("catch_up:after_chunk")
     return sum(end - start for spans in behind.values() for start, end in spans.values())
