@@ -80,3 +80,21 @@ def test_a_topic_kafka_lost_keeps_its_dag_and_is_reported(catalog, tmp_path, cap
     assert read_discovered(discovery_file(catalog, "shop"), catalog, "shop").missing == ("shop.public.b",)
     assert "ingest_shop_public_b" in build_dags(strict=True)
     assert load_catalog(catalog, tmp_path / "lake").topic("shop.public.b").table == "shop_b"
+
+
+def test_the_discovery_dag_follows_the_dag_policy(catalog):
+    from datetime import timedelta
+
+    from kafkalake.airflow.dag_factory import build_dags
+
+    dag = build_dags(strict=True)["discover_shop"]
+    (task,) = dag.tasks
+    assert dag.max_active_runs == 1 and not dag.catchup
+    assert dag.schedule == timedelta(minutes=5)  # the run interval of a 15m freshness SLA
+    assert task.owner == "data-platform" and task.retries == 3
+    assert task.op_kwargs == {
+        "catalog_file": str(catalog),
+        "lake_root": str(catalog.parent / "lake"),
+        "route_name": "shop",
+        "kafka_conn_id": "kafka_default",
+    }
