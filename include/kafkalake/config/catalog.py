@@ -165,7 +165,7 @@ def _routed(
         topic_pattern=pattern,
         table_per_topic=template,
         kafka_conn_id=check.kafka_conn_id,
-        discovery_file=discovery_file(file, label),
+        discovery_file=discovery_file(lake_root, file, label),
         interval=check.run_interval,
         owner=check.owner,
         tags=check.tags,

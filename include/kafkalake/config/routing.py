@@ -3,7 +3,7 @@
 
 The DAG factory must not ask Kafka which topics match while it parses. A discovery DAG per routed
 entry (``discover_<name>``, librdkafka, no JVM) lists the cluster's topics and records the matching
-ones in a small JSON file beside the catalog (:func:`discovery_file`); the catalog loader reads that
+ones in a small JSON file under the lake root (:func:`discovery_file`); the catalog loader reads that
 file and expands the entry into one ordinary single-topic entry per recorded topic, so the next
 parse of the DAG file builds their DAGs, and every job and task of such a topic loads the same
 config. What is pure lives here: the name mapping, its collisions, the file's reading and writing.
@@ -125,10 +125,12 @@ def route_tables(pattern: str, template: str, topics: Iterable[str]) -> dict[str
     return tables
 
 
-def discovery_file(catalog_file: Path, name: str) -> Path:
-    """``<catalog folder>/<catalog stem>.discovered/<name>.json``: beside the catalog, which every
-    reader of it (the DAG processor, the tasks, the jobs) already has; the discovery task writes it."""
-    return catalog_file.parent / f"{catalog_file.stem}.discovered" / f"{name}.json"
+def discovery_file(lake_root: Path, catalog_file: Path, name: str) -> Path:
+    """``<lake root>/_discovered/<catalog stem>/<name>.json``. Under the lake root, not beside the
+    catalog: the catalog usually ships inside the image or a git-synced DAG folder, which is
+    read-only or private to each container, while the lake root is the volume every Airflow
+    component already shares (the DAG processor reads the file, a worker's task writes it)."""
+    return lake_root / "_discovered" / catalog_file.stem / f"{name}.json"
 
 
 def read_discovered(file: Path, catalog_file: Path, entry: str) -> Discovered:

@@ -55,7 +55,7 @@ def test_two_topics_for_one_table_fail_discovery_and_leave_the_file_and_dags(cat
     from kafkalake.airflow.discovery import discover
 
     discover(catalog, tmp_path / "lake", "shop", {"shop.public.a-b"})
-    file = discovery_file(catalog, "shop")
+    file = discovery_file(tmp_path / "lake", catalog, "shop")
     text = file.read_text()
 
     with pytest.raises(CatalogError) as raised:
@@ -77,7 +77,8 @@ def test_a_topic_kafka_lost_keeps_its_dag_and_is_reported(catalog, tmp_path, cap
         found = discover(catalog, tmp_path / "lake", "shop", {"shop.public.a"})
 
     assert found["missing"] == ["shop.public.b"] and "Kafka no longer has shop.public.b" in caplog.text
-    assert read_discovered(discovery_file(catalog, "shop"), catalog, "shop").missing == ("shop.public.b",)
+    file = discovery_file(tmp_path / "lake", catalog, "shop")
+    assert read_discovered(file, catalog, "shop").missing == ("shop.public.b",)
     assert "ingest_shop_public_b" in build_dags(strict=True)
     assert load_catalog(catalog, tmp_path / "lake").topic("shop.public.b").table == "shop_b"
 

@@ -114,7 +114,7 @@ def test_a_broken_discovery_file_is_a_clear_error_naming_it_and_the_entry(tmp_pa
 
 def record(catalog, topics):
     text, _ = discovery_text(topics, Discovered(()), NOW)
-    write_discovered(discovery_file(catalog, "shop"), text)
+    write_discovered(discovery_file(catalog.parent / "lake", catalog, "shop"), text)
 
 
 def test_a_routed_entry_has_a_route_and_no_topic_until_discovered(tmp_path):
@@ -123,7 +123,7 @@ def test_a_routed_entry_has_a_route_and_no_topic_until_discovered(tmp_path):
     assert [t.name for t in catalog.topics] == ["payments"]
     (route,) = catalog.routes
     assert (route.name, route.dag_id, route.topic_pattern) == ("shop", "discover_shop", PATTERN)
-    assert route.discovery_file == tmp_path / "catalog.discovered" / "shop.json"
+    assert route.discovery_file == tmp_path / "lake" / "_discovered" / "catalog" / "shop.json"
 
 
 def test_each_discovered_topic_is_an_ordinary_single_topic_entry_with_its_table(tmp_path):
@@ -140,8 +140,8 @@ def test_each_discovered_topic_is_an_ordinary_single_topic_entry_with_its_table(
 
 def test_a_broken_discovery_file_leaves_the_route_and_the_other_topics(tmp_path):
     file = write_catalog(tmp_path, ROUTED)
-    discovery_file(file, "shop").parent.mkdir()
-    discovery_file(file, "shop").write_text("{oops")
+    discovery_file(tmp_path / "lake", file, "shop").parent.mkdir(parents=True)
+    discovery_file(tmp_path / "lake", file, "shop").write_text("{oops")
     catalog = load_catalog(file, tmp_path / "lake", strict=False)
     assert [t.name for t in catalog.topics] == ["payments"] and [r.name for r in catalog.routes] == ["shop"]
     (error,) = catalog.errors
