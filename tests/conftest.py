@@ -70,6 +70,7 @@ SHARED_SESSION = {
 SHARED_SERVER = {
     "tests/integration/test_airflow_ui.py": "airflow standalone",
     "tests/integration/test_deadline_alert.py": "airflow standalone",
+    "tests/integration/test_freshness_view.py": "airflow standalone",
     "tests/integration/test_deployed_airflow.py": "airflow deployed",
     "tests/integration/test_backfill.py": "airflow deployed",
 }
@@ -104,9 +105,10 @@ LONGEST_FIRST = (
     "tests/integration/test_families.py",
     "tests/integration/test_disk_full.py",
     "tests/integration/test_ingest_dag.py",
-    # One worker runs these two: they share one `airflow standalone` (SHARED_SERVER).
+    # One worker runs these three: they share one `airflow standalone` (SHARED_SERVER).
     "tests/integration/test_airflow_ui.py",
     "tests/integration/test_deadline_alert.py",
+    "tests/integration/test_freshness_view.py",
     "tests/integration/test_kill_points.py",
     # And these two the deployed Airflow (PostgreSQL).
     "tests/integration/test_deployed_airflow.py",

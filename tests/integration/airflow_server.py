@@ -34,6 +34,7 @@ from kafkalake.dev.postgres import LocalPostgres
 from kafkalake.dev.standalone_airflow import StandaloneAirflow, free_port, wait_for
 
 __all__ = [
+    "VIEWER",
     "AirflowServer",
     "airflow_server",
     "deployed_airflow_server",
@@ -52,6 +53,8 @@ LATE_CONN_ID = "kafka_unreachable"
 BACKFILL_TOPIC = "ui-backfill"
 WEBHOOK_CONN_ID = "sla_test_hook"
 WEBHOOK_PATH = "/hooks/sla"
+#: The standalone server's read-only user (the simple auth manager's ``viewer`` role).
+VIEWER = "viewer"
 #: The deployed server's topics: the same ones under this prefix.
 DEPLOYED_PREFIX = "stack-"
 
@@ -130,6 +133,11 @@ class _ServerFixture:
 @dataclass(kw_only=True)
 class AirflowServer(StandaloneAirflow, _ServerFixture):
     """``airflow standalone`` on SQLite."""
+
+    def password_of(self, user: str) -> str:
+        """The password the simple auth manager generated for ``user``."""
+        passwords = json.loads((self.home / "simple_auth_manager_passwords.json.generated").read_text())
+        return str(passwords[user])
 
 
 @dataclass(kw_only=True)
@@ -217,6 +225,8 @@ def _standalone(tmp_path_factory: pytest.TempPathFactory, kafka: LocalKafka) -> 
     webhook = WebhookReceiver()
     home, lake = root / "home", root / "lake"
     env = server_environment(home, kafka, catalog, lake, webhook)
+    # A read-only user besides admin: the freshness view must work for it (test_freshness_view).
+    env["AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS"] = f"admin:admin,{VIEWER}:viewer"
     server = AirflowServer(
         url=f"http://127.0.0.1:{env['AIRFLOW__API__PORT']}",
         home=home,

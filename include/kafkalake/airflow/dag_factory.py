@@ -20,7 +20,7 @@ from airflow.sdk import DAG, Param
 from airflow.sdk.definitions.retry_policy import ExceptionRetryPolicy, RetryAction, RetryRule
 from airflow.sdk.exceptions import AirflowNotFoundException
 
-from kafkalake.airflow import runbook
+from kafkalake.airflow import freshness_figures, runbook
 from kafkalake.airflow.assets import topic_assets
 from kafkalake.airflow.discovery import discovery_dag
 from kafkalake.airflow.pools import SPARK_POOL
@@ -125,6 +125,10 @@ Runs every **{interval}** (freshness SLA {sla} / 3, rounded down to the minute).
    and this task only reports; when nothing is due it is skipped without starting Spark. VACUUM
    never touches `_kafkalake/` (checkpoint, schema history).
 
+**Freshness.** The table's data age against its SLA, its lag and the figures of its last runs
+(rows, dead letters, schema versions, care): [the freshness view]({freshness}) (the DAG's
+*Freshness* tab; every topic: *Freshness* in the navigation).
+
 **Deadline.** A run not finished {deadline} after it was queued means the table is older than its
 SLA: Airflow then logs an `SLA miss` (and posts it to the topic's SLA webhook, if it has one).
 
@@ -192,6 +196,7 @@ def dag_for(topic: TopicConfig, catalog: Catalog, lake: Any) -> DAG:
             pool=SPARK_POOL,
             priority=topic.priority,
             runbook=runbook.doc_md(),
+            freshness=freshness_figures.topic_href(topic.dag_id),
         ),
         tags=sorted({"kafkalake", "kafka", "delta", *topic.tags}),
         default_args={

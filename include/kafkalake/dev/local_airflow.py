@@ -23,6 +23,8 @@ from kafkalake.airflow.sla_alerts import ENV_DEADLINE_ALERTS
 from kafkalake.core.paths import ENV_CATALOG, ENV_LAKE_ROOT, REPO_ROOT
 from kafkalake.dev import airflow_forkserver
 
+#: Airflow's plugins folder: the freshness view's entry file (include/airflow_plugins/).
+PLUGINS_FOLDER = REPO_ROOT / "include" / "airflow_plugins"
 #: Where Airflow finds its SQLAlchemy connect arguments (an import path), in the environment.
 SQLITE_CONNECT_ARGS_KEY = "AIRFLOW__DATABASE__SQL_ALCHEMY_CONNECT_ARGS"
 
@@ -63,6 +65,8 @@ def environment(
         {
             "AIRFLOW_HOME": str(airflow_home),
             "AIRFLOW__CORE__DAGS_FOLDER": str(REPO_ROOT / "dags"),
+            # The freshness view (kafkalake.airflow.freshness_view): its entry file, nothing else.
+            "AIRFLOW__CORE__PLUGINS_FOLDER": str(PLUGINS_FOLDER),
             "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
             "AIRFLOW__CORE__UNIT_TEST_MODE": "False",
             "PATH": venv_bin + os.pathsep + env.get("PATH", ""),

@@ -19,6 +19,7 @@ AIRFLOW_COMPONENTS = ("api-server", "scheduler", "dag-processor", "triggerer")
 AIRFLOW_ENV_KEYS = frozenset(
     {
         "AIRFLOW__CORE__DAGS_FOLDER",
+        "AIRFLOW__CORE__PLUGINS_FOLDER",
         "AIRFLOW__CORE__LOAD_EXAMPLES",
         "AIRFLOW__CORE__EXECUTOR",
         "AIRFLOW__CORE__EXECUTION_API_SERVER_URL",
