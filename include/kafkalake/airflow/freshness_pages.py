@@ -11,7 +11,7 @@ from datetime import datetime
 from html import escape
 
 from kafkalake.airflow import freshness_figures as fig
-from kafkalake.airflow.freshness_svg import Point, line_chart
+from kafkalake.airflow.freshness_svg import Point, line_chart, nice_ceiling, nice_duration
 from kafkalake.lake.run_history import RunRecord
 
 #: Seconds between the fleet page's reloads (a meta refresh: no script needed).
@@ -166,6 +166,7 @@ def _chart(
     *,
     title: str,
     sla: float | None = None,
+    axis_top: Callable[[float], float] = nice_duration,
 ) -> str:
     """A heading and the chart of one figure per run (runs without it left out; failed ones red)."""
     points = [
@@ -182,6 +183,7 @@ def _chart(
         value_text=text,
         threshold=sla,
         threshold_label=label,
+        axis_top=axis_top,
     )
     return f"<h2>{escape(title)}</h2>{chart}"
 
@@ -213,7 +215,9 @@ def topic_page(
     window = (start, now)
     charts = (
         _chart(runs, _data_age, fig.age_text, window, title="Data age at the end of each run", sla=sla)
-        + _chart(runs, _lag_records, _records, window, title="Lag after each run (records)")
+        + _chart(
+            runs, _lag_records, _records, window, title="Lag after each run (records)", axis_top=nice_ceiling
+        )
         + _chart(runs, _lag_seconds, fig.age_text, window, title=LAG_TIME_TITLE, sla=sla)
     )
     summary = (

@@ -25,7 +25,7 @@ class Point:
     bad: bool = False
 
 
-def _nice_ceiling(value: float) -> float:
+def nice_ceiling(value: float) -> float:
     """The smallest 1, 2, 2.5 or 5 times a power of ten at or above ``value`` (an axis' top)."""
     if value <= 0:
         return 1.0
@@ -40,6 +40,23 @@ def _nice_ceiling(value: float) -> float:
     return 10 * power
 
 
+#: Round steps of a time axis, in seconds: 1 s to 1 min, to 1 h, to 1 d, then whole days.
+DURATION_STEPS = (
+    1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400,
+)  # fmt: skip
+TICKS = 4  # intervals on the value axis
+
+
+def nice_duration(seconds: float) -> float:
+    """An axis top for durations: the smallest ``TICKS`` times a round step (``DURATION_STEPS``, then
+    whole days) at or above ``seconds``, so the labels read 2h, 4h, 6h rather than 1h44m, 3h28m."""
+    for step in DURATION_STEPS:
+        if step * TICKS >= seconds:
+            return float(step * TICKS)
+    days = -(-seconds // (86400 * TICKS))
+    return float(days * 86400 * TICKS)
+
+
 def line_chart(
     points: Sequence[Point],
     *,
@@ -49,6 +66,7 @@ def line_chart(
     value_text: Callable[[float], str],
     threshold: float | None = None,
     threshold_label: str = "",
+    axis_top: Callable[[float], float] = nice_ceiling,
 ) -> str:
     """An ``<svg>`` element plotting ``points`` between ``start`` and ``end``.
 
@@ -56,11 +74,12 @@ def line_chart(
         points: in any order; drawn in time order. Points outside the window are left out.
         value_text: how an axis label or a tooltip spells a value (an age, a count).
         threshold: a dashed horizontal line (the SLA), kept in view by the axis.
+        axis_top: rounds the largest value up to the axis' top (:func:`nice_duration` for times).
     """
     shown = sorted((p for p in points if start <= p.at <= end), key=lambda p: p.at)
     span = max((end - start).total_seconds(), 1.0)
     top_value = max([p.value for p in shown] + ([threshold] if threshold is not None else []) + [0.0])
-    y_max = _nice_ceiling(top_value * 1.05)
+    y_max = axis_top(top_value * 1.05)
     plot_w, plot_h = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
 
     def x(at: datetime) -> float:
@@ -74,8 +93,8 @@ def line_chart(
         f' xmlns="http://www.w3.org/2000/svg"><title>{escape(title)}</title>',
         f'<rect class="plot" x="{LEFT}" y="{TOP}" width="{plot_w}" height="{plot_h}"/>',
     ]
-    for i in range(5):
-        value = y_max * i / 4
+    for i in range(TICKS + 1):
+        value = y_max * i / TICKS
         parts.append(f'<line class="grid" x1="{LEFT}" x2="{WIDTH - RIGHT}" y1="{y(value)}" y2="{y(value)}"/>')
         parts.append(
             f'<text class="axis" x="{LEFT - 6}" y="{y(value) + 4}" text-anchor="end">'

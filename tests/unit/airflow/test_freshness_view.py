@@ -11,7 +11,7 @@ import pytest
 
 from kafkalake.airflow import freshness_figures as fig
 from kafkalake.airflow import freshness_pages as pages
-from kafkalake.airflow.freshness_svg import Point, line_chart
+from kafkalake.airflow.freshness_svg import Point, line_chart, nice_ceiling, nice_duration
 from kafkalake.lake.run_history import RunRecord
 
 NOW = datetime(2026, 11, 28, 12, 0, tzinfo=UTC)
@@ -241,3 +241,25 @@ def test_topic_page_shows_runs_schemas_and_care():
     assert re.findall(r'<tr><td class="num">(\d+)</td>', schemas) == ["1", "2"]
     assert 'Data age now <b class="age">52m00s</b>' in html
     assert 'href="/kafkalake/freshness/"' in html
+
+
+@pytest.mark.parametrize(
+    ("top", "axis"),
+    [(0.0, 4.0), (3.0, 4.0), (25_000.0, 28_800.0), (7_000.0, 7_200.0), (400_000.0, 4 * 2 * 86_400.0)],
+)
+def test_time_axes_end_on_round_durations(top, axis):
+    assert nice_duration(top) == axis
+    assert fig.age_text(axis / 4) in {"1s", "30m00s", "2h00m", "2d0h"}
+
+
+@pytest.mark.parametrize(("top", "axis"), [(0.0, 1.0), (7.0, 10.0), (5_250.0, 10_000.0), (120.0, 200.0)])
+def test_count_axes_end_on_round_numbers(top, axis):
+    assert nice_ceiling(top) == axis
+
+
+def test_a_time_chart_labels_its_axis_in_round_durations():
+    points = [Point(NOW - timedelta(hours=1), 6.9 * 3600, "x")]
+    svg = line_chart(points, start=NOW - timedelta(hours=2), end=NOW, title="t", value_text=fig.age_text,
+                     axis_top=nice_duration)  # fmt: skip
+    labels = [t.text for t in ET.fromstring(svg).iter(f"{SVG}text") if t.get("text-anchor") == "end"][:5]
+    assert labels == ["0s", "2h00m", "4h00m", "6h00m", "8h00m"]
