@@ -84,6 +84,7 @@ def test_the_view_shows_the_run_history_to_a_reader_and_refuses_anonymous_reques
         anonymous = httpx.get(url + path, timeout=30)
         assert anonymous.status_code == 401, (path, anonymous.status_code, anonymous.text[:300])
         assert "1,234" not in anonymous.text
+        assert "Log in to Airflow" in anonymous.text and "/auth/login" in anonymous.text
     # A bearer token of the read-only user is enough.
     token = httpx.post(
         f"{url}/auth/token",

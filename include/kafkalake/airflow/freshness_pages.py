@@ -250,3 +250,9 @@ def not_a_topic_page(dag_id: str, *, base: str) -> str:
         " figures of its own.</p>"
     )
     return _page("kafkalake freshness", body)
+
+
+def refused_page(reason: str, *, login: str | None) -> str:
+    """A refused request (401, 403): why, and where to log in when that is what is missing."""
+    link = f' <a href="{escape(login)}">Log in to Airflow</a>.' if login else ""
+    return _page("kafkalake freshness", f'<h1>Freshness</h1><p class="refused">{escape(reason)}.{link}</p>')

@@ -70,6 +70,15 @@ def _base(request: Request) -> str:
 def create_app() -> FastAPI:
     app = FastAPI(title="kafkalake freshness", docs_url=None, redoc_url=None, openapi_url=None)
 
+    @app.exception_handler(HTTPException)
+    def refused(request: Request, error: HTTPException) -> HTMLResponse:
+        # The same status Airflow's API answers, as a page a person can act on: a browser that
+        # opened a link without a session gets the way to the login page, not a JSON body.
+        unauthenticated = error.status_code == status.HTTP_401_UNAUTHORIZED
+        login = get_auth_manager().get_url_login(next_url=str(request.url)) if unauthenticated else None
+        page = pages.refused_page(str(error.detail), login=login)
+        return HTMLResponse(page, status_code=error.status_code, headers=error.headers)
+
     @app.get("/", response_class=HTMLResponse)
     def fleet(request: Request, user: User) -> HTMLResponse:
         readable = get_auth_manager().get_authorized_dag_ids(user=user, method="GET")

@@ -145,6 +145,12 @@ def test_doc_md_points_to_the_runbook_sections(policy_bag, expected):
 
 
 @pytest.mark.parametrize("expected", POLICY_TOPICS, ids=POLICY_IDS)
+def test_doc_md_links_the_topics_freshness_page(policy_bag, expected):
+    doc = policy_bag.dags[expected.dag_id].doc_md
+    assert f"](/kafkalake/freshness/dags/{expected.dag_id})" in doc
+
+
+@pytest.mark.parametrize("expected", POLICY_TOPICS, ids=POLICY_IDS)
 def test_every_task_retries_with_exponential_backoff_and_has_the_catalog_owner(policy_bag, expected):
     dag = policy_bag.dags[expected.dag_id]
     assert sorted(dag.task_ids) == sorted(TASK_ORDER)

@@ -263,3 +263,10 @@ def test_a_time_chart_labels_its_axis_in_round_durations():
                      axis_top=nice_duration)  # fmt: skip
     labels = [t.text for t in ET.fromstring(svg).iter(f"{SVG}text") if t.get("text-anchor") == "end"][:5]
     assert labels == ["0s", "2h00m", "4h00m", "6h00m", "8h00m"]
+
+
+def test_a_refused_request_says_why_and_where_to_log_in():
+    page = pages.refused_page("Not authenticated", login="/auth/login?next=<x>")
+    assert '<p class="refused">Not authenticated. ' in page
+    assert 'href="/auth/login?next=&lt;x&gt;"' in page
+    assert "Log in" not in pages.refused_page("Forbidden", login=None)
