@@ -41,6 +41,14 @@ def use_storage(topic_name: str, location: str, conn_id: str | None) -> store_se
     Local tables need none; without ``conn_id`` they come from the worker's environment. The
     secret key and session token are registered with the secrets masker.
     """
+    settings = storage_settings(topic_name, location, conn_id)
+    store_settings.use(settings)
+    return settings
+
+
+def storage_settings(topic_name: str, location: str, conn_id: str | None) -> store_settings.StorageSettings:
+    """The object-store settings of a topic whose tables are at ``location``, not put in use (see
+    :func:`use_storage`); the secrets are registered with the secrets masker."""
     settings = store_settings.StorageSettings()
     if store_settings.is_object_store(location) and conn_id:
         conn = BaseHook.get_connection(conn_id)
@@ -50,7 +58,6 @@ def use_storage(topic_name: str, location: str, conn_id: str | None) -> store_se
             raise BadConfigError(f"topic {topic_name!r}: {err}") from None
         for secret in settings.secrets():
             mask_secret(secret)
-    store_settings.use(settings)
     return settings
 
 

@@ -30,10 +30,11 @@ from fastapi.responses import HTMLResponse
 
 from kafkalake.airflow import freshness_figures as fig
 from kafkalake.airflow import freshness_pages as pages
+from kafkalake.airflow.connections import storage_settings
 from kafkalake.config.catalog import load_catalog
 from kafkalake.config.topic import TopicConfig
 from kafkalake.core.paths import catalog_path, lake_root
-from kafkalake.lake import run_history
+from kafkalake.lake import run_history, store_settings
 
 log = logging.getLogger(__name__)
 
@@ -51,9 +52,21 @@ def _topics() -> list[TopicConfig]:
     return list(load_catalog(catalog_path(), lake_root(), strict=False).topics)
 
 
+def _store(topic: TopicConfig) -> store_settings.StorageSettings | None:
+    """The topic's own store settings, from its storage connection, per call: the web server reads
+    many topics at once, so it never puts one topic's settings in use for the whole process."""
+    if not topic.on_object_store:
+        return None
+    return storage_settings(topic.name, topic.history_path, topic.storage_conn_id)
+
+
+def _read(topic: TopicConfig, since: datetime) -> list[run_history.RunRecord]:
+    return run_history.read(topic.history_path, since=since, settings=_store(topic))
+
+
 def _runs(topic: TopicConfig, since: datetime) -> list[run_history.RunRecord]:
-    runs = run_history.read(topic.history_path, since=since)
-    if not runs and (last := run_history.latest(topic.history_path)) is not None:
+    runs = _read(topic, since)
+    if not runs and (last := run_history.latest(topic.history_path, _store(topic))) is not None:
         runs = [last]
     return runs
 
@@ -111,7 +124,7 @@ def create_app() -> FastAPI:
             return HTMLResponse(pages.not_a_topic_page(dag_id, base=_base(request)), status_code=404)
         now = datetime.now(UTC)
         start = now - timedelta(days=days)
-        runs = run_history.read(topic.history_path, since=start)
+        runs = _read(topic, start)
         measured = any(r.newest_timestamp is not None for r in runs)
         current = _status(topic, runs if measured else _runs(topic, now - FLEET_LOOKBACK), now)
         return HTMLResponse(pages.topic_page(current, runs, base=_base(request), start=start, days=days))

@@ -179,11 +179,14 @@ def append(location: str, record: RunRecord) -> None:
     )
 
 
-def read(location: str, *, since: datetime | None = None) -> list[RunRecord]:
-    """The runs at ``location`` that started at or after ``since``, oldest first; [] with no table."""
+def read(
+    location: str, *, since: datetime | None = None, settings: store_settings.StorageSettings | None = None
+) -> list[RunRecord]:
+    """The runs at ``location`` that started at or after ``since``, oldest first; [] with no table.
+    ``settings``: the store's, when not the process's (the freshness view reads many topics)."""
     import pyarrow.compute as pc
 
-    table = store_settings.open_delta(location)
+    table = store_settings.open_delta(location, settings)
     if table is None:
         return []
     data = table.to_pyarrow_table()
@@ -193,9 +196,9 @@ def read(location: str, *, since: datetime | None = None) -> list[RunRecord]:
     return sorted(records, key=lambda r: (r.started_at, r.ended_at))
 
 
-def latest(location: str) -> RunRecord | None:
+def latest(location: str, settings: store_settings.StorageSettings | None = None) -> RunRecord | None:
     """The run that started last, or None before the first."""
-    runs = read(location)
+    runs = read(location, settings=settings)
     return runs[-1] if runs else None
 
 

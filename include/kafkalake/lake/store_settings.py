@@ -168,16 +168,19 @@ def use_file_from_environment() -> StorageSettings:
     return current()
 
 
-def delta_options(location: str) -> dict[str, str] | None:
-    """delta-rs storage options for ``location``: None for a local table."""
-    return current().delta_options() if is_object_store(location) else None
+def delta_options(location: str, settings: StorageSettings | None = None) -> dict[str, str] | None:
+    """delta-rs storage options for ``location``: None for a local table. ``settings``: these
+    instead of the process's (a web server reads many topics' stores at once, each with its own)."""
+    if not is_object_store(location):
+        return None
+    return (settings or current()).delta_options()
 
 
-def open_delta(location: str) -> DeltaTable | None:
+def open_delta(location: str, settings: StorageSettings | None = None) -> DeltaTable | None:
     """The Delta table at ``location`` (delta-rs, no JVM); None when there is none."""
     from deltalake import DeltaTable
 
-    options = delta_options(location)
+    options = delta_options(location, settings)
     if not DeltaTable.is_deltatable(location, storage_options=options):
         return None
     return DeltaTable(location, storage_options=options)

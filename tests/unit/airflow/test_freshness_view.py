@@ -270,3 +270,33 @@ def test_a_refused_request_says_why_and_where_to_log_in():
     assert '<p class="refused">Not authenticated. ' in page
     assert 'href="/auth/login?next=&lt;x&gt;"' in page
     assert "Log in" not in pages.refused_page("Forbidden", login=None)
+
+
+def test_an_object_store_topics_history_is_read_with_its_own_connection_not_the_process_settings(
+    tmp_path, monkeypatch
+):
+    """The web server serves many topics at once: each object-store topic's history is read with
+    the settings of its own storage connection, and the process's settings stay as they were."""
+    import json
+
+    from kafkalake.airflow import freshness_view
+    from kafkalake.config.catalog import load_catalog
+    from kafkalake.lake import store_settings
+
+    catalog = tmp_path / "topics.yaml"
+    catalog.write_text(
+        "topics:\n"
+        "  - name: on-store\n    freshness_sla: 1h\n    path: s3a://bucket/bronze/on_store\n"
+        "    storage_conn_id: it_view_store\n"
+        "  - name: local\n    freshness_sla: 1h\n"
+    )
+    extra = {"endpoint_url": "http://127.0.0.1:9", "region_name": "us-east-1"}
+    conn = {"conn_type": "aws", "login": "view-key", "password": "view-secret", "extra": extra}
+    monkeypatch.setenv("AIRFLOW_CONN_IT_VIEW_STORE", json.dumps(conn))
+    topics = {t.name: t for t in load_catalog(catalog, tmp_path / "lake").topics}
+
+    settings = freshness_view._store(topics["on-store"])
+    assert settings is not None and settings.delta_options()["AWS_ENDPOINT_URL"] == "http://127.0.0.1:9"
+    assert freshness_view._store(topics["local"]) is None
+    assert store_settings.current() == store_settings.StorageSettings()
+    assert freshness_view._read(topics["local"], NOW) == []
