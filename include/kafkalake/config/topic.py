@@ -10,6 +10,7 @@ import re
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
 
+from kafkalake.config.freshness import FreshnessSchedule
 from kafkalake.config.locations import is_object_store
 from kafkalake.config.maintenance import MaintenanceConfig
 from kafkalake.config.parsed import ParsedConfig
@@ -102,6 +103,10 @@ class TopicConfig:
     #: table's name (its DAG id and its jobs' ``--topic`` come from it); not a Kafka topic.
     members: tuple[str, ...] = ()
     topic_pattern: str | None = None
+    #: ``interval`` (a run every SLA / 3) or ``freshness`` (queued by an asset watcher from what
+    #: waits in Kafka: kafkalake.config.freshness); ``freshness`` holds the latter's settings.
+    schedule: str = "interval"
+    freshness: FreshnessSchedule | None = None
 
     @property
     def uses_registry(self) -> bool:

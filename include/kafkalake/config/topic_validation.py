@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from kafkalake.config.family import pattern_problem
+from kafkalake.config.freshness import SCHEDULES, FreshnessSchedule
 from kafkalake.config.locations import unsupported
 from kafkalake.config.maintenance import parse_maintenance
 from kafkalake.config.parsed import (
@@ -60,6 +61,8 @@ MAX_TASK_TIMEOUT = timedelta(days=2)
 #: Far past any real SLA, and far inside the dates Python and Airflow count: the schema refresh reads
 #: back one SLA from now, and Airflow adds run intervals to dates (a 3,000,000-day SLA overflowed).
 MAX_FRESHNESS_SLA = timedelta(days=3650)
+#: The watcher polls about this often at most: a shorter floor would not be kept anyway.
+MIN_FLOOR = timedelta(seconds=10)
 
 TOPIC_FIELDS = {
     "name",
@@ -86,6 +89,7 @@ TOPIC_FIELDS = {
     "topics",
     "topic_pattern",
     "table_per_topic",
+    "schedule",
 }
 #: A family entry gives one of these instead of `name` (kafkalake.config.family).
 FAMILY_FIELDS = ("topics", "topic_pattern")
@@ -241,6 +245,7 @@ def validate_topic(file: Path, index: int, entry: Mapping[str, Any], lake_root: 
         raise fail("storage_conn_id", "must be the id of an Airflow connection of type aws, or left out")
     value_format, registry_conn = _format(entry, parsed, fail)
     key_format = _key_format(entry, value_format, fail)
+    schedule, freshness = _schedule(entry.get("schedule", "interval"), sla, fail)
 
     return TopicConfig(
         name=name,
@@ -265,6 +270,8 @@ def validate_topic(file: Path, index: int, entry: Mapping[str, Any], lake_root: 
         key_format=key_format,
         maintenance=parse_maintenance(file, name, entry.get("maintenance"), parsed),
         spark_task_timeout=task_timeout,
+        schedule=schedule,
+        freshness=freshness,
     )
 
 
@@ -287,6 +294,9 @@ def _family(entry: Mapping[str, Any], given: list[str], fail: Any) -> tuple[tupl
             "its own columns and key; route them to a table each with topic_pattern and "
             "table_per_topic, or give each topic an entry",
         )
+    if entry.get("schedule", "interval") != "interval":
+        # The watcher reads one topic's watermarks; a family's members are found by the pre-flight.
+        raise fail("schedule", "a family runs on the fixed interval for now: leave schedule out")
     if given[0] == "topic_pattern":
         pattern = entry["topic_pattern"]
         if (problem := pattern_problem(pattern)) is not None:
@@ -370,6 +380,45 @@ def _key_format(
             f"format's values ({', '.join((*REGISTRY_FORMATS, *FRAMED_JSON_FORMATS))})",
         )
     return str(key_format)
+#: The keys of a ``schedule`` mapping: ``{mode: freshness, floor: 2m, file_bytes: 67108864}``.
+SCHEDULE_FIELDS = ("mode", "floor", "file_bytes")
+
+
+def _schedule(
+    value: Any, sla: timedelta, fail: Callable[[str, str], CatalogError]
+) -> tuple[str, FreshnessSchedule | None]:
+    """``interval`` (the default, SLA / 3) or ``freshness``, written alone or as a mapping with its
+    ``floor`` (the shortest gap between runs) and ``file_bytes`` (what waits that is worth a run)."""
+    settings: Mapping[str, Any] = value if isinstance(value, Mapping) else {"mode": value}
+    if unknown := sorted(str(k) for k in settings if k not in SCHEDULE_FIELDS):
+        raise fail(f"schedule.{unknown[0]}", f"unknown field; allowed: {list(SCHEDULE_FIELDS)}")
+    mode = settings.get("mode")
+    if mode not in SCHEDULES:
+        where = "schedule.mode" if isinstance(value, Mapping) else "schedule"
+        raise fail(where, f"must be one of {', '.join(SCHEDULES)}, not {mode!r}")
+    if mode == "interval":
+        if len(settings) > 1:
+            raise fail("schedule", "floor and file_bytes are settings of mode freshness only")
+        return "interval", None
+    freshness = FreshnessSchedule()
+    if "floor" in settings:
+        try:
+            floor = parse_duration(str(settings["floor"]))
+        except ValueError as err:
+            raise fail("schedule.floor", str(err)) from None
+        if not MIN_FLOOR <= floor <= run_interval(sla):
+            raise fail(
+                "schedule.floor",
+                f"must be from {format_duration(MIN_FLOOR)} to the SLA's third "
+                f"({format_duration(run_interval(sla))}), not {settings['floor']!r}",
+            )
+        freshness = replace(freshness, floor=floor)
+    if "file_bytes" in settings:
+        size = settings["file_bytes"]
+        if isinstance(size, bool) or not isinstance(size, int) or not 1 <= size <= MAX_INT64:
+            raise fail("schedule.file_bytes", f"must be a whole number of bytes from 1, not {size!r}")
+        freshness = replace(freshness, file_bytes=size)
+    return "freshness", freshness
 
 
 def _conf_value(value: Any) -> str:

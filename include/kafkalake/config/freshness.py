@@ -1,0 +1,148 @@
+"""``schedule: freshness``: when to queue a topic's run, decided from what waits in Kafka.
+
+A pure function (:func:`decide`) of what the asset watcher saw (kafkalake.airflow.freshness_trigger):
+per partition Kafka's watermarks, the offsets the table holds, the timestamp of the oldest record not
+landed yet, the bytes waiting; and of the topic's settings (:class:`FreshnessSchedule`). It answers
+"queue a run now" or "look again in N seconds". The rules, first match wins:
+
+1. **Floor**: never two runs closer than ``floor`` (a burst does not start a JVM per poll).
+2. **Heartbeat**: at least one run every ``heartbeat`` (default SLA / 3, the fixed schedule's
+   interval), whatever Kafka says or whether it answered: the table's age stays bounded when the
+   watcher sees nothing (timestamps unknown, broker unreachable), and table care keeps its due check.
+   Any run counts, so a data-driven run puts the next heartbeat off.
+3. **A file's worth**: the bytes waiting reach ``file_bytes`` (what one run would write well): run now.
+4. **Budget**: the oldest unlanded record would be older than the SLA by the time a run started now
+   finishes: fire at ``oldest + SLA - expected run time - margin``.
+
+Lag with no timestamp (producers that set none: -1) leaves rule 4 out: the heartbeat bounds the
+age then (heartbeat + run time). A partition Kafka has below the table's offsets (a re-created topic,
+a restored table) counts no lag: the heartbeat's run reaches the pre-flight, which says what happened
+(``topic_recreated``) instead of a watcher that keeps firing runs bound to fail.
+
+Times are wall-clock (record timestamps are); a clock that stepped back behind the last run counts
+as "just ran" (the floor holds), and a record stamped in the future counts as produced now.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from kafkalake.config.schedule import run_interval
+
+SCHEDULES = ("interval", "freshness")
+#: The shortest gap between two runs unless the catalog says otherwise: a Spark job's start-up.
+DEFAULT_FLOOR = timedelta(minutes=1)
+#: What a run writes well in one go (Delta's OPTIMIZE aims at 1 GiB files; a streaming batch at far less).
+DEFAULT_FILE_BYTES = 128 * 1024 * 1024
+#: Until the run history (issue 46, item 1) says how long the topic's runs take.
+DEFAULT_EXPECTED_RUN = timedelta(seconds=60)
+
+
+@dataclass(frozen=True)
+class FreshnessSchedule:
+    """A topic's ``schedule: freshness`` settings, validated (kafkalake.config.topic_validation)."""
+
+    floor: timedelta = DEFAULT_FLOOR
+    file_bytes: int = DEFAULT_FILE_BYTES
+
+
+@dataclass(frozen=True)
+class Observation:
+    """What the watcher saw at ``now``.
+
+    ``high``: Kafka's end offset per partition; ``low``: its earliest (where a partition the table
+    does not hold yet starts); ``committed``: the table's next offset per partition, None when there
+    is no table yet; ``oldest_unlanded``: the timestamp of the oldest record not yet in the table,
+    None when unknown or nothing waits; ``bytes_waiting``: an estimate, None when unknown.
+    """
+
+    now: datetime
+    high: Mapping[int, int]
+    committed: Mapping[int, int] | None
+    low: Mapping[int, int] | None = None
+    oldest_unlanded: datetime | None = None
+    bytes_waiting: int | None = None
+
+    def lag(self) -> dict[int, int]:
+        """Records waiting per partition (none below the table's offsets)."""
+        low = self.low or {}
+        if self.committed is None:
+            return {p: max(0, h - low.get(p, 0)) for p, h in self.high.items()}
+        return {p: max(0, h - self.committed.get(p, low.get(p, 0))) for p, h in self.high.items()}
+
+
+@dataclass(frozen=True)
+class Verdict:
+    run: bool
+    reason: str
+    #: When to look again (0 when ``run``): the caller looks sooner when its poll interval is shorter.
+    recheck: timedelta
+
+
+@dataclass(frozen=True)
+class Budget:
+    """The times :func:`decide` works with, from the SLA and the settings."""
+
+    sla: timedelta
+    expected_run: timedelta = DEFAULT_EXPECTED_RUN
+    floor: timedelta = DEFAULT_FLOOR
+    file_bytes: int = DEFAULT_FILE_BYTES
+    #: Added to the expected run time: the watcher's poll interval and the scheduler's pick-up.
+    margin: timedelta = timedelta(0)
+    #: Default: the fixed schedule's interval (SLA / 3, rounded down to a minute).
+    heartbeat: timedelta | None = None
+
+    @property
+    def every(self) -> timedelta:
+        return self.heartbeat if self.heartbeat is not None else run_interval(self.sla)
+
+    @property
+    def wait_allowed(self) -> timedelta:
+        """How old the oldest waiting record may get before a run must start."""
+        return max(timedelta(0), self.sla - self.expected_run - self.margin)
+
+
+def decide(seen: Observation, budget: Budget, last_run: datetime | None) -> Verdict:
+    """Queue a run now, or when to look again (see the module's rules).
+
+    ``last_run``: when the watcher last queued a run (or the table last landed one); None: never.
+    """
+    now = seen.now
+    # A clock stepped back behind the last run: treat it as having just run.
+    since = None if last_run is None else max(timedelta(0), now - last_run)
+    if since is not None and since < budget.floor:
+        return Verdict(False, f"within the floor of {budget.floor} since the last run", budget.floor - since)
+    if since is None:
+        return Verdict(True, f"no run known: at least one every {budget.every}", timedelta(0))
+    heartbeat_in = budget.every - since
+    if heartbeat_in <= timedelta(0):
+        return Verdict(True, f"no run for {since}: at least one every {budget.every}", timedelta(0))
+
+    waiting = sum(seen.lag().values())
+    if waiting == 0:
+        return Verdict(False, "nothing waits in Kafka", heartbeat_in)
+    if seen.committed is None:
+        return Verdict(True, f"{waiting} records wait and the table does not exist yet", timedelta(0))
+    if seen.bytes_waiting is not None and seen.bytes_waiting >= budget.file_bytes:
+        return Verdict(
+            True,
+            f"{seen.bytes_waiting} bytes wait ({waiting} records): a file's worth ({budget.file_bytes})",
+            timedelta(0),
+        )
+    if seen.oldest_unlanded is None:
+        return Verdict(
+            False, f"{waiting} records wait, their time unknown: the heartbeat bounds them", heartbeat_in
+        )
+    # A record stamped ahead of this clock counts as produced now.
+    oldest = min(seen.oldest_unlanded, now)
+    due_in = oldest + budget.wait_allowed - now
+    if due_in <= timedelta(0):
+        return Verdict(
+            True,
+            f"the oldest of {waiting} waiting records is {now - oldest} old: a run now lands it within "
+            f"the SLA of {budget.sla} (expected run {budget.expected_run})",
+            timedelta(0),
+        )
+    return Verdict(False, f"{waiting} records wait, the oldest {now - oldest} old", min(due_in, heartbeat_in))

@@ -1,0 +1,222 @@
+"""``schedule: freshness``'s decision (kafkalake.config.freshness.decide), table-driven: the floor,
+the heartbeat, a file's worth, the SLA budget; empty topics, a re-created topic, unknown timestamps,
+clocks that step back or records stamped in the future; and the catalog's ``schedule`` field."""
+
+from __future__ import annotations
+
+import itertools
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from kafkalake.config.catalog import load_catalog
+from kafkalake.config.freshness import DEFAULT_FLOOR, Budget, FreshnessSchedule, Observation, decide
+from kafkalake.core.errors import CatalogError
+
+from .catalog_helpers import assert_names_where, write_catalog
+
+NOW = datetime(2026, 11, 28, 12, 0, tzinfo=UTC)
+S, M = timedelta(seconds=1), timedelta(minutes=1)
+#: SLA 30m: heartbeat every 10m; a record may wait 30m - 60s run - 0 margin = 29m.
+BUDGET = Budget(sla=30 * M, expected_run=60 * S, floor=DEFAULT_FLOOR, file_bytes=1000)
+
+
+def seen(
+    high: dict[int, int],
+    committed: dict[int, int] | None,
+    oldest: datetime | None = None,
+    bytes_waiting: int | None = None,
+    low: dict[int, int] | None = None,
+) -> Observation:
+    return Observation(NOW, high, committed, low, oldest, bytes_waiting)
+
+
+CASES = [
+    # (id, observation, last run, run?, recheck, words in the reason)
+    ("empty topic, never ran: heartbeat due", seen({0: 0}, None), None, True, 0 * S, "at least one"),
+    ("empty topic, ran 2m ago", seen({0: 0}, None), NOW - 2 * M, False, 8 * M, "nothing waits"),
+    ("no partitions at all", seen({}, {}), NOW - 2 * M, False, 8 * M, "nothing waits"),
+    ("all landed", seen({0: 5, 1: 7}, {0: 5, 1: 7}), NOW - 3 * M, False, 7 * M, "nothing waits"),
+    ("heartbeat at exactly SLA/3", seen({0: 5}, {0: 5}), NOW - 10 * M, True, 0 * S, "at least one every"),
+    ("heartbeat even when the broker said nothing", seen({}, None), NOW - 11 * M, True, 0 * S, "at least"),
+    (
+        "floor beats a file's worth",
+        seen({0: 90}, {0: 0}, bytes_waiting=10**6),
+        NOW - 20 * S,
+        False,
+        40 * S,
+        "floor",
+    ),
+    ("a file's worth", seen({0: 90}, {0: 0}, bytes_waiting=1000), NOW - 2 * M, True, 0 * S, "file's worth"),
+    ("first run: no table, records wait", seen({0: 3}, None), NOW - 2 * M, True, 0 * S, "does not exist"),
+    (
+        "no table, records below low are gone",
+        seen({0: 3}, None, low={0: 3}),
+        NOW - 2 * M,
+        False,
+        8 * M,
+        "nothing",
+    ),
+    (
+        "young record: look again when due or at heartbeat",
+        seen({0: 6}, {0: 5}, NOW - 1 * M),
+        NOW - 2 * M,
+        False,
+        8 * M,
+        "oldest",
+    ),
+    ("old record, heartbeat later", seen({0: 6}, {0: 5}, NOW - 25 * M), NOW - 1 * M, False, 4 * M, "oldest"),
+    ("record at the budget", seen({0: 6}, {0: 5}, NOW - 29 * M), NOW - 1 * M, True, 0 * S, "within the SLA"),
+    (
+        "record past the SLA",
+        seen({0: 6}, {0: 5}, NOW - 2 * 60 * M),
+        NOW - 1 * M,
+        True,
+        0 * S,
+        "within the SLA",
+    ),
+    ("lag, timestamps unknown: heartbeat only", seen({0: 9}, {0: 5}), NOW - 4 * M, False, 6 * M, "unknown"),
+    (
+        "new partition read from low",
+        seen({0: 5, 1: 4}, {0: 5}, low={1: 4}),
+        NOW - 4 * M,
+        False,
+        6 * M,
+        "nothing",
+    ),
+    (
+        "new partition with records",
+        seen({0: 5, 1: 4}, {0: 5}, NOW - 29 * M - 30 * S),
+        NOW - 4 * M,
+        True,
+        0 * S,
+        "SLA",
+    ),
+    (
+        "re-created topic: Kafka below the table",
+        seen({0: 2}, {0: 500}, NOW - 60 * M),
+        NOW - 4 * M,
+        False,
+        6 * M,
+        "nothing",
+    ),
+    (
+        "clock stepped back behind the last run",
+        seen({0: 90}, {0: 0}, bytes_waiting=10**6),
+        NOW + 5 * M,
+        False,
+        60 * S,
+        "floor",
+    ),
+    (
+        "record stamped in the future counts as now",
+        seen({0: 6}, {0: 5}, NOW + 60 * M),
+        NOW - 2 * M,
+        False,
+        8 * M,
+        "0:00:00 old",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("case", "observation", "last_run", "run", "recheck", "words"), CASES, ids=[c[0] for c in CASES]
+)
+def test_decide(case, observation, last_run, run, recheck, words):
+    verdict = decide(observation, BUDGET, last_run)
+    assert (verdict.run, verdict.recheck) == (run, recheck), verdict.reason
+    assert words in verdict.reason
+
+
+def test_margin_and_expected_run_bring_the_run_forward():
+    young = seen({0: 6}, {0: 5}, NOW - 20 * M)
+    assert not decide(young, BUDGET, NOW - 2 * M).run
+    slow = Budget(sla=30 * M, expected_run=8 * M, margin=2 * M)
+    assert decide(young, slow, NOW - 2 * M).run
+
+
+def test_an_expected_run_longer_than_the_sla_runs_whenever_anything_waits():
+    budget = Budget(sla=30 * M, expected_run=40 * M)
+    assert budget.wait_allowed == timedelta(0)
+    assert decide(seen({0: 6}, {0: 5}, NOW), budget, NOW - 2 * M).run
+
+
+def test_the_heartbeat_can_be_set_apart_from_the_sla():
+    budget = Budget(sla=30 * M, heartbeat=20 * M)
+    assert not decide(seen({0: 5}, {0: 5}), budget, NOW - 15 * M).run
+    assert decide(seen({0: 5}, {0: 5}), budget, NOW - 20 * M).run
+
+
+def test_never_more_often_than_the_floor_nor_less_than_the_heartbeat():
+    """A burst that keeps a file's worth waiting: runs one floor apart; a quiet topic: one per heartbeat."""
+    for observation, gap in (
+        (seen({0: 10**6}, {0: 0}, bytes_waiting=10**9), DEFAULT_FLOOR),
+        (seen({0: 5}, {0: 5}), 10 * M),
+    ):
+        runs, last, t = [], None, NOW
+        while t < NOW + 60 * M:
+            verdict = decide(
+                Observation(
+                    t, observation.high, observation.committed, None, None, observation.bytes_waiting
+                ),
+                BUDGET,
+                last,
+            )
+            if verdict.run:
+                runs.append(t)
+                last = t
+            t += 10 * S
+        assert len(runs) >= 6
+        assert all(b - a == gap for a, b in itertools.pairwise(runs)), runs[:5]
+
+
+def test_schedule_defaults_to_the_interval(tmp_path, lake_root):
+    file = write_catalog(tmp_path, "topics:\n  - {name: orders, freshness_sla: 1h}\n")
+    topic = load_catalog(file, lake_root).topic("orders")
+    assert (topic.schedule, topic.freshness) == ("interval", None)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("freshness", FreshnessSchedule()),
+        ("{mode: freshness, floor: 2m}", FreshnessSchedule(floor=2 * M)),
+        ("{mode: freshness, file_bytes: 1024}", FreshnessSchedule(file_bytes=1024)),
+    ],
+)
+def test_schedule_freshness(tmp_path, lake_root, text, expected):
+    file = write_catalog(tmp_path, f"topics:\n  - {{name: orders, freshness_sla: 1h, schedule: {text}}}\n")
+    topic = load_catalog(file, lake_root).topic("orders")
+    assert (topic.schedule, topic.freshness) == ("freshness", expected)
+
+
+@pytest.mark.parametrize(
+    ("text", "field", "words"),
+    [
+        ("hourly", "schedule", "must be one of interval, freshness"),
+        ("{mode: sometimes}", "schedule.mode", "must be one of"),
+        ("{mode: freshness, every: 2m}", "schedule.every", "unknown field"),
+        ("{mode: freshness, floor: 5s}", "schedule.floor", "from 10s to the SLA's third (20m)"),
+        ("{mode: freshness, floor: 21m}", "schedule.floor", "from 10s"),
+        ("{mode: freshness, floor: soon}", "schedule.floor", "not a duration"),
+        ("{mode: freshness, file_bytes: 0}", "schedule.file_bytes", "whole number"),
+        ("{mode: freshness, file_bytes: true}", "schedule.file_bytes", "whole number"),
+        ("{mode: interval, floor: 2m}", "schedule", "mode freshness only"),
+    ],
+)
+def test_bad_schedules_name_file_topic_and_field(tmp_path, lake_root, text, field, words):
+    file = write_catalog(tmp_path, f"topics:\n  - {{name: orders, freshness_sla: 1h, schedule: {text}}}\n")
+    with pytest.raises(CatalogError) as caught:
+        load_catalog(file, lake_root, strict=True)
+    assert_names_where(caught.value, file, "orders", field)
+    assert words in str(caught.value)
+
+
+def test_a_family_keeps_the_interval(tmp_path, lake_root):
+    file = write_catalog(
+        tmp_path,
+        "topics:\n  - {topics: [a, b], table: ab, freshness_sla: 1h, parsed: false, schedule: freshness}\n",
+    )
+    with pytest.raises(CatalogError) as caught:
+        load_catalog(file, lake_root, strict=True)
+    assert_names_where(caught.value, file, "ab", "schedule")
