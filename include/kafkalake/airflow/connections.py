@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict
+from typing import Any
 
 from airflow.sdk import BaseHook
 from airflow.sdk.log import mask_secret
@@ -27,12 +28,30 @@ def kafka_config_for(conn_id: str) -> dict[str, str]:
     task log by any path shows as ``***``. Airflow masks the connection's password by itself, but
     not extra keys such as ``ssl_key_pem``.
     """
-    conn = BaseHook.get_connection(conn_id)
+    return _kafka_config(conn_id, BaseHook.get_connection(conn_id))
+
+
+async def akafka_config_for(conn_id: str) -> dict[str, str]:
+    """:func:`kafka_config_for` from async code (the triggerer's event loop)."""
+    return _kafka_config(conn_id, await BaseHook.aget_connection(conn_id))
+
+
+def _kafka_config(conn_id: str, conn: Any) -> dict[str, str]:
     config = client_config.librdkafka_config(
         conn_id, conn.host, conn.port, conn.extra_dejson, login=conn.login, password=conn.password
     )
     mask_secrets(config)
     return config
+
+
+async def astorage_settings(
+    topic_name: str, location: str, conn_id: str | None
+) -> store_settings.StorageSettings:
+    """The object-store settings of a table, from async code, without making them this process's
+    own (the triggerer reads tables of several stores): pass them to delta-rs' reads."""
+    if not (store_settings.is_object_store(location) and conn_id):
+        return store_settings.current()
+    return _storage_settings(topic_name, conn_id, await BaseHook.aget_connection(conn_id))
 
 
 def use_storage(topic_name: str, location: str, conn_id: str | None) -> store_settings.StorageSettings:
@@ -51,13 +70,18 @@ def storage_settings(topic_name: str, location: str, conn_id: str | None) -> sto
     :func:`use_storage`); the secrets are registered with the secrets masker."""
     settings = store_settings.StorageSettings()
     if store_settings.is_object_store(location) and conn_id:
-        conn = BaseHook.get_connection(conn_id)
-        try:
-            settings = store_settings.from_connection(conn_id, conn.login, conn.password, conn.extra_dejson)
-        except ValueError as err:
-            raise BadConfigError(f"topic {topic_name!r}: {err}") from None
-        for secret in settings.secrets():
-            mask_secret(secret)
+        settings = _storage_settings(topic_name, conn_id, BaseHook.get_connection(conn_id))
+    return settings
+
+
+def _storage_settings(topic_name: str, conn_id: str, conn: Any) -> store_settings.StorageSettings:
+    """The settings of an ``aws`` connection, their secrets registered with the masker."""
+    try:
+        settings = store_settings.from_connection(conn_id, conn.login, conn.password, conn.extra_dejson)
+    except ValueError as err:
+        raise BadConfigError(f"topic {topic_name!r}: {err}") from None
+    for secret in settings.secrets():
+        mask_secret(secret)
     return settings
 
 

@@ -23,8 +23,14 @@ from airflow.sdk.exceptions import AirflowNotFoundException
 from kafkalake.airflow import freshness_figures, runbook
 from kafkalake.airflow.assets import topic_assets
 from kafkalake.airflow.discovery import discovery_dag
+from kafkalake.airflow.freshness_trigger import freshness_asset
 from kafkalake.airflow.pools import SPARK_POOL
-from kafkalake.airflow.sla_alerts import INGEST_TASK_ID, PREFLIGHT_TASK_ID, deadline_alert
+from kafkalake.airflow.sla_alerts import (
+    ENV_WEBHOOK_CONN_ID,
+    INGEST_TASK_ID,
+    PREFLIGHT_TASK_ID,
+    deadline_alert,
+)
 from kafkalake.airflow.tasks import (
     FollowUpOperator,
     IngestOperator,
@@ -109,7 +115,7 @@ DOC = """\
 
 Lands every new record of the topic (of each member topic, for a family) in the bronze table at
 `{path}`, exactly once.
-Runs every **{interval}** (freshness SLA {sla} / 3, rounded down to the minute).
+{when}
 
 1. `check_new_offsets` compares Kafka's end offsets with the table's checkpoint and skips the
    rest when nothing is new (no Spark job, no new table version).
@@ -172,12 +178,32 @@ def family_kwargs(topic: TopicConfig) -> dict[str, Any] | None:
     }
 
 
+def _doc_when(topic: TopicConfig) -> str:
+    interval, sla = format_duration(topic.run_interval), format_duration(topic.freshness_sla)
+    if topic.freshness is None:
+        return f"Runs every **{interval}** (freshness SLA {sla} / 3, rounded down to the minute)."
+    return (
+        f"**schedule: freshness**: runs are queued by the asset watcher `{topic.dag_id}.freshness` "
+        f"(kafkalake.airflow.freshness_trigger) when what waits in Kafka needs one: its oldest record "
+        f"would pass the SLA of {sla} by the run's end, or {topic.freshness.file_bytes} bytes wait; at "
+        f"least every {interval}, never within {format_duration(topic.freshness.floor)} of the last."
+    )
+
+
+def schedule_of(topic: TopicConfig) -> Any:
+    """The DAG's schedule: SLA / 3, or the asset of a ``schedule: freshness`` topic's watcher."""
+    if topic.schedule == "freshness":
+        webhook = topic.sla_webhook_conn_id or os.environ.get(ENV_WEBHOOK_CONN_ID) or None
+        return [freshness_asset(topic, webhook)]
+    return topic.run_interval
+
+
 def dag_for(topic: TopicConfig, catalog: Catalog, lake: Any) -> DAG:
     interval = topic.run_interval
     dag = DAG(
         dag_id=topic.dag_id,
         description=f"Kafka {topic.kafka_source} → Delta {topic.qualified_table}",
-        schedule=interval,
+        schedule=schedule_of(topic),
         start_date=START_DATE,
         catchup=False,
         max_active_runs=1,
@@ -189,8 +215,7 @@ def dag_for(topic: TopicConfig, catalog: Catalog, lake: Any) -> DAG:
             table=topic.qualified_table,
             path=topic.path,
             checkpoint=topic.checkpoint_path,
-            interval=format_duration(interval),
-            sla=format_duration(topic.freshness_sla),
+            when=_doc_when(topic),
             deadline=format_duration(sla_plan(topic.freshness_sla).deadline),
             starting=topic.starting_offsets,
             pool=SPARK_POOL,

@@ -8,13 +8,17 @@ landed yet, the bytes waiting; and of the topic's settings (:class:`FreshnessSch
 1. **Floor**: never two runs closer than ``floor`` (a burst does not start a JVM per poll).
 2. **Heartbeat**: at least one run every ``heartbeat`` (default SLA / 3, the fixed schedule's
    interval), whatever Kafka says or whether it answered: the table's age stays bounded when the
-   watcher sees nothing (timestamps unknown, broker unreachable), and table care keeps its due check.
-   Any run counts, so a data-driven run puts the next heartbeat off.
-3. **A file's worth**: the bytes waiting reach ``file_bytes`` (what one run would write well): run now.
-4. **Budget**: the oldest unlanded record would be older than the SLA by the time a run started now
+   watcher sees nothing (timestamps unknown, broker unreachable), and table care keeps its due
+   check. Any run counts, so a data-driven run puts the next heartbeat off.
+3. **In flight**: after a run was queued, until the table has landed something since (or 2 x the
+   expected run time + margin has passed: a run that found nothing new, or failed), only records
+   produced after it was queued count, and only a file's worth of them queues another run: what
+   the queued run will land is no reason for a second one.
+4. **A file's worth**: the bytes waiting reach ``file_bytes`` (what one run would write well): run now.
+5. **Budget**: the oldest unlanded record would be older than the SLA by the time a run started now
    finishes: fire at ``oldest + SLA - expected run time - margin``.
 
-Lag with no timestamp (producers that set none: -1) leaves rule 4 out: the heartbeat bounds the
+Lag with no timestamp (producers that set none: -1) leaves rule 5 out: the heartbeat bounds the
 age then (heartbeat + run time). A partition Kafka has below the table's offsets (a re-created topic,
 a restored table) counts no lag: the heartbeat's run reaches the pre-flight, which says what happened
 (``topic_recreated``) instead of a watcher that keeps firing runs bound to fail.
@@ -64,6 +68,16 @@ class Observation:
     low: Mapping[int, int] | None = None
     oldest_unlanded: datetime | None = None
     bytes_waiting: int | None = None
+    #: When the table last landed records (its newest offsets commit); None: never.
+    landed_at: datetime | None = None
+    #: Kafka's end offsets when the last run was queued; None: not known.
+    high_when_queued: Mapping[int, int] | None = None
+
+    def since_queued(self) -> int:
+        """Records produced since the last run was queued (0 when not known)."""
+        if self.high_when_queued is None:
+            return 0
+        return sum(max(0, h - self.high_when_queued.get(p, 0)) for p, h in self.high.items())
 
     def lag(self) -> dict[int, int]:
         """Records waiting per partition (none below the table's offsets)."""
@@ -99,6 +113,11 @@ class Budget:
         return self.heartbeat if self.heartbeat is not None else run_interval(self.sla)
 
     @property
+    def in_flight(self) -> timedelta:
+        """How long after a run was queued it may still be landing."""
+        return 2 * self.expected_run + self.margin
+
+    @property
     def wait_allowed(self) -> timedelta:
         """How old the oldest waiting record may get before a run must start."""
         return max(timedelta(0), self.sla - self.expected_run - self.margin)
@@ -110,19 +129,30 @@ def decide(seen: Observation, budget: Budget, last_run: datetime | None) -> Verd
     ``last_run``: when the watcher last queued a run (or the table last landed one); None: never.
     """
     now = seen.now
-    # A clock stepped back behind the last run: treat it as having just run.
-    since = None if last_run is None else max(timedelta(0), now - last_run)
-    if since is not None and since < budget.floor:
-        return Verdict(False, f"within the floor of {budget.floor} since the last run", budget.floor - since)
-    if since is None:
+    if last_run is None:
         return Verdict(True, f"no run known: at least one every {budget.every}", timedelta(0))
+    # A clock stepped back behind the last run: treat it as having just run.
+    since = max(timedelta(0), now - last_run)
+    if since < budget.floor:
+        return Verdict(False, f"within the floor of {budget.floor} since the last run", budget.floor - since)
     heartbeat_in = budget.every - since
     if heartbeat_in <= timedelta(0):
         return Verdict(True, f"no run for {since}: at least one every {budget.every}", timedelta(0))
-
     waiting = sum(seen.lag().values())
     if waiting == 0:
         return Verdict(False, "nothing waits in Kafka", heartbeat_in)
+    in_flight = budget.in_flight - since
+    if in_flight > timedelta(0) and (seen.landed_at is None or seen.landed_at < last_run):
+        newer = seen.since_queued()
+        per_record = (seen.bytes_waiting or 0) / waiting
+        if newer and per_record and newer * per_record >= budget.file_bytes:
+            return Verdict(
+                True,
+                f"{newer} records came after the run queued {since} ago: a file's worth "
+                f"({budget.file_bytes})",
+                timedelta(0),
+            )
+        return Verdict(False, f"the run queued {since} ago has not landed yet", min(in_flight, heartbeat_in))
     if seen.committed is None:
         return Verdict(True, f"{waiting} records wait and the table does not exist yet", timedelta(0))
     if seen.bytes_waiting is not None and seen.bytes_waiting >= budget.file_bytes:

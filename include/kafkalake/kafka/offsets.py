@@ -290,6 +290,13 @@ def _topic_watermarks(
     return result
 
 
+def consumer_watermarks(
+    consumer: Any, seen: list[Any], client_config: Mapping[str, str], topic: str, timeout: float
+) -> dict[int, tuple[int, int]]:
+    """:func:`watermarks` through a consumer of :func:`open_consumer` the caller keeps open."""
+    return _topic_watermarks(consumer, seen, client_config, topic, timeout)
+
+
 def topic_names(client_config: Mapping[str, str], timeout: float = 15.0) -> set[str]:
     """Every topic the cluster has (a family's members are chosen among them)."""
     consumer, seen = open_consumer(client_config, "kafkalake-preflight")

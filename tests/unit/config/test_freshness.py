@@ -17,8 +17,9 @@ from .catalog_helpers import assert_names_where, write_catalog
 
 NOW = datetime(2026, 11, 28, 12, 0, tzinfo=UTC)
 S, M = timedelta(seconds=1), timedelta(minutes=1)
-#: SLA 30m: heartbeat every 10m; a record may wait 30m - 60s run - 0 margin = 29m.
-BUDGET = Budget(sla=30 * M, expected_run=60 * S, floor=DEFAULT_FLOOR, file_bytes=1000)
+#: SLA 30m: heartbeat every 10m; a record may wait 30m - 60s run - 75s margin = 27m45s; a queued
+#: run may be landing for 2 x 60s + 75s = 3m15s.
+BUDGET = Budget(sla=30 * M, expected_run=60 * S, floor=DEFAULT_FLOOR, file_bytes=1000, margin=75 * S)
 
 
 def seen(
@@ -27,8 +28,11 @@ def seen(
     oldest: datetime | None = None,
     bytes_waiting: int | None = None,
     low: dict[int, int] | None = None,
+    landed: datetime | None = NOW,
+    queued: dict[int, int] | None = None,
 ) -> Observation:
-    return Observation(NOW, high, committed, low, oldest, bytes_waiting)
+    """What the watcher saw at NOW; by default the table landed something just now."""
+    return Observation(NOW, high, committed, low, oldest, bytes_waiting, landed, queued)
 
 
 CASES = [
@@ -65,8 +69,22 @@ CASES = [
         8 * M,
         "oldest",
     ),
-    ("old record, heartbeat later", seen({0: 6}, {0: 5}, NOW - 25 * M), NOW - 1 * M, False, 4 * M, "oldest"),
-    ("record at the budget", seen({0: 6}, {0: 5}, NOW - 29 * M), NOW - 1 * M, True, 0 * S, "within the SLA"),
+    (
+        "old record, heartbeat later",
+        seen({0: 6}, {0: 5}, NOW - 25 * M),
+        NOW - 1 * M,
+        False,
+        2 * M + 45 * S,
+        "oldest",
+    ),
+    (
+        "record at the budget",
+        seen({0: 6}, {0: 5}, NOW - 27 * M - 45 * S),
+        NOW - 1 * M,
+        True,
+        0 * S,
+        "within the SLA",
+    ),
     (
         "record past the SLA",
         seen({0: 6}, {0: 5}, NOW - 2 * 60 * M),
@@ -86,7 +104,7 @@ CASES = [
     ),
     (
         "new partition with records",
-        seen({0: 5, 1: 4}, {0: 5}, NOW - 29 * M - 30 * S),
+        seen({0: 5, 1: 4}, {0: 5}, NOW - 28 * M),
         NOW - 4 * M,
         True,
         0 * S,
@@ -107,6 +125,54 @@ CASES = [
         False,
         60 * S,
         "floor",
+    ),
+    (
+        "in flight: queued, not landed",
+        seen({0: 90}, {0: 0}, bytes_waiting=10**6, landed=NOW - 5 * M),
+        NOW - 2 * M,
+        False,
+        75 * S,
+        "not landed yet",
+    ),
+    (
+        "in flight: never landed",
+        seen({0: 90}, {0: 0}, bytes_waiting=10**6, landed=None),
+        NOW - 2 * M,
+        False,
+        75 * S,
+        "not landed",
+    ),
+    (
+        "in flight, a file's worth came since",
+        seen({0: 90}, {0: 0}, bytes_waiting=9000, landed=None, queued={0: 80}),
+        NOW - 2 * M,
+        True,
+        0 * S,
+        "came after the run queued",
+    ),
+    (
+        "in flight, too little came since",
+        seen({0: 90}, {0: 0}, bytes_waiting=9000, landed=None, queued={0: 85}),
+        NOW - 2 * M,
+        False,
+        75 * S,
+        "not landed",
+    ),
+    (
+        "in flight for too long",
+        seen({0: 90}, {0: 0}, bytes_waiting=10**6, landed=None),
+        NOW - 4 * M,
+        True,
+        0 * S,
+        "file's worth",
+    ),
+    (
+        "in flight, heartbeat still due",
+        seen({0: 90}, {0: 0}, landed=None),
+        NOW - 10 * M,
+        True,
+        0 * S,
+        "at least",
     ),
     (
         "record stamped in the future counts as now",
@@ -156,8 +222,9 @@ def test_never_more_often_than_the_floor_nor_less_than_the_heartbeat():
         runs, last, t = [], None, NOW
         while t < NOW + 60 * M:
             verdict = decide(
+                # Each run lands at once: the next poll sees the table moved.
                 Observation(
-                    t, observation.high, observation.committed, None, None, observation.bytes_waiting
+                    t, observation.high, observation.committed, None, None, observation.bytes_waiting, t
                 ),
                 BUDGET,
                 last,

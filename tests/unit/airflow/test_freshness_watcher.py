@@ -1,0 +1,104 @@
+"""A ``schedule: freshness`` topic's DAG is scheduled on its watcher's asset (the fixed interval
+otherwise); what the trigger stores in the metadata DB is the connection's id, never its settings;
+it round-trips through Airflow's serialisation; its poll and budget follow the SLA; a data age over
+the SLA alerts once per table position."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from datetime import UTC, datetime, timedelta
+
+from airflow.sdk import Asset
+from airflow.serialization.serialized_objects import DagSerialization
+
+from kafkalake.airflow.dag_factory import dag_for, schedule_of
+from kafkalake.airflow.freshness_trigger import CLASSPATH, FreshnessTrigger, expected_run_time, poll_interval
+from kafkalake.config.catalog import load_catalog
+from kafkalake.config.freshness import Observation
+
+CATALOG = """\
+topics:
+  - name: fresh-a
+    freshness_sla: 30m
+    kafka_conn_id: kafka_secured
+    schedule: {mode: freshness, floor: 2m, file_bytes: 4096}
+  - name: plain
+    freshness_sla: 30m
+"""
+
+
+def catalog(tmp_path):
+    file = tmp_path / "topics.yaml"
+    file.write_text(CATALOG)
+    return load_catalog(file, tmp_path / "lake", strict=True)
+
+
+def test_a_freshness_topic_is_scheduled_on_its_watcher_s_asset(tmp_path):
+    loaded = catalog(tmp_path)
+    fresh, plain = loaded.topic("fresh-a"), loaded.topic("plain")
+    assert schedule_of(plain) == timedelta(minutes=10)
+    [asset] = schedule_of(fresh)
+    assert isinstance(asset, Asset) and asset.name == "ingest_fresh_a.freshness"
+    [watcher] = asset.watchers
+    trigger = watcher.trigger
+    assert isinstance(trigger, FreshnessTrigger)
+    assert (trigger.topic, trigger.kafka_conn_id, trigger.file_bytes) == ("fresh-a", "kafka_secured", 4096)
+    assert (trigger.sla, trigger.floor_seconds) == (timedelta(minutes=30), 120)
+
+    dag = dag_for(fresh, loaded, tmp_path / "lake")
+    assert "schedule: freshness" in dag.doc_md
+    stored = json.dumps(DagSerialization.to_dict(dag))
+    assert CLASSPATH in stored and "kafka_secured" in stored
+    # Only the connection's id: the settings are looked up in the triggerer.
+    assert "bootstrap" not in stored and "password" not in stored
+
+
+def test_the_trigger_round_trips_through_its_kwargs(tmp_path):
+    trigger = schedule_of(catalog(tmp_path).topic("fresh-a"))[0].watchers[0].trigger
+    classpath, kwargs = trigger.serialize()
+    assert classpath == CLASSPATH
+    again = FreshnessTrigger(**kwargs)
+    assert again.serialize() == (classpath, kwargs)
+
+
+def test_poll_and_budget_follow_the_sla(tmp_path):
+    assert poll_interval(timedelta(minutes=3)) == timedelta(seconds=10)
+    assert poll_interval(timedelta(minutes=10)) == timedelta(seconds=30)
+    assert poll_interval(timedelta(hours=6)) == timedelta(seconds=60)
+    trigger = schedule_of(catalog(tmp_path).topic("fresh-a"))[0].watchers[0].trigger
+    budget = trigger.budget()
+    assert budget.expected_run == expected_run_time(trigger.table_path) == timedelta(seconds=60)
+    assert budget.margin == timedelta(seconds=60 + 15)
+    assert budget.every == timedelta(minutes=10)
+
+
+def test_a_data_age_over_the_sla_alerts_once_per_table_position(tmp_path):
+    trigger = schedule_of(catalog(tmp_path).topic("fresh-a"))[0].watchers[0].trigger
+    trigger.webhook_conn_id = "ops"
+    posted: list[tuple[str, dict]] = []
+
+    async def post(conn_id: str, body: dict) -> int:
+        posted.append((conn_id, body))
+        return 204
+
+    now = datetime(2026, 11, 28, 12, 0, tzinfo=UTC)
+
+    def seen(age: timedelta, committed: dict[int, int]) -> Observation:
+        return Observation(now, {0: 9}, committed, oldest_unlanded=now - age)
+
+    async def alerts() -> list[str | None]:
+        return [
+            await trigger._report_late(seen(timedelta(minutes=29), {0: 3}), post),  # within the SLA
+            await trigger._report_late(seen(timedelta(minutes=31), {0: 3}), post),
+            await trigger._report_late(seen(timedelta(minutes=40), {0: 3}), post),  # same position
+            await trigger._report_late(seen(timedelta(minutes=35), {0: 5}), post),  # it moved, still late
+        ]
+
+    said = asyncio.run(alerts())
+    assert [s is not None for s in said] == [False, True, False, True]
+    assert "data age SLA miss: Kafka topic fresh-a" in said[1] and "31m ago" in said[1]
+    assert [(c, b["event"], b["data_age_seconds"]) for c, b in posted] == [
+        ("ops", "kafkalake.data_age_miss", 1860),
+        ("ops", "kafkalake.data_age_miss", 2100),
+    ]
