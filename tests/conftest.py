@@ -103,6 +103,8 @@ LONGEST_FIRST = (
     "tests/integration/test_soak.py",
     "tests/integration/test_retries.py",
     "tests/integration/test_kill_and_rerun.py",
+    # Its own airflow standalone and a few minutes of watcher events (3m SLA: a heartbeat a minute).
+    "tests/integration/test_freshness_schedule.py",
     "tests/integration/test_disk_full.py",
     "tests/integration/test_ingest_dag.py",
     # One worker runs these three: they share one `airflow standalone` (SHARED_SERVER).
