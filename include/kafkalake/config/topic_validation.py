@@ -380,6 +380,8 @@ def _key_format(
             f"format's values ({', '.join((*REGISTRY_FORMATS, *FRAMED_JSON_FORMATS))})",
         )
     return str(key_format)
+
+
 #: The keys of a ``schedule`` mapping: ``{mode: freshness, floor: 2m, file_bytes: 67108864}``.
 SCHEDULE_FIELDS = ("mode", "floor", "file_bytes")
 
