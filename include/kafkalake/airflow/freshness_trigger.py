@@ -35,9 +35,10 @@ from airflow.sdk import Asset, AssetWatcher
 from airflow.triggers.base import BaseEventTrigger, TriggerEvent
 
 from kafkalake.config.freshness import DEFAULT_EXPECTED_RUN, Budget, Observation, decide
-from kafkalake.config.topic import TopicConfig
+from kafkalake.config.topic import TopicConfig, history_path
 from kafkalake.core.durations import format_duration
 from kafkalake.core.errors import TopicMissingError
+from kafkalake.lake import run_history
 from kafkalake.lake.landing import Landing, read_landing
 
 log = logging.getLogger(__name__)
@@ -56,14 +57,25 @@ def poll_interval(sla: timedelta) -> timedelta:
     return min(MAX_POLL, max(MIN_POLL, sla / 20))
 
 
-def expected_run_time(table_path: str, default: timedelta = DEFAULT_EXPECTED_RUN) -> timedelta:
-    """How long the topic's runs take, from queued to landed.
+#: The runs the expected run time is learned from, and how often the watcher reads them again.
+HISTORY_WINDOW = timedelta(days=7)
+HISTORY_REREAD = timedelta(minutes=10)
 
-    Hook for the run history (issue 46, item 1: ``<bronze path>/_kafkalake/runs``): it will answer
-    from the recent runs there. Until then, ``default``.
-    """
-    del table_path
-    return default
+
+def expected_run_time(
+    table_path: str, default: timedelta = DEFAULT_EXPECTED_RUN, storage: Any = None
+) -> timedelta:
+    """How long the topic's runs take, from the run history (``<bronze path>/_kafkalake/runs``,
+    :func:`kafkalake.lake.run_history.expected_run`); ``default`` before the first run that landed
+    or when the history cannot be read (a watcher must not stop over it)."""
+    try:
+        runs = run_history.read(
+            history_path(table_path), since=datetime.now(UTC) - HISTORY_WINDOW, settings=storage
+        )
+    except Exception as err:  # a broken or unreachable history: the default, and say so
+        log.warning("cannot read the run history at %s (%s); expecting runs of %s", table_path, err, default)
+        return default
+    return run_history.expected_run(runs, default)
 
 
 def freshness_asset(topic: TopicConfig, webhook_conn_id: str | None = None) -> Asset:
@@ -169,6 +181,9 @@ class FreshnessTrigger(BaseEventTrigger):  # type: ignore[misc]  # mypy skips ai
         self.expected_run_seconds = expected_run_seconds
         self.webhook_conn_id = webhook_conn_id
         self._landing: Landing | None = None
+        #: The expected run time learned from the run history, and when it was last read.
+        self._expected = DEFAULT_EXPECTED_RUN
+        self._expected_read_at: float | None = None
         #: The timestamps read at the table's offsets: {(partition, offset): time or None}.
         self._stamps: dict[tuple[int, int], datetime | None] = {}
         self._late_reported: tuple[tuple[int, int], ...] | None = None
@@ -203,7 +218,7 @@ class FreshnessTrigger(BaseEventTrigger):  # type: ignore[misc]  # mypy skips ai
         expected = (
             timedelta(seconds=self.expected_run_seconds)
             if self.expected_run_seconds is not None
-            else expected_run_time(self.table_path)
+            else self._expected
         )
         return Budget(
             sla=self.sla,
@@ -224,6 +239,7 @@ class FreshnessTrigger(BaseEventTrigger):  # type: ignore[misc]  # mypy skips ai
                 self._landing = await asyncio.to_thread(read_landing, self.table_path, None, storage)
                 last_run = self._landing.landed_at if self._landing else None
             while True:
+                await self._learn_run_time(storage)
                 seen = replace(await self.observe(shared, storage), high_when_queued=self._queued_high)
                 verdict = decide(seen, self.budget(), last_run)
                 await self._report_late(seen)
@@ -246,6 +262,21 @@ class FreshnessTrigger(BaseEventTrigger):  # type: ignore[misc]  # mypy skips ai
                 await asyncio.sleep(wait.total_seconds())
         finally:
             await _leave(shared)
+
+    async def _learn_run_time(self, storage: Any) -> None:
+        """Read the expected run time from the history now and then, off the event loop (delta-rs)."""
+        if self.expected_run_seconds is not None:
+            return
+        clock = time.monotonic()
+        if (
+            self._expected_read_at is not None
+            and clock - self._expected_read_at < HISTORY_REREAD.total_seconds()
+        ):
+            return
+        self._expected_read_at = clock
+        self._expected = await asyncio.to_thread(
+            expected_run_time, self.table_path, DEFAULT_EXPECTED_RUN, storage
+        )
 
     async def observe(self, shared: _Connection, storage: Any) -> Observation:
         """What Kafka and the table say now; only the heartbeat's clock while Kafka is backed off."""

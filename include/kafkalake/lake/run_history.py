@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
@@ -265,3 +266,23 @@ def _from_row(row: dict[str, Any]) -> RunRecord:
             value = value.astimezone(UTC)
         values[f.name] = value
     return RunRecord(**values)
+
+
+#: Runs that start a Spark job to land records: what a queued run of the topic will do.
+LANDING_KINDS = frozenset({"ingest", "catch_up", "reingest"})
+#: How many of the newest landing runs the expected run time looks at.
+EXPECTED_FROM_RUNS = 10
+
+
+def expected_run(records: Sequence[RunRecord], default: timedelta) -> timedelta:
+    """How long the next landing run will take: the longest of the newest
+    :data:`EXPECTED_FROM_RUNS` successful ones (a run's task time, ``ended_at - started_at``).
+    The longest, not the median: the freshness watcher queues a run this long before the SLA would
+    be missed, so it errs early. ``default`` before any such run."""
+    landed = sorted(
+        (r for r in records if r.kind in LANDING_KINDS and r.outcome == "success" and r.jvm_count > 0),
+        key=lambda r: r.started_at,
+    )[-EXPECTED_FROM_RUNS:]
+    if not landed:
+        return default
+    return max(r.ended_at - r.started_at for r in landed)

@@ -102,3 +102,34 @@ def test_a_data_age_over_the_sla_alerts_once_per_table_position(tmp_path):
         ("ops", "kafkalake.data_age_miss", 1860),
         ("ops", "kafkalake.data_age_miss", 2100),
     ]
+
+
+def test_the_expected_run_time_is_learned_from_the_topics_run_history(tmp_path):
+    from datetime import UTC, datetime
+
+    from kafkalake.config.topic import history_path
+    from kafkalake.lake import run_history
+
+    trigger = schedule_of(catalog(tmp_path).topic("fresh-a"))[0].watchers[0].trigger
+    assert expected_run_time(trigger.table_path) == timedelta(seconds=60)  # no history yet
+    started = datetime.now(UTC) - timedelta(hours=1)
+    landed = run_history.RunRecord(
+        topic="fresh-a",
+        dag_id="ingest_fresh_a",
+        run_id="r1",
+        task_id="ingest",
+        try_number=1,
+        kind="ingest",
+        outcome="success",
+        failure_kind=None,
+        started_at=started,
+        ended_at=started + timedelta(seconds=150),
+        sla_seconds=180.0,
+        jvm_count=1,
+    )
+    run_history.append(history_path(trigger.table_path), landed)
+    assert expected_run_time(trigger.table_path) == timedelta(seconds=150)
+    # A history that cannot be read: the default, and the watcher goes on.
+    (tmp_path / "broken").mkdir()
+    (tmp_path / "broken" / "_kafkalake").write_text("not a folder")
+    assert expected_run_time(str(tmp_path / "broken")) == timedelta(seconds=60)

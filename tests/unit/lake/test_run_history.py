@@ -144,3 +144,24 @@ def test_every_entry_single_or_family_keeps_its_history_with_bronze_where_vacuum
     family = catalog.topic("a_all")
     assert family.is_family
     assert family.history_path == str(tmp_path / "lake" / "bronze" / "a_all" / "_kafkalake" / "runs")
+
+
+def test_the_expected_run_is_the_longest_of_the_newest_successful_landing_runs():
+    default = timedelta(seconds=60)
+    assert run_history.expected_run([], default) == default
+    idle = run(kind="idle", outcome="idle", ended_at=T0 + timedelta(hours=1))
+    failed = run(
+        outcome="failed", failure_kind="kafka_unreachable", jvm_count=1, ended_at=T0 + timedelta(hours=1)
+    )
+    assert run_history.expected_run([idle, failed], default) == default
+
+    def landing(minute: int, seconds: float) -> RunRecord:
+        started = T0 + timedelta(minutes=minute)
+        return run(started, ended_at=started + timedelta(seconds=seconds), jvm_count=1)
+
+    # An old slow run falls out of the newest ten; catch-ups count, care does not.
+    runs = [landing(0, 500)] + [landing(m, 30 + m) for m in range(1, 11)]
+    runs.append(run(T0 + timedelta(minutes=20), kind="care", jvm_count=1, ended_at=T0 + timedelta(hours=2)))
+    assert run_history.expected_run(runs, default) == timedelta(seconds=40)
+    runs.append(dataclasses.replace(landing(30, 90), kind="catch_up"))
+    assert run_history.expected_run(runs, default) == timedelta(seconds=90)
