@@ -3,6 +3,7 @@ ingest run in the test session's SparkSession."""
 
 from __future__ import annotations
 
+import json
 import socket
 import subprocess
 import threading
@@ -20,10 +21,21 @@ from kafkalake.config.topic import TopicConfig
 from kafkalake.dev.producer import Record, client_settings
 from kafkalake.kafka.offsets import end_offsets
 from kafkalake.lake.latest_order import newest_spots  # noqa: F401 (the tests' oracle)
+from kafkalake.lake.run_history import RunRecord
 from kafkalake.spark.batch_writer import BatchWriter
 from kafkalake.spark.ingest_run import IngestRun
 
 Spot = tuple[int, int]
+
+
+def offsets_read_by_runs(runs: list[RunRecord]) -> Counter[tuple[str, int, int]]:
+    """Every (topic, partition, offset) the history's rows say were read, counted."""
+    read: Counter[tuple[str, int, int]] = Counter()
+    for run in runs:
+        for topic, parts in json.loads(run.offsets_read).items():
+            for partition, (start, end) in parts.items():
+                read.update((topic, int(partition), offset) for offset in range(start, end))
+    return read
 
 
 def table_version(path: Path) -> int:

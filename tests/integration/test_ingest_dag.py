@@ -3,7 +3,7 @@
 The tests run in order and share one topic: first no events at all, then 10,000 events, then 5,000
 more, then nothing new. The runs with 10,000 events and with nothing new send their run metrics to
 a StatsD server in the test (Airflow's ``[metrics] statsd_on``), which checks them against the
-tables read back.
+tables read back; the run history's rows are checked against the tables last.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from kafkalake.config.topic import TopicConfig
 from kafkalake.dev import local_airflow, producer
 from kafkalake.dev.broker import LocalKafka
 from kafkalake.dev.producer import Record
+from kafkalake.lake import run_history
 from kafkalake.launch import jobs
 
 from .helpers import (
@@ -32,6 +33,7 @@ from .helpers import (
     assert_contents,
     assert_exactly_once,
     metric_values,
+    offsets_read_by_runs,
     read_rows,
     table_version,
 )
@@ -222,6 +224,52 @@ def test_idle_run_launches_no_spark_job_and_adds_no_version(metrics_env, statsd,
     assert xcom["ingested"] is False
     assert xcom["newest_timestamp_ms"] == newest_ms(rows)
     assert "nothing: no new offsets in Kafka" in run.output
+
+
+def test_the_run_history_holds_each_run_as_the_tables_received_it(kafka, topic):
+    """The history (read back with delta-rs) of the four runs above: what each landed, read and
+    left, against the tables themselves."""
+    runs = run_history.read(topic.history_path)
+    assert {r.topic for r in runs} == {TOPIC} and {r.dag_id for r in runs} == {topic.dag_id}
+    assert [r.started_at for r in runs] == sorted(r.started_at for r in runs)
+    ingests = [r for r in runs if r.task_id == "ingest"]
+    assert [(r.kind, r.outcome, r.failure_kind) for r in ingests] == [("ingest", "success", None)] * 3
+    assert [r.rows for r in ingests] == [0, 10_000, 5_000]
+    rows = read_rows(Path(topic.path))
+    # Each offset bronze holds was read by exactly one run, as the rows' offsets_read say.
+    assert offsets_read_by_runs(ingests) == Counter((TOPIC, r["partition"], r["offset"]) for r in rows)
+    assert sum(r.bytes for r in ingests) == sum(len(r["key"] or b"") + len(r["value"] or b"") for r in rows)
+    parsed = read_rows(Path(topic.parsed_path))
+    dead = read_rows(Path(topic.dead_letter_path))
+    assert sum(r.parsed_rows for r in ingests) == len(parsed)
+    dead_by_reason = Counter(r["reason"] for r in dead)
+    assert sum((Counter(r.dead_letters) for r in ingests), Counter()) == dead_by_reason
+    newest = max(r["kafka_timestamp"] for r in rows)
+    for run in ingests[1:]:
+        assert run.jvm_count == 1 and run.lag_records == 0 and run.lag_seconds == 0.0
+        # The driver JVM's peak resident memory: more than an idle JVM's, less than the machine.
+        assert run.driver_peak_memory_bytes is not None and 2**27 < run.driver_peak_memory_bytes < 2**35
+        assert run.schema_version is not None and run.schema_version >= 1
+        assert run.data_age_seconds is not None and run.data_age_seconds >= 0
+        assert (
+            run.duration_seconds is not None
+            and 0 < run.duration_seconds <= (run.ended_at - run.started_at).total_seconds()
+        )
+    assert ingests[-1].newest_timestamp == newest
+    idle = runs[-1]
+    assert (idle.kind, idle.outcome, idle.task_id, idle.rows, idle.jvm_count) == (
+        "idle",
+        "idle",
+        "check_new_offsets",
+        0,
+        0,
+    )
+    assert idle.offsets_read == "{}" and idle.lag_records == 0 and idle.newest_timestamp == newest
+    assert idle.data_age_seconds is not None and idle.data_age_seconds > ingests[-1].data_age_seconds
+    # No other kind of row: the refresh was done in the ingest's JVM, care was not due, and the
+    # registrations that started their own job each have one.
+    assert {r.kind for r in runs} <= {"ingest", "idle", "register"}
+    assert all(r.jvm_count == 1 and r.outcome == "success" for r in runs if r.kind == "register")
 
 
 def test_every_registered_table_is_read_by_name_from_a_new_spark_session(catalog_file, lake, topic):
