@@ -12,6 +12,7 @@ import os
 import signal
 import subprocess
 import time
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -29,9 +30,10 @@ from kafkalake.dev.local_airflow import DagRunError
 from kafkalake.dev.producer import Record
 from kafkalake.dev.standalone_airflow import wait_for
 from kafkalake.kafka.offsets import topic_id, watermarks
+from kafkalake.lake import run_history
 from kafkalake.launch import jobs
 
-from .helpers import assert_exactly_once, read_rows
+from .helpers import assert_exactly_once, offsets_read_by_runs, read_rows
 
 pytestmark = pytest.mark.integration
 
@@ -116,6 +118,16 @@ def test_broker_stopped_during_ingest_then_started_task_succeeds_on_retry_exactl
     rows = read_rows(Path(topic.path))
     assert len(rows) == RETRY_EVENTS
     assert_exactly_once(rows, RETRY_TOPIC, kafka.bootstrap_servers)
+    # The run history: the failed try with what it landed before the broker went, then the retry
+    # with the rest; together, every row once.
+    tries = [r for r in run_history.read(topic.history_path) if r.task_id == "ingest"]
+    assert [(r.try_number, r.outcome, r.failure_kind) for r in tries] == [
+        (1, "failed", str(Kind.BROKER_UNREACHABLE)),
+        (2, "success", None),
+    ]
+    assert tries[0].rows < RETRY_EVENTS and sum(r.rows for r in tries) == RETRY_EVENTS
+    assert offsets_read_by_runs(tries) == Counter((RETRY_TOPIC, r["partition"], r["offset"]) for r in rows)
+    assert len({r.run_id for r in tries}) == 1
 
 
 # ---------------------------------------------------------------------------------------------
@@ -180,6 +192,29 @@ def test_expired_offsets_fail_the_run_at_once_and_the_log_says_what_to_do(airflo
     assert "Do NOT delete or move the checkpoint" in log
     # Nothing was written.
     assert len(read_rows(Path(expired_topic.path))) == LANDED
+    # The history: the fixture's run that landed, then this one, failed in its pre-flight.
+    landed, failed = run_history.read(expired_topic.history_path)
+    assert (landed.kind, landed.outcome, landed.rows, run_history.records_read(landed.offsets_read)) == (
+        "ingest",
+        "success",
+        LANDED,
+        LANDED,
+    )
+    assert (
+        failed.task_id,
+        failed.kind,
+        failed.outcome,
+        failed.failure_kind,
+        failed.rows,
+        failed.jvm_count,
+    ) == (
+        "check_new_offsets",
+        "ingest",
+        "failed",
+        str(Kind.OFFSETS_EXPIRED),
+        0,
+        0,
+    )
 
 
 def test_the_ingest_job_itself_reports_expired_offsets_with_its_exit_code(
