@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from kafkalake.config.tables import topic_tables
-from kafkalake.config.topic import TopicConfig
+from kafkalake.config.topic import TopicConfig, history_path
 from kafkalake.core.errors import KafkalakeError, Kind
 from kafkalake.core.run_metrics import JobMetrics, RunMetrics, total
 from kafkalake.lake import run_history, store_settings, table_position
@@ -47,6 +47,8 @@ class Recorder:
     topic: str
     history_path: str
     sla_seconds: float
+    #: The entry's bronze table: no row is written before it exists (:func:`bronze_exists`).
+    table_path: str
     kind: str
     ti: Any
     started_at: datetime = field(default_factory=lambda: datetime.now(UTC))
@@ -126,6 +128,9 @@ class Recorder:
         if not self.history_path:
             return
         try:
+            if not bronze_exists(self.table_path):
+                log.info("run history: no row for this run: the bronze table is not created yet")
+                return
             ended = datetime.now(UTC)
             values = dict(self.values)
             if self._tracked is not None:
@@ -165,20 +170,28 @@ def recorded(
     ti: Any,
     *,
     name: str | None = None,
-    history_path: str | None = None,
+    table_path: str | None = None,
     sla_seconds: float | None = None,
 ) -> Iterator[Recorder]:
     """A :class:`Recorder` for the task's run, whose row is written as the block ends.
 
     An exception (Airflow's skip aside) is recorded as a failure, with its kind, and raised on.
-    ``topic``, or ``name``, ``history_path`` and ``sla_seconds`` (the pre-flight has no TopicConfig).
+    ``topic``, or ``name``, ``table_path`` (bronze's) and ``sla_seconds`` (the pre-flight has no
+    TopicConfig); without a table path or an SLA, nothing is written.
     """
     from airflow.sdk.exceptions import AirflowSkipException
 
     recorder = Recorder(
         topic=topic.name if topic is not None else str(name),
-        history_path=topic.history_path if topic is not None else str(history_path),
+        history_path=(
+            topic.history_path
+            if topic is not None
+            else history_path(table_path)
+            if table_path and sla_seconds is not None
+            else ""
+        ),
         sla_seconds=topic.freshness_sla.total_seconds() if topic is not None else float(sla_seconds or 0),
+        table_path=topic.path if topic is not None else str(table_path or ""),
         kind=kind,
         ti=ti,
     )
@@ -191,6 +204,15 @@ def recorded(
         raise
     if not recorder.skip:
         recorder.write(recorder.outcome or "success", None)
+
+
+def bronze_exists(path: str) -> bool:
+    """Whether the entry's bronze table exists. Delta (Spark) refuses to create a table in a folder
+    that holds another Delta table (``DELTA_MISSING_DELTA_TABLE``): a history written before bronze
+    would stop bronze from ever being created."""
+    from deltalake import DeltaTable
+
+    return bool(DeltaTable.is_deltatable(path, storage_options=store_settings.delta_options(path)))
 
 
 def table_offsets(topic: TopicConfig) -> TopicOffsets:

@@ -34,7 +34,7 @@ from kafkalake.airflow.pools import SPARK_POOL
 from kafkalake.config.catalog import load_topic
 from kafkalake.config.family import resolve_members
 from kafkalake.config.tables import topic_tables
-from kafkalake.config.topic import TopicConfig, history_path, parsed_backlog_file
+from kafkalake.config.topic import TopicConfig, parsed_backlog_file
 from kafkalake.core import errors as failures
 from kafkalake.core import job_failures, run_metrics
 from kafkalake.core.run_mode import Mode, RunMode, run_mode
@@ -99,7 +99,7 @@ def check_new_offsets(
             "reingest" if mode.mode is Mode.REINGEST else "ingest",
             ti,
             name=topic_name,
-            history_path=history_path(table_path) if table_path and sla_seconds is not None else "",
+            table_path=table_path,
             sla_seconds=sla_seconds,
         ) as history,
         store_refusal_kinds.named(topic_name, storage_conn_id),

@@ -16,8 +16,7 @@ checkpoint, or nothing: never ``/``, a home folder, the lake root itself, or a f
 the lake. A table is deleted only when its own log says kafkalake created it for this topic (the
 ``kafkalake.topic`` property, or the description tables created before that property carry): a
 location in the catalog that points at someone else's table is refused, not emptied. Pause the
-topic's DAG first. The entry's run history (``_kafkalake/runs``, docs/run-history.md) is kept: it
-records the runs before the refresh too.
+topic's DAG first.
 
 A family entry (several topics in one table) is refreshed when each member Kafka has passes those
 checks and the table holds no rows of a member Kafka no longer has (deleted: its rows exist nowhere
@@ -176,7 +175,6 @@ def delete_tables(topic: TopicConfig, lake: Path) -> list[str]:
             raise SystemExit(f"full refresh REFUSED: {reason}; nothing was deleted")
         paths.append(path)
     deleted = []
-    kept = local_path(topic.history_path)
     with checkpoint_lock(topic.checkpoint_path) as lock:
         assert lock is not None  # local paths only (above)
         # The lock file lives in the bronze folder: that folder goes last, and the lock file last
@@ -184,7 +182,7 @@ def delete_tables(topic: TopicConfig, lake: Path) -> list[str]:
         # Unlinked while held, the lock stays ours (the kernel keeps it on the open file).
         for path in sorted(paths, key=lambda p: lock.is_relative_to(p)):
             if path.exists():
-                _delete_all_but(path, {lock, *([kept] if kept is not None else [])})
+                _delete_all_but(path, lock)
                 deleted.append(str(path))
         lock.unlink(missing_ok=True)
     for path in paths:
@@ -193,15 +191,15 @@ def delete_tables(topic: TopicConfig, lake: Path) -> list[str]:
     return deleted
 
 
-def _delete_all_but(path: Path, keep: set[Path]) -> None:
-    """Delete ``path`` and everything in it except ``keep`` (and the folders that lead to them)."""
-    if not any(k.is_relative_to(path) for k in keep):
+def _delete_all_but(path: Path, keep: Path) -> None:
+    """Delete ``path`` and everything in it except ``keep`` (and the folders that lead to it)."""
+    if not keep.is_relative_to(path):
         if path.is_dir() and not path.is_symlink():
             shutil.rmtree(path)
         else:
             path.unlink()
         return
-    if path in keep:
+    if path == keep:
         return
     for child in path.iterdir():
         _delete_all_but(child, keep)

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from types import SimpleNamespace
 
+import pyarrow as pa
 import pytest
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk.exceptions import AirflowException, AirflowSkipException
+from deltalake import write_deltalake
 
 from kafkalake.airflow import run_history_emit
 from kafkalake.airflow.run_history_emit import failure_kind, read_ranges, recorded
@@ -21,9 +24,25 @@ from kafkalake.launch import submit
 TI = SimpleNamespace(dag_id="ingest_orders", run_id="manual__1", task_id="ingest", try_number=2)
 
 
+def bronze(path: str) -> None:
+    """A bronze table: the history is written only once it exists."""
+    write_deltalake(path, pa.table({"offset": [0]}))
+
+
 @pytest.fixture
 def topic(tmp_path) -> TopicConfig:
-    return TopicConfig(name="orders", freshness_sla=timedelta(minutes=15), path=str(tmp_path / "orders"))
+    config = TopicConfig(name="orders", freshness_sla=timedelta(minutes=15), path=str(tmp_path / "orders"))
+    bronze(config.path)
+    return config
+
+
+def test_no_row_before_the_bronze_table_exists_which_spark_could_then_not_create(tmp_path):
+    """Delta refuses to create a table in a folder that holds another Delta table."""
+    config = TopicConfig(name="orders", freshness_sla=timedelta(minutes=15), path=str(tmp_path / "orders"))
+    with pytest.raises(OffsetsExpiredError), recorded(config, "ingest", TI):
+        raise OffsetsExpiredError("gone")
+    assert not (tmp_path / "orders").exists()
+    assert run_history.read(config.history_path) == []
 
 
 def test_a_run_that_succeeds_is_one_row_with_what_the_job_landed(topic):
@@ -106,10 +125,10 @@ def test_an_idle_run_records_its_lag_and_the_age_of_the_newest_record(topic):
     assert row.data_age_seconds is not None and 179 < row.data_age_seconds < 240
 
 
-def test_a_history_that_cannot_be_written_never_fails_the_run_nor_hides_its_error(tmp_path, caplog):
-    blocked = tmp_path / "file"
-    blocked.write_text("not a folder")
-    topic = TopicConfig(name="orders", freshness_sla=timedelta(minutes=15), path=str(blocked))
+def test_a_history_that_cannot_be_written_never_fails_the_run_nor_hides_its_error(topic, caplog):
+    # A file where the history's folder would be.
+    Path(topic.history_path).parent.mkdir(parents=True, exist_ok=True)
+    Path(topic.history_path).write_text("not a folder")
     with recorded(topic, "ingest", TI):
         pass
     with pytest.raises(OffsetsExpiredError, match="gone"), recorded(topic, "ingest", TI):
@@ -133,6 +152,7 @@ def test_the_ingest_task_records_a_failed_job_with_its_kind(monkeypatch, ingest_
     monkeypatch.setattr(SparkSubmitOperator, "execute", failing_submit)
     monkeypatch.setattr(submit, "jar_files", lambda conf, **_: [])
     monkeypatch.setenv("AIRFLOW_CONN_KAFKA_DEFAULT", json.dumps({"conn_type": "kafka", "host": "b:9092"}))
+    bronze(ingest_task.topic.path)
     with pytest.raises(OffsetsExpiredError):
         ingest_task.execute(context={"ti": TI})
     (row,) = run_history.read(ingest_task.topic.history_path)

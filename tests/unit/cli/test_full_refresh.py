@@ -5,7 +5,7 @@ from __future__ import annotations
 import fcntl
 import os
 import shutil
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -105,26 +105,6 @@ def test_the_run_lock_is_held_until_every_table_is_gone_and_its_file_goes_last(t
     assert seen and all(was_held for _, was_held in seen), seen
     assert [p for p, _ in seen][-1].startswith(t.path)  # bronze's own folder went last
     assert not Path(t.path).exists() and not any(Path(tb.location).exists() for tb in topic_tables(t))
-
-
-def test_the_run_history_outlives_a_full_refresh(tmp_path):
-    from kafkalake.lake import run_history
-
-    lake = tmp_path / "lake"
-    t = orders_topic(lake)
-    for table in topic_tables(t):
-        write_table(Path(table.location), description=f"Kafka topic orders, {table.kind}")
-    (Path(t.checkpoint_path) / "offsets").mkdir(parents=True)
-    now = datetime.now(UTC)
-    record = run_history.RunRecord(
-        "orders", "ingest_orders", "r1", "ingest", 1, "ingest", "success", None, now, now, 3600.0, rows=1
-    )
-    run_history.append(t.history_path, record)
-    full_refresh.delete_tables(t, lake)
-    assert not any(Path(tb.location, "_delta_log").exists() for tb in topic_tables(t))
-    assert not Path(t.checkpoint_path).exists()
-    assert run_history.read(t.history_path) == [record]
-    assert sorted(p.name for p in Path(t.path).iterdir()) == ["_kafkalake"]
 
 
 def write_table(path: Path, description: str | None = None, **configuration: str) -> None:
