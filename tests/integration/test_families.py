@@ -36,11 +36,12 @@ from kafkalake.dev.local_airflow import DagRunError
 from kafkalake.dev.producer import Record
 from kafkalake.dev.standalone_airflow import wait_for
 from kafkalake.kafka.offsets import end_offsets, topic_id
+from kafkalake.lake import run_history
 from kafkalake.lake.table_position import read_position, standard_topic_id
 from kafkalake.launch import jobs
 from kafkalake.launch.handover import ENV_CLIENT_CONFIG_FILE, ENV_KEEP_CLIENT_CONFIG_FILE
 
-from .helpers import read_rows, table_version
+from .helpers import offsets_read_by_runs, read_rows, table_version
 
 pytestmark = [pytest.mark.integration, pytest.mark.families]
 
@@ -180,6 +181,15 @@ def test_a_member_created_between_runs_is_read_and_a_deleted_one_reported(
     position = read_position(family.path)
     assert position is not None and position.members is not None
     assert position.members["it-fam-c"] == {0: 6} and "it-fam-c" in (position.member_ids or {})
+    # The run history of the module's three DAG runs: what each read, per member, is what bronze holds.
+    runs = run_history.read(family.history_path)
+    assert [(r.topic, r.kind, r.outcome, r.rows) for r in runs] == [
+        (FAMILY, "ingest", "success", 18),
+        (FAMILY, "idle", "idle", 0),
+        (FAMILY, "ingest", "success", 9),
+    ]
+    assert offsets_read_by_runs(runs) == Counter((r["topic"], r["partition"], r["offset"]) for r in rows)
+    assert json.loads(runs[2].offsets_read)[NEW_MEMBER] == {"0": [0, 3], "1": [0, 2]}
 
 
 def test_sigkill_mid_run_then_rerun_lands_every_offset_once(

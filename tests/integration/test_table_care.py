@@ -253,6 +253,14 @@ def test_maintenance_task_runs_its_spark_job_in_a_dag_run(airflow_env, catalog_f
     assert config["delta.logRetentionDuration"] == "interval 30 days"
     assert len(DeltaTable(topic.path).file_uris()) == 1
     assert len(read_rows(Path(topic.path))) == 4 * 50
+    # The run history's care row: the files before and after, as the Delta log has them.
+    from kafkalake.lake import run_history
+
+    (care,) = run_history.read(topic.history_path)
+    assert (care.kind, care.outcome, care.task_id, care.jvm_count) == ("care", "success", "maintain_table", 1)
+    assert (care.files_before, care.files_after) == (4, 1)
+    table_bytes = sum(DeltaTable(topic.path).get_add_actions(flatten=True).column("size_bytes").to_pylist())
+    assert care.table_bytes_after == table_bytes and care.table_bytes_before is not None
 
 
 def test_cluster_by_turns_on_liquid_clustering_and_keeps_every_row(spark, tmp_path):
