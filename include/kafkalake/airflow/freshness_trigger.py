@@ -65,7 +65,7 @@ HISTORY_REREAD = timedelta(minutes=10)
 def expected_run_time(
     table_path: str, default: timedelta = DEFAULT_EXPECTED_RUN, storage: Any = None
 ) -> timedelta:
-    """How long the topic's runs take, from the run history (``<bronze path>/_kafkalake/runs``,
+    """How long the topic's runs take, from the run history (``TopicConfig.history_path``,
     :func:`kafkalake.lake.run_history.expected_run`); ``default`` before the first run that landed
     or when the history cannot be read (a watcher must not stop over it)."""
     try:

@@ -47,7 +47,7 @@ class Recorder:
     topic: str
     history_path: str
     sla_seconds: float
-    #: The entry's bronze table: no row is written before it exists (:func:`bronze_exists`).
+    #: The entry's bronze table.
     table_path: str
     kind: str
     ti: Any
@@ -128,9 +128,6 @@ class Recorder:
         if not self.history_path:
             return
         try:
-            if not bronze_exists(self.table_path):
-                log.info("run history: no row for this run: the bronze table is not created yet")
-                return
             ended = datetime.now(UTC)
             values = dict(self.values)
             if self._tracked is not None:
@@ -204,15 +201,6 @@ def recorded(
         raise
     if not recorder.skip:
         recorder.write(recorder.outcome or "success", None)
-
-
-def bronze_exists(path: str) -> bool:
-    """Whether the entry's bronze table exists. Delta (Spark) refuses to create a table in a folder
-    that holds another Delta table (``DELTA_MISSING_DELTA_TABLE``): a history written before bronze
-    would stop bronze from ever being created."""
-    from deltalake import DeltaTable
-
-    return bool(DeltaTable.is_deltatable(path, storage_options=store_settings.delta_options(path)))
 
 
 def table_offsets(topic: TopicConfig) -> TopicOffsets:

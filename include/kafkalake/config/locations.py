@@ -29,6 +29,10 @@ def unsupported(location: str) -> str | None:
     if found in LOCAL_SCHEMES or found in OBJECT_STORE_SCHEMES:
         if found in OBJECT_STORE_SCHEMES and not urlsplit(location).netloc:
             return f"{location!r} names no bucket: write {found}://<bucket>/<folder>"
+        if found in OBJECT_STORE_SCHEMES and not urlsplit(location).path.strip("/"):
+            # A table's folder holds only the table: its run history and its parsed tables go
+            # beside it, which a bucket's root has no room for.
+            return f"{location!r} is a bucket's root: write {found}://<bucket>/<folder>"
         return None
     return (
         f"tables on {found}:// are not supported yet: the pre-flight, the checkpoint and schema history "

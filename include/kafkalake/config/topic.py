@@ -185,7 +185,7 @@ class TopicConfig:
     @property
     def history_path(self) -> str:
         """The Delta table of the entry's runs (:mod:`kafkalake.lake.run_history`), one for a family
-        too: with bronze, so it moves with the table it describes."""
+        too: beside bronze (:func:`history_path`)."""
         return history_path(self.path)
 
     @property
@@ -228,8 +228,14 @@ def parsed_backlog_file(bronze_path: str) -> str:
 
 
 def history_path(bronze_path: str) -> str:
-    """Where the runs of the entry whose bronze table is at ``bronze_path`` are kept."""
-    return f"{bronze_path.rstrip('/')}/_kafkalake/runs"
+    """Where the runs of the entry whose bronze table is at ``bronze_path`` are kept:
+    ``<bronze's folder>/_kafkalake_runs/<bronze's name>``, beside bronze, not in it. Delta (Spark)
+    refuses to create a table in a folder that already holds another Delta table
+    (``DELTA_MISSING_DELTA_TABLE``), so a history inside bronze's folder, written by a run that
+    failed before the first bronze commit (a wrong password on day one), stopped bronze from ever
+    being created; and beside it, a full refresh leaves the runs before it readable."""
+    folder, _, name = bronze_path.rstrip("/").rpartition("/")
+    return f"{folder}/_kafkalake_runs/{name}"
 
 
 def beside(path: str, database: str, table: str) -> str:

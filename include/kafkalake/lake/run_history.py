@@ -1,11 +1,11 @@
 """Every run of a topic's DAG, one row each, in a Delta table that outlives Airflow's metadata.
 
-Task logs, XCom and StatsD lines vanish with Airflow's clean-up; this table does not. It sits with
-the catalog entry's bronze table, at ``<bronze path>/_kafkalake/runs`` (``TopicConfig.history_path``):
-it moves with the table, and the leading underscore keeps it out of VACUUM's reach and out of
-readers' listings of bronze. The Airflow tasks append to it with delta-rs (never Spark: a row costs
-no JVM), one writer at a time (a topic's DAG runs one task at a time), and read it the same way, as
-does anything else that wants to look (the UI's freshness view, ``DeltaTable(path).to_pandas()``).
+Task logs, XCom and StatsD lines vanish with Airflow's clean-up; this table does not. It sits beside
+the catalog entry's bronze table, at ``<bronze's folder>/_kafkalake_runs/<bronze's name>``
+(``TopicConfig.history_path``, which says why not inside it). The Airflow tasks append to it with
+delta-rs (never Spark: a row costs no JVM), one writer at a time (a topic's DAG runs one task at a
+time), and read it the same way, as does anything else that wants to look (the UI's freshness
+view, ``DeltaTable(path).to_pandas()``).
 
 A row holds counts, offsets, times and kinds only: never a record's value, never a setting or a
 secret. Columns are only ever added (each with a default), so rows written before a column existed

@@ -36,13 +36,16 @@ def topic(tmp_path) -> TopicConfig:
     return config
 
 
-def test_no_row_before_the_bronze_table_exists_which_spark_could_then_not_create(tmp_path):
-    """Delta refuses to create a table in a folder that holds another Delta table."""
+def test_a_run_that_fails_before_bronze_exists_is_recorded_beside_bronze_not_in_it(tmp_path):
+    """A wrong password on day one is on-call's first question; and Delta (Spark) refuses to create
+    a table in a folder that holds another Delta table, so the history stays out of bronze's."""
     config = TopicConfig(name="orders", freshness_sla=timedelta(minutes=15), path=str(tmp_path / "orders"))
     with pytest.raises(OffsetsExpiredError), recorded(config, "ingest", TI):
         raise OffsetsExpiredError("gone")
     assert not (tmp_path / "orders").exists()
-    assert run_history.read(config.history_path) == []
+    (row,) = run_history.read(config.history_path)
+    assert (row.outcome, row.failure_kind) == ("failed", "offsets_expired")
+    assert config.history_path == str(tmp_path / "_kafkalake_runs" / "orders")
 
 
 def test_a_run_that_succeeds_is_one_row_with_what_the_job_landed(topic):

@@ -64,8 +64,8 @@ CLASHES = [
         "parsed.table",
         "'bronze.x_dead_letter'",
     ),
-    # An explicit path at a bucket's root would hold its own parsed tables.
-    ("{name: orders, freshness_sla: 1h, path: 's3a://bucket'}", "orders", "parsed.table", "would lie inside"),
+    # An explicit path at a bucket's root would hold its own parsed tables and run history.
+    ("{name: orders, freshness_sla: 1h, path: 's3a://bucket'}", "orders", "path", "bucket's root"),
     # Across topics: a bronze table named like another topic's parsed or latest table.
     (
         "{name: orders, freshness_sla: 1h}\n"

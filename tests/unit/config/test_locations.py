@@ -19,6 +19,8 @@ def test_local_paths_and_s3a_are_supported(location):
         ("gs://bucket/t", "gs:// are not supported yet"),
         ("s3://bucket/t", "s3:// are not supported yet"),
         ("s3a:///t", "names no bucket"),
+        ("s3a://bucket", "bucket's root"),
+        ("s3a://bucket/", "bucket's root"),
     ],
 )
 def test_other_stores_are_refused_with_what_works(location, reason):

@@ -131,19 +131,19 @@ def test_rows_written_before_a_column_existed_read_with_its_default(tmp_path):
     assert (second.lost_offsets, second.jvm_count) == (2, 1)
 
 
-def test_every_entry_single_or_family_keeps_its_history_with_bronze_where_vacuum_skips(tmp_path):
+def test_every_entry_single_or_family_keeps_its_history_beside_bronze_not_inside_it(tmp_path):
     catalog = load_catalog(
         write_catalog(
             tmp_path,
-            "topics:\n  - {name: orders, freshness_sla: 1h, path: s3a://bucket/orders/}\n"
+            "topics:\n  - {name: orders, freshness_sla: 1h, path: s3a://bucket/tables/orders/}\n"
             "  - {topics: [a.eu, a.us], table: a_all, freshness_sla: 1h, parsed: false}\n",
         ),
         tmp_path / "lake",
     )
-    assert catalog.topic("orders").history_path == "s3a://bucket/orders/_kafkalake/runs"
+    assert catalog.topic("orders").history_path == "s3a://bucket/tables/_kafkalake_runs/orders"
     family = catalog.topic("a_all")
     assert family.is_family
-    assert family.history_path == str(tmp_path / "lake" / "bronze" / "a_all" / "_kafkalake" / "runs")
+    assert family.history_path == str(tmp_path / "lake" / "bronze" / "_kafkalake_runs" / "a_all")
 
 
 def test_the_expected_run_is_the_longest_of_the_newest_successful_landing_runs():
