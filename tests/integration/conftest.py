@@ -10,6 +10,7 @@ from __future__ import annotations
 import fcntl
 import logging
 import os
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -205,6 +206,9 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
         # test_reingest's first test, JVM CPU-s: 102.5 and 100.6 at 100; 96.6 and 91.3 at 2000.
         "spark.sql.codegen.cache.maxEntries": "2000",
     }
+    # Python UDFs (format: protobuf) in this venv's Python, as the jobs' PYSPARK_PYTHON has it
+    # (the driver's SparkContext reads it when it starts, and names it to the workers).
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = SparkSession.builder.master("local[2]").appName("kafkalake-tests")
     for key, value in conf.items():
         builder = builder.config(key, value)

@@ -562,3 +562,141 @@ def test_registry_stopped_mid_run_parks_the_parsed_side_then_it_catches_up(
         *later,
     ]
     assert parsed_backlog.read(topic) is None
+
+
+def order_file() -> Any:
+    """``shop/order.proto`` as a FileDescriptorProto, built here rather than by protoc: an Order
+    (nested message, repeated, map, enum, oneof, int64, bytes, a Timestamp) and a Shipment, the
+    file's second message (message index [1])."""
+    from google.protobuf import descriptor_pb2
+
+    F = descriptor_pb2.FieldDescriptorProto
+    file = descriptor_pb2.FileDescriptorProto(
+        name="shop/order.proto",
+        package="shop",
+        syntax="proto3",
+        dependency=["google/protobuf/timestamp.proto"],
+    )
+
+    def field(message: Any, name: str, number: int, kind: int, **more: Any) -> None:
+        message.field.add(
+            name=name, number=number, type=kind, label=more.pop("label", F.LABEL_OPTIONAL), **more
+        )
+
+    order = file.message_type.add(name="Order")
+    customer = order.nested_type.add(name="Customer")
+    field(customer, "name", 1, F.TYPE_STRING)
+    field(customer, "tier", 2, F.TYPE_ENUM, type_name=".shop.Order.Tier")
+    entry = order.nested_type.add(name="AttrsEntry")
+    entry.options.map_entry = True
+    field(entry, "key", 1, F.TYPE_STRING)
+    field(entry, "value", 2, F.TYPE_STRING)
+    tier = order.enum_type.add(name="Tier")
+    for number, symbol in enumerate(("TIER_UNSPECIFIED", "GOLD", "SILVER")):
+        tier.value.add(name=symbol, number=number)
+    order.oneof_decl.add(name="payment")
+    field(order, "id", 1, F.TYPE_INT64)
+    field(order, "customer", 2, F.TYPE_MESSAGE, type_name=".shop.Order.Customer")
+    field(order, "skus", 3, F.TYPE_STRING, label=F.LABEL_REPEATED)
+    field(order, "attrs", 4, F.TYPE_MESSAGE, type_name=".shop.Order.AttrsEntry", label=F.LABEL_REPEATED)
+    field(order, "card", 5, F.TYPE_STRING, oneof_index=0)
+    field(order, "voucher", 6, F.TYPE_INT64, oneof_index=0)
+    field(order, "created", 7, F.TYPE_MESSAGE, type_name=".google.protobuf.Timestamp")
+    field(order, "blob", 8, F.TYPE_BYTES)
+    shipment = file.message_type.add(name="Shipment")
+    field(shipment, "id", 1, F.TYPE_INT64)
+    field(shipment, "carrier", 2, F.TYPE_STRING)
+    return file
+
+
+def order_classes() -> tuple[Any, Any]:
+    from google.protobuf import descriptor_pool, message_factory, timestamp_pb2
+
+    pool = descriptor_pool.DescriptorPool()
+    pool.AddSerializedFile(timestamp_pb2.DESCRIPTOR.serialized_pb)
+    pool.Add(order_file())
+    return tuple(
+        message_factory.GetMessageClass(pool.FindMessageTypeByName(f"shop.{n}"))
+        for n in ("Order", "Shipment")
+    )
+
+
+def proto_order(i: int) -> dict[str, Any]:
+    """An Order's values as the parsed row should hold them."""
+    return {
+        "id": 2**40 + i,
+        "customer": {"name": f"c{i}", "tier": "GOLD" if i % 2 else "SILVER"},
+        "skus": [f"s{i}-{j}" for j in range(i % 3)],
+        "attrs": {"src": "test", f"k{i}": str(i)},
+        "card": f"card{i}" if i % 2 else None,
+        "voucher": None if i % 2 else 10 * i,
+        "created": datetime(2026, 11, 28, 12, i % 60, 1, 250000, tzinfo=UTC),
+        "blob": bytes([i, 0, 255]),
+        "carrier": None,
+    }
+
+
+def as_message(cls: Any, values: dict[str, Any]) -> Any:
+    message = cls(id=values["id"], skus=values["skus"], attrs=values["attrs"], blob=values["blob"])
+    message.customer.name = values["customer"]["name"]
+    message.customer.tier = cls.Tier.Value(values["customer"]["tier"])
+    if values["card"] is not None:
+        message.card = values["card"]
+    else:
+        message.voucher = values["voucher"]
+    message.created.FromDatetime(values["created"])
+    return message
+
+
+def test_protobuf_records_land_with_the_values_produced(spark, kafka, registry, tmp_path):
+    from confluent_kafka.schema_registry.protobuf import ProtobufSerializer
+
+    name = "it-protobuf-orders"
+    producer.create_topic(kafka.bootstrap_servers, name, partitions=1)
+    topic = replace(
+        make_topic(tmp_path, name, ParsedConfig()), format="protobuf", registry_conn_id="it_registry"
+    )
+    order_cls, shipment_cls = order_classes()
+    client = SchemaRegistryClient({"url": registry.url})
+    context = SerializationContext(name, MessageField.VALUE)
+    conf = {"use.deprecated.format": False}
+    orders = [proto_order(i) for i in range(1, 6)]
+    good = [
+        Record(
+            str(o["id"]).encode(),
+            ProtobufSerializer(order_cls, client, conf)(as_message(order_cls, o), context),
+        )
+        for o in orders
+    ]
+    shipment = ProtobufSerializer(shipment_cls, client, conf)(shipment_cls(id=77, carrier="post"), context)
+    frame = good[0].value[:5]
+    assert good[0].value[5] == 0 and shipment[5:7] == b"\x02\x02"  # message indexes [0] and [1]
+    bad = {
+        b"bad-index": (frame + b"\x02\x0a" + good[0].value[6:], "unknown_message_index"),
+        b"garbage": (frame + b"\x00\xff\xff\xff", "undecodable"),
+        b"unknown-id": (b"\x00" + struct.pack(">I", 987655) + good[1].value[5:], "unknown_schema_id"),
+        b"json": (b'{"id": 1}', "bad_magic_byte"),
+    }
+    records = [
+        *good[:2],
+        Record(b"shipment", shipment),
+        *(Record(k, v) for k, (v, _) in bad.items()),
+        *good[2:],
+    ]
+    producer.produce(kafka.bootstrap_servers, name, records)
+
+    stats = run(spark, topic, kafka.bootstrap_servers).stats
+
+    rows = read_rows(Path(topic.parsed_path))
+    assert sorted(r["_kafka"]["offset"] for r in rows) == [0, 1, 2, 7, 8, 9]  # the good ones, once
+    by_key = {r["_kafka"]["key"]: {k: v for k, v in r.items() if not k.startswith("_")} for r in rows}
+    for values in by_key.values():
+        if values["attrs"] is not None:
+            values["attrs"] = dict(values["attrs"])
+    # The Shipment (message index [1]) in the same table: the Order's fields null.
+    assert by_key.pop(b"shipment") == {**{k: None for k in orders[0]}, "id": 77, "carrier": "post"}
+    assert [by_key[str(o["id"]).encode()] for o in orders] == orders
+    dead = {r["key"]: r for r in read_rows(Path(topic.dead_letter_path))}
+    assert {k: r["reason"] for k, r in dead.items()} == {k: reason for k, (_, reason) in bad.items()}
+    assert "names no message" in dead[b"bad-index"]["detail"]
+    assert stats.parsed_rows == len(orders) + 1

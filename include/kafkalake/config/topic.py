@@ -31,9 +31,9 @@ MAX_OFFSETS_BRONZE_ONLY = 2_000_000
 #: How a topic's values are written: plain JSON, Debezium's change events in JSON (docs/cdc.md), or a
 #: schema registry's wire format (a magic byte 0, a 4-byte schema id, the payload), decoded with the
 #: schema the registry holds for that id (docs/registry.md).
-VALUE_FORMATS = ("json", "debezium", "avro", "json_schema")
+VALUE_FORMATS = ("json", "debezium", "avro", "protobuf", "json_schema")
 #: Formats decoded with the registry's schemas: they need its connection.
-REGISTRY_FORMATS = ("avro",)
+REGISTRY_FORMATS = ("avro", "protobuf")
 #: JSON in the registry's frame (Confluent's JSON Schema serializer): the frame is stripped and the
 #: JSON read as plain JSON's (inferred schema); the schema ids are not looked up.
 FRAMED_JSON_FORMATS = ("json_schema",)

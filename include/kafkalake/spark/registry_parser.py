@@ -56,6 +56,10 @@ _DECODED = "_kafka_decoded"
 
 def topic_parser(spark: SparkSession, topic: TopicConfig, stats: RunStats | None = None) -> TopicParser:
     """The parser of the topic's format: JSON's, or the registry's for a registry format."""
+    if topic.format == "protobuf":
+        from kafkalake.spark.protobuf_parser import ProtobufTopicParser
+
+        return ProtobufTopicParser(spark, topic, stats)
     if topic.uses_registry:
         return AvroTopicParser(spark, topic, stats)
     return TopicParser(spark, topic, stats)
@@ -122,6 +126,37 @@ def _conform(value: Column, actual: Any, wanted: Any) -> Column:
     return F.from_json(F.to_json(value), target)
 
 
+def frame_checks(config: Any, id_header: Column, known: list[int]) -> tuple[Column, Column]:
+    """The dead-letter reason and detail of what the frame tells (a null, empty or oversize value,
+    no frame, a schema id the registry lacks) over the columns :data:`VALUE` and :data:`SCHEMA_ID`:
+    ``CASE`` chains the caller goes on with its decoder's own reasons."""
+    from pyspark.sql import functions as F
+
+    value, sid = F.col(VALUE), F.col(SCHEMA_ID)
+    size = F.octet_length(value)
+    framed = sid.isNotNull()
+    is_known = sid.isin(known) if known else F.lit(False)
+    reason = (
+        F.when(value.isNull(), parse_columns.null_value_reason(config))
+        .when(size == 0, F.lit("empty_value"))
+        .when(size > config.max_value_bytes, F.lit("oversize"))
+        .when(~framed, F.lit("bad_magic_byte"))
+        .when(~is_known, F.lit("unknown_schema_id"))
+    )
+    detail = (
+        F.when(
+            size > config.max_value_bytes,
+            F.format_string(f"value is %d bytes, over max_value_bytes {config.max_value_bytes}", size),
+        )
+        .when(
+            value.isNotNull() & (size > 0) & ~framed,
+            wire_format.carried_problem(value, id_header, wire_format.VALUE_SCHEMA_ID_HEADER),
+        )
+        .when(framed & ~is_known, F.format_string("schema id %d is not in the registry", sid))
+    )
+    return reason, detail
+
+
 def parse_registry_batch(
     bronze: DataFrame,
     table: Schema,
@@ -164,30 +199,11 @@ def parse_registry_batch(
     frame = frame.withColumn(_DECODED, decoded)
     undecoded = F.col(_DECODED)[DECODED_MARK].isNull()
 
-    framed = sid.isNotNull()
-    is_known = sid.isin(known) if known else F.lit(False)
-    reason = (
-        F.when(value.isNull(), parse_columns.null_value_reason(config))
-        .when(size == 0, F.lit("empty_value"))
-        .when(size > config.max_value_bytes, F.lit("oversize"))
-        .when(~framed, F.lit("bad_magic_byte"))
-        .when(~is_known, F.lit("unknown_schema_id"))
-        .when(undecoded, F.lit("undecodable"))
-    )
-    detail = (
-        F.when(
-            size > config.max_value_bytes,
-            F.format_string(f"value is %d bytes, over max_value_bytes {config.max_value_bytes}", size),
-        )
-        .when(
-            value.isNotNull() & (size > 0) & ~framed,
-            wire_format.carried_problem(value, id_header, wire_format.VALUE_SCHEMA_ID_HEADER),
-        )
-        .when(framed & ~is_known, F.format_string("schema id %d is not in the registry", sid))
-        .when(
-            framed & undecoded,
-            F.format_string("the payload does not decode with writer schema id %d", sid),
-        )
+    reason, detail = frame_checks(config, id_header, known)
+    reason = reason.when(undecoded, F.lit("undecodable"))
+    detail = detail.when(
+        sid.isNotNull() & undecoded,
+        F.format_string("the payload does not decode with writer schema id %d", sid),
     )
     frame = frame.select("*", reason.alias(REASON), detail.alias(DETAIL))
     decoded_fields = {f["name"]: f["type"] for f in reader_type["fields"]}
@@ -301,8 +317,11 @@ class AvroTopicParser(TopicParser):
             reader = latest
             reader_type = self._spark_type(reader.schema)
         self._reader, self._reader_type = reader, reader_type
-        table_type = nullable_everywhere(reader_type)
         origin = f"registry subject {subject} version {latest.version} (schema id {latest.id})"
+        self._follow(nullable_everywhere(reader_type), origin, source)
+
+    def _follow(self, table_type: Schema, origin: str, source: str) -> None:
+        """The table's schema follows ``table_type`` (the registry's) under the evolution mode."""
         if self.schema is None:
             self._persist(table_type, origin)
             self.schema = table_type

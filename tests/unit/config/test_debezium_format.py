@@ -49,6 +49,6 @@ def test_what_a_debezium_topic_refuses(tmp_path, extra, field, words):
 
 def test_an_unknown_format_is_refused_naming_the_formats(tmp_path):
     file = write_catalog(tmp_path, "topics:\n  - {name: orders, freshness_sla: 1h, format: xml}\n")
-    with pytest.raises(CatalogError, match=r"json, debezium, avro, json_schema, not .xml.") as err:
+    with pytest.raises(CatalogError, match=r"json, debezium, avro, protobuf, json_schema, not .xml.") as err:
         load_catalog(file, tmp_path / "lake")
     assert_names_where(err.value, file, "orders", "format")

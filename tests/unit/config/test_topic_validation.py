@@ -466,7 +466,7 @@ def test_framed_keys_go_beside_a_registry_format(tmp_path, lake_root, extra, key
 @pytest.mark.parametrize(
     ("extra", "field", "says"),
     [
-        ("    format: protobuf3\n", "format", "must be one of json, debezium, avro, json_schema"),
+        ("    format: protobuf3\n", "format", "must be one of json, debezium, avro, protobuf, json_schema"),
         (
             "    format: json_schema\n    registry_conn_id: s\n",
             "registry_conn_id",

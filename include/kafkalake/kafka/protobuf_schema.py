@@ -1,0 +1,288 @@
+"""Protobuf schemas of a schema registry, and the records they frame (``format: protobuf``).
+
+Confluent's ``ProtobufSerializer`` (confluent-kafka 2.16.1) registers a schema as the base64 of a
+serialized ``FileDescriptorProto``, not as ``.proto`` text, and Apicurio 2.4.2 hands it back as it
+was given: that form is what is read here. ``.proto`` text would need a compiler (protoc) on the
+workers, which the project does not ship: such a schema is refused with that said.
+
+A record's payload starts with its **message indexes**, the path of its message type in the file
+(``[1]``: the file's second top-level message; ``[0, 2]``: the first's third nested message):
+a zigzag varint count, then each index as a zigzag varint; the single byte ``00`` stands for
+``[0]``. The message follows.
+
+Decoding gives plain JSON-ready values, typed as :func:`spark_type` says: int64 fields as numbers
+(``json_format`` would print them as strings), enums as their names (the number where the writer
+knew no name), bytes as base64 (Spark's ``from_json`` reads base64 into binary), a Timestamp as
+RFC 3339 text, a message field that is not set as null, scalars without presence at their default
+(as ``always_print_fields_with_no_presence``), each member of a ``oneof`` a nullable field of its own.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import math
+from collections.abc import Iterator
+from functools import lru_cache
+from typing import TYPE_CHECKING, Any
+
+from kafkalake.core.errors import UnusableSchemaError
+
+if TYPE_CHECKING:
+    from google.protobuf.descriptor import Descriptor, FieldDescriptor
+
+#: Google's well-known types a registered file may import: they come from the protobuf package's
+#: own descriptors, not from the registry (Confluent's serializer registers no reference for them).
+_WELL_KNOWN = (
+    "any_pb2",
+    "duration_pb2",
+    "empty_pb2",
+    "field_mask_pb2",
+    "struct_pb2",
+    "timestamp_pb2",
+    "wrappers_pb2",
+)
+TIMESTAMP = "google.protobuf.Timestamp"
+#: Nested message types deeper than this, or a type that contains itself, are kept as JSON text.
+MAX_DEPTH = 16
+
+
+class MessageIndexError(UnusableSchemaError):
+    """A record's message indexes name no message of its schema's file (or cannot be read): the
+    record is a dead letter, the schema may be fine."""
+
+
+def message_indexes(payload: bytes) -> tuple[list[int], int]:
+    """The message indexes at the start of ``payload``, and where the message starts."""
+    values: list[int] = []
+    position = 0
+
+    def varint() -> int:
+        nonlocal position
+        shift = result = 0
+        while True:
+            if position >= len(payload) or shift > 63:
+                raise MessageIndexError("the message-index list is cut short")
+            byte = payload[position]
+            position += 1
+            result |= (byte & 0x7F) << shift
+            shift += 7
+            if not byte & 0x80:
+                return (result >> 1) ^ -(result & 1)
+
+    count = varint()
+    if count == 0:
+        return [0], position
+    if count < 0 or count > MAX_DEPTH:
+        raise MessageIndexError(f"message-index count {count} is not a path of message types")
+    values = [varint() for _ in range(count)]
+    return values, position
+
+
+def _file_proto(schema: str) -> Any:
+    from google.protobuf import descriptor_pb2
+
+    try:
+        data = base64.b64decode(schema, validate=True)
+        proto = descriptor_pb2.FileDescriptorProto.FromString(data)
+    except Exception as err:  # binascii.Error, or the protobuf runtime's DecodeError
+        raise UnusableSchemaError(
+            "the registry's Protobuf schema is not a base64 FileDescriptorProto (as confluent-kafka's "
+            f"ProtobufSerializer registers it); .proto text needs protoc, which is not shipped: {err}"
+        ) from None
+    return proto
+
+
+@lru_cache(maxsize=64)
+def _pool_and_file(schema: str) -> tuple[Any, Any]:
+    """A descriptor pool holding the schema's file (and the well-known types it imports)."""
+    import importlib
+
+    from google.protobuf import descriptor_pb2, descriptor_pool
+
+    proto = _file_proto(schema)
+    pool = descriptor_pool.DescriptorPool()
+    for module_name in _WELL_KNOWN:
+        module = importlib.import_module(f"google.protobuf.{module_name}")
+        known = descriptor_pb2.FileDescriptorProto()
+        module.DESCRIPTOR.CopyToProto(known)
+        pool.Add(known)
+    missing = [d for d in proto.dependency if not d.startswith("google/protobuf/")]
+    if missing:
+        raise UnusableSchemaError(
+            f"the registry's Protobuf schema {proto.name!r} imports {', '.join(missing)}: schema "
+            "references other than Google's well-known types are not read yet"
+        )
+    try:
+        file = pool.Add(proto)
+    except Exception as err:  # the pool's own errors (TypeError, KeyError) differ by implementation
+        raise UnusableSchemaError(
+            f"the registry's Protobuf schema {proto.name!r} does not build: {err}"
+        ) from None
+    return pool, pool.FindFileByName(proto.name) if file is None else file
+
+
+def message_type(schema: str, indexes: list[int]) -> Descriptor:
+    """The message type of ``schema`` (base64 FileDescriptorProto) at the path ``indexes``.
+
+    Raises:
+        MessageIndexError: no such message.
+    """
+    _, file = _pool_and_file(schema)
+    found: Any = None
+    for index in indexes:
+        kinds = list(file.message_types_by_name.values()) if found is None else found.nested_types
+        if not 0 <= index < len(kinds):
+            raise MessageIndexError(f"message index {indexes} names no message of {file.name!r}")
+        found = kinds[index]
+    if found is None:
+        raise MessageIndexError(f"message index {indexes} names no message of {file.name!r}")
+    return found
+
+
+def message_type_by_name(schema: str, name: str) -> Descriptor:
+    """The message type ``name`` (its full name) of ``schema``."""
+    pool, _ = _pool_and_file(schema)
+    return pool.FindMessageTypeByName(name)
+
+
+def message_names(schema: str) -> Iterator[tuple[list[int], str]]:
+    """Every message type of the file with its index path (top level first)."""
+    _, file = _pool_and_file(schema)
+
+    def walk(kinds: list[Any], path: list[int]) -> Iterator[tuple[list[int], str]]:
+        for i, kind in enumerate(kinds):
+            yield [*path, i], kind.full_name
+            yield from walk(list(kind.nested_types), [*path, i])
+
+    yield from walk(list(file.message_types_by_name.values()), [])
+
+
+def _field(name: str, data_type: Any) -> dict[str, Any]:
+    return {"name": name, "type": data_type, "nullable": True, "metadata": {}}
+
+
+def _scalar_type(field: FieldDescriptor) -> Any:
+    from google.protobuf.descriptor import FieldDescriptor as F
+
+    kinds = {
+        F.TYPE_DOUBLE: "double",
+        F.TYPE_FLOAT: "float",
+        F.TYPE_INT64: "long",
+        F.TYPE_SINT64: "long",
+        F.TYPE_SFIXED64: "long",
+        # uint64 above 2^63 does not fit a long.
+        F.TYPE_UINT64: "decimal(20,0)",
+        F.TYPE_FIXED64: "decimal(20,0)",
+        F.TYPE_INT32: "integer",
+        F.TYPE_SINT32: "integer",
+        F.TYPE_SFIXED32: "integer",
+        F.TYPE_UINT32: "long",
+        F.TYPE_FIXED32: "long",
+        F.TYPE_BOOL: "boolean",
+        F.TYPE_STRING: "string",
+        F.TYPE_BYTES: "binary",
+        F.TYPE_ENUM: "string",
+    }
+    return kinds[field.type]
+
+
+def _value_type(field: FieldDescriptor, seen: tuple[str, ...]) -> Any:
+    """The Spark type of one value of ``field`` (an element, for a repeated field)."""
+    from google.protobuf.descriptor import FieldDescriptor as F
+
+    if field.type != F.TYPE_MESSAGE:
+        return _scalar_type(field)
+    kind = field.message_type
+    if kind.full_name == TIMESTAMP:
+        return "timestamp"
+    if kind.full_name.startswith("google.protobuf.") or kind.full_name in seen or len(seen) >= MAX_DEPTH:
+        return "string"  # its JSON text
+    return spark_type(kind, (*seen, kind.full_name))
+
+
+def _is_map(field: FieldDescriptor) -> bool:
+    kind = field.message_type
+    return bool(kind is not None and kind.GetOptions().map_entry and _repeated(field))
+
+
+def _repeated(field: FieldDescriptor) -> bool:
+    return bool(field.is_repeated)
+
+
+def spark_type(kind: Descriptor, seen: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The Spark struct type (Spark's JSON form) of records of the message type ``kind``.
+
+    Map keys are strings (JSON object keys; Spark's ``from_json`` reads no other key type).
+    """
+    seen = seen or (kind.full_name,)
+    fields = []
+    for field in kind.fields:
+        if _is_map(field):
+            value = field.message_type.fields_by_name["value"]
+            data_type: Any = {
+                "type": "map",
+                "keyType": "string",
+                "valueType": _value_type(value, seen),
+                "valueContainsNull": True,
+            }
+        elif _repeated(field):
+            data_type = {"type": "array", "elementType": _value_type(field, seen), "containsNull": True}
+        else:
+            data_type = _value_type(field, seen)
+        fields.append(_field(field.name, data_type))
+    return {"type": "struct", "fields": fields}
+
+
+def _plain_value(field: FieldDescriptor, value: Any, depth: int) -> Any:
+    from google.protobuf import json_format
+    from google.protobuf.descriptor import FieldDescriptor as F
+
+    if field.type == F.TYPE_MESSAGE:
+        name = field.message_type.full_name
+        if name == TIMESTAMP:
+            return value.ToJsonString()
+        if name.startswith("google.protobuf.") or depth >= MAX_DEPTH:
+            return json_format.MessageToJson(value, preserving_proto_field_name=True, indent=None)
+        return plain(value, depth + 1)
+    if field.type == F.TYPE_ENUM:
+        known = field.enum_type.values_by_number.get(value)
+        return known.name if known is not None else str(value)
+    if field.type == F.TYPE_BYTES:
+        return base64.b64encode(value).decode()
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)  # NaN, Infinity: Spark's JSON reader takes them quoted
+    return value
+
+
+def plain(message: Any, depth: int = 0) -> dict[str, Any]:
+    """A decoded message as JSON-ready values, field by field (see the module's docstring)."""
+    result: dict[str, Any] = {}
+    for field in message.DESCRIPTOR.fields:
+        value = getattr(message, field.name)
+        if _is_map(field):
+            entry = field.message_type.fields_by_name["value"]
+            result[field.name] = {str(k): _plain_value(entry, v, depth) for k, v in value.items()}
+        elif _repeated(field):
+            result[field.name] = [_plain_value(field, v, depth) for v in value]
+        elif field.has_presence and not message.HasField(field.name):
+            result[field.name] = None
+        else:
+            result[field.name] = _plain_value(field, value, depth)
+    return result
+
+
+def decode(schema: str, payload: bytes) -> tuple[str, str]:
+    """The record ``payload`` (message indexes, then the message) of ``schema``: its message type's
+    full name and its values as JSON text.
+
+    Raises:
+        MessageIndexError: the indexes name no message type of the schema.
+        google.protobuf.message.DecodeError: the message does not decode.
+    """
+    from google.protobuf import message_factory
+
+    indexes, start = message_indexes(payload)
+    kind = message_type(schema, indexes)
+    message = message_factory.GetMessageClass(kind).FromString(payload[start:])
+    return kind.full_name, json.dumps(plain(message), allow_nan=False)

@@ -1,0 +1,195 @@
+"""Topics in a schema registry's wire format with Protobuf values (``format: protobuf``).
+
+A value is the magic byte 0, the writer schema's id (4 bytes), the message indexes (which message
+type of the schema's file, :mod:`kafkalake.kafka.protobuf_schema`), then the message. Open-source
+Spark's ``from_protobuf`` is not on the Maven mirror the project resolves from, so a micro-batch is
+decoded in Python, vectorised (one ``pandas_udf`` over the batch):
+
+* the batch's distinct schema ids are read on the driver and each writer schema fetched once a run
+  and kept beside the schema history (as for Avro: :class:`~kafkalake.kafka.schema_registry.WriterSchemas`);
+* the distinct message types the records name (schema id, message indexes) are read on the driver
+  too: the table's columns are the fields of every message type the topic's records were written
+  with (a field of a later version becomes a column under ``addNewColumns``; one a later version
+  dropped keeps its column, null), each change a schema-history version;
+* each record is decoded with its own writer schema to JSON typed as the table's columns, then read
+  with ``from_json`` by field name: fields a message type lacks are null.
+
+Dead letters, each with its reason: ``bad_magic_byte``, ``unknown_schema_id``,
+``unknown_message_index`` (the indexes name no message type of the writer's file),
+``undecodable`` (the message does not decode with it, or the writer schema cannot be read).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from kafkalake.core.errors import UnusableSchemaError
+from kafkalake.kafka import protobuf_schema
+from kafkalake.kafka.schema_registry import RegisteredSchema
+from kafkalake.spark import parse_columns, registry_keys, wire_format
+from kafkalake.spark.parse_columns import DETAIL, KAFKA_COLUMN, REASON, VALUE
+from kafkalake.spark.registry_parser import (
+    SCHEMA_ID,
+    AvroTopicParser,
+    frame_checks,
+    nullable_everywhere,
+    schema_ids,
+)
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame
+
+log = logging.getLogger(__name__)
+
+_DECODED = "_kafka_decoded"
+_DECODED_TYPE = "name string, json string, reason string, detail string"
+
+
+def _decode_one(schema: RegisteredSchema | None, sid: int, payload: bytes | None) -> tuple[Any, ...]:
+    """(message type, JSON, reason, detail) of one framed payload whose schema id the registry has."""
+    from google.protobuf.message import DecodeError
+
+    if schema is None or payload is None:
+        return None, None, None, None
+    if schema.schema_type.upper() != "PROTOBUF":
+        return None, None, "undecodable", f"schema id {sid} is a {schema.schema_type} schema, not Protobuf"
+    try:
+        name, text = protobuf_schema.decode(schema.schema, payload)
+    except protobuf_schema.MessageIndexError as err:
+        return None, None, "unknown_message_index", f"schema id {sid}: {err}"
+    except (DecodeError, ValueError, UnusableSchemaError) as err:
+        return None, None, "undecodable", f"the payload does not decode with writer schema id {sid}: {err}"
+    return name, text, None, None
+
+
+def _vectorised(function: Any, return_type: str, returns: type) -> Any:
+    """``function`` of two pandas Series as a pandas UDF. Its annotations, which pandas_udf reads
+    to tell the UDF's kind, are strings under ``from __future__ import annotations``: given as
+    the classes here."""
+    import pandas as pd
+    from pyspark.sql.functions import pandas_udf
+
+    function.__annotations__ = {"ids": pd.Series, "payloads": pd.Series, "return": returns}
+    return pandas_udf(function, return_type)
+
+
+def decoded(writers: dict[int, RegisteredSchema | None], sid: Column, payload: Column) -> Column:
+    """A struct per record: its message type's full name and its values as JSON, or the reason
+    (and detail) it did not decode; all null where there is no known schema id or no payload."""
+    import pandas as pd
+
+    def decode(ids: pd.Series, payloads: pd.Series) -> pd.DataFrame:
+        rows = [
+            _decode_one(writers.get(int(i)), int(i), p) if pd.notna(i) and p is not None else (None,) * 4
+            for i, p in zip(ids, payloads, strict=True)
+        ]
+        return pd.DataFrame(rows, columns=["name", "json", "reason", "detail"])
+
+    return _vectorised(decode, _DECODED_TYPE, pd.DataFrame)(sid, payload)
+
+
+def message_type_names(writers: dict[int, RegisteredSchema | None], sid: Column, payload: Column) -> Column:
+    """The full name of each record's message type; null where its indexes name none."""
+    import pandas as pd
+
+    def name(schema: RegisteredSchema | None, payload: bytes | None) -> str | None:
+        if schema is None or payload is None or schema.schema_type.upper() != "PROTOBUF":
+            return None
+        try:
+            indexes, _ = protobuf_schema.message_indexes(payload)
+            return str(protobuf_schema.message_type(schema.schema, indexes).full_name)
+        except (protobuf_schema.MessageIndexError, UnusableSchemaError):
+            return None
+
+    def names(ids: pd.Series, payloads: pd.Series) -> pd.Series:
+        return pd.Series(
+            [
+                name(writers.get(int(i)), p) if pd.notna(i) else None
+                for i, p in zip(ids, payloads, strict=True)
+            ],
+            dtype=object,
+        )
+
+    return _vectorised(names, "string", pd.Series)(sid, payload)
+
+
+class ProtobufTopicParser(AvroTopicParser):
+    """:class:`TopicParser` for ``format: protobuf``: the table's columns are the fields of the
+    message types the records were written with, from the registry's schemas."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        #: (schema id, message type) pairs the table already follows.
+        self._types: set[tuple[int, str]] = set()
+
+    def _id_and_payload(self, value: Column, headers: Column) -> tuple[Column, Column]:
+        id_header = wire_format.header(headers, wire_format.VALUE_SCHEMA_ID_HEADER)
+        return wire_format.carried_schema_id(value, id_header), wire_format.carried_payload(value, id_header)
+
+    def ensure_schema(self, bronze: DataFrame, source: str) -> None:
+        from pyspark.sql import functions as F
+
+        if self.topic.key_format == "avro":
+            for i in registry_keys.schema_ids_of_keys(bronze):
+                if i not in self._key_writers:
+                    self._key_writers[i] = self.writer_schemas.get(i)
+        for i in schema_ids(bronze):
+            if i not in self._writers:
+                self._writers[i] = self.writer_schemas.get(i)
+                if self._writers[i] is None:
+                    log.warning("topic %s: schema id %d is not in the registry", self.topic.name, i)
+        sid, payload = self._id_and_payload(F.col("value"), F.col("headers"))
+        pairs = (
+            bronze.select(sid.alias("id"), message_type_names(self._writers, sid, payload).alias("name"))
+            .where(F.col("name").isNotNull())
+            .distinct()
+            .collect()
+        )
+        for i, name in sorted((int(r["id"]), str(r["name"])) for r in pairs):
+            if (i, name) in self._types:
+                continue
+            writer = self._writers[i]
+            assert writer is not None
+            kind = protobuf_schema.message_type_by_name(writer.schema, name)
+            self._follow(
+                nullable_everywhere(protobuf_schema.spark_type(kind)),
+                f"registry schema id {i}, message {name}",
+                source,
+            )
+            self._types.add((i, name))
+        if self.schema is None:
+            # No record of the batch names a message type yet: an empty table waits for one.
+            self.schema = {"type": "struct", "fields": []}
+
+    def _parsed_frame(self, bronze: DataFrame) -> DataFrame:
+        from pyspark.sql import functions as F
+        from pyspark.sql.types import StructType
+
+        assert self.schema is not None
+        config = self.config
+        frame = bronze.select(parse_columns.kafka_metadata(), F.col("value").alias(VALUE))
+        value = F.col(VALUE)
+        size = F.octet_length(value)
+        fits = value.isNotNull() & (size > 0) & (size <= config.max_value_bytes)
+        sid, payload = self._id_and_payload(value, F.col(KAFKA_COLUMN)["headers"])
+        id_header = wire_format.header(F.col(KAFKA_COLUMN)["headers"], wire_format.VALUE_SCHEMA_ID_HEADER)
+        frame = frame.withColumn(SCHEMA_ID, F.when(fits, sid))
+        known = sorted(i for i, writer in self._writers.items() if writer is not None)
+        is_known = F.col(SCHEMA_ID).isin(known) if known else F.lit(False)
+        frame = frame.withColumn(
+            _DECODED, decoded(self._writers, F.when(is_known, F.col(SCHEMA_ID)), F.when(is_known, payload))
+        )
+        result = F.col(_DECODED)
+        reason, detail = frame_checks(config, id_header, known)
+        reason = reason.when(result["reason"].isNotNull(), result["reason"])
+        detail = detail.otherwise(result["detail"])
+        frame = frame.select("*", reason.alias(REASON), detail.alias(DETAIL))
+        table_type = StructType.fromJson(self.schema)
+        values = F.from_json(result["json"], table_type)
+        columns = [F.col(KAFKA_COLUMN)]
+        columns += [F.when(F.col(REASON).isNull(), values[f.name]).alias(f.name) for f in table_type.fields]
+        frame = frame.select(*columns, F.col(REASON), F.col(DETAIL), F.col(VALUE))
+        if self.topic.key_format is not None:
+            frame = registry_keys.checked_keys(frame, self.topic.key_format, self._key_writers)
+        return parse_columns.with_expectations(frame, config.expectations)
