@@ -196,8 +196,10 @@ def _value_type(field: FieldDescriptor, seen: tuple[str, ...]) -> Any:
     kind = field.message_type
     if kind.full_name == TIMESTAMP:
         return "timestamp"
-    if kind.full_name.startswith("google.protobuf.") or kind.full_name in seen or len(seen) >= MAX_DEPTH:
-        return "string"  # its JSON text
+    if kind.full_name.startswith("google.protobuf.") or kind.full_name in seen or len(seen) > MAX_DEPTH:
+        # Its JSON text: from_json keeps a JSON object read into a string column as its text, so
+        # :func:`plain` need not know where the type stopped.
+        return "string"
     return spark_type(kind, (*seen, kind.full_name))
 
 
@@ -234,7 +236,7 @@ def spark_type(kind: Descriptor, seen: tuple[str, ...] = ()) -> dict[str, Any]:
     return {"type": "struct", "fields": fields}
 
 
-def _plain_value(field: FieldDescriptor, value: Any, depth: int) -> Any:
+def _plain_value(field: FieldDescriptor, value: Any) -> Any:
     from google.protobuf import json_format
     from google.protobuf.descriptor import FieldDescriptor as F
 
@@ -242,9 +244,9 @@ def _plain_value(field: FieldDescriptor, value: Any, depth: int) -> Any:
         name = field.message_type.full_name
         if name == TIMESTAMP:
             return value.ToJsonString()
-        if name.startswith("google.protobuf.") or depth >= MAX_DEPTH:
+        if name.startswith("google.protobuf."):
             return json_format.MessageToJson(value, preserving_proto_field_name=True, indent=None)
-        return plain(value, depth + 1)
+        return plain(value)
     if field.type == F.TYPE_ENUM:
         known = field.enum_type.values_by_number.get(value)
         return known.name if known is not None else str(value)
@@ -255,20 +257,20 @@ def _plain_value(field: FieldDescriptor, value: Any, depth: int) -> Any:
     return value
 
 
-def plain(message: Any, depth: int = 0) -> dict[str, Any]:
+def plain(message: Any) -> dict[str, Any]:
     """A decoded message as JSON-ready values, field by field (see the module's docstring)."""
     result: dict[str, Any] = {}
     for field in message.DESCRIPTOR.fields:
         value = getattr(message, field.name)
         if _is_map(field):
             entry = field.message_type.fields_by_name["value"]
-            result[field.name] = {str(k): _plain_value(entry, v, depth) for k, v in value.items()}
+            result[field.name] = {str(k): _plain_value(entry, v) for k, v in value.items()}
         elif _repeated(field):
-            result[field.name] = [_plain_value(field, v, depth) for v in value]
+            result[field.name] = [_plain_value(field, v) for v in value]
         elif field.has_presence and not message.HasField(field.name):
             result[field.name] = None
         else:
-            result[field.name] = _plain_value(field, value, depth)
+            result[field.name] = _plain_value(field, value)
     return result
 
 
