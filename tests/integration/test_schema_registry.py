@@ -609,12 +609,12 @@ def order_file() -> Any:
     return file
 
 
-def order_classes() -> tuple[Any, Any]:
+def order_classes(file: Any = None) -> tuple[Any, Any]:
     from google.protobuf import descriptor_pool, message_factory, timestamp_pb2
 
     pool = descriptor_pool.DescriptorPool()
     pool.AddSerializedFile(timestamp_pb2.DESCRIPTOR.serialized_pb)
-    pool.Add(order_file())
+    pool.Add(file or order_file())
     return tuple(
         message_factory.GetMessageClass(pool.FindMessageTypeByName(f"shop.{n}"))
         for n in ("Order", "Shipment")
@@ -646,6 +646,14 @@ def as_message(cls: Any, values: dict[str, Any]) -> Any:
         message.voucher = values["voucher"]
     message.created.FromDatetime(values["created"])
     return message
+
+
+def proto_row(row: dict[str, Any]) -> dict[str, Any]:
+    """A parsed row's fields, its map as a dict (delta-rs reads maps as pairs)."""
+    fields = {k: v for k, v in row.items() if not k.startswith("_")}
+    if fields["attrs"] is not None:
+        fields["attrs"] = dict(fields["attrs"])
+    return fields
 
 
 def test_protobuf_records_land_with_the_values_produced(spark, kafka, registry, tmp_path):
@@ -689,10 +697,7 @@ def test_protobuf_records_land_with_the_values_produced(spark, kafka, registry, 
 
     rows = read_rows(Path(topic.parsed_path))
     assert sorted(r["_kafka"]["offset"] for r in rows) == [0, 1, 2, 7, 8, 9]  # the good ones, once
-    by_key = {r["_kafka"]["key"]: {k: v for k, v in r.items() if not k.startswith("_")} for r in rows}
-    for values in by_key.values():
-        if values["attrs"] is not None:
-            values["attrs"] = dict(values["attrs"])
+    by_key = {r["_kafka"]["key"]: proto_row(r) for r in rows}
     # The Shipment (message index [1]) in the same table: the Order's fields null.
     assert by_key.pop(b"shipment") == {**{k: None for k in orders[0]}, "id": 77, "carrier": "post"}
     assert [by_key[str(o["id"]).encode()] for o in orders] == orders
@@ -700,3 +705,24 @@ def test_protobuf_records_land_with_the_values_produced(spark, kafka, registry, 
     assert {k: r["reason"] for k, r in dead.items()} == {k: reason for k, (_, reason) in bad.items()}
     assert "names no message" in dead[b"bad-index"]["detail"]
     assert stats.parsed_rows == len(orders) + 1
+
+    # The file evolved between runs (a field added to Order): a new schema id, a new column.
+    evolved = order_file()
+    evolved.message_type[0].field.add(
+        name="channel", number=9, type=evolved.message_type[0].field[0].TYPE_STRING, label=1
+    )
+    order_v2, _ = order_classes(evolved)
+    later = {**proto_order(6), "channel": "app"}
+    message = as_message(order_v2, later)
+    message.channel = "app"
+    framed = ProtobufSerializer(order_v2, client, conf)(message, context)
+    assert framed[1:5] != frame[1:5]
+    producer.produce(kafka.bootstrap_servers, name, [Record(b"later", framed)])
+    run(spark, topic, kafka.bootstrap_servers)
+
+    rows = {r["_kafka"]["key"]: proto_row(r) for r in read_rows(Path(topic.parsed_path))}
+    assert rows[b"later"] == later
+    assert rows[b"1099511627777"]["channel"] is None  # written before the field: null
+    history = SchemaHistory(topic.schema_dir)
+    assert history.read(history.versions()[-1]).changes == ("+ channel: string",)
+    assert "message shop.Order" in history.read(history.versions()[-1]).source
