@@ -726,3 +726,28 @@ def test_protobuf_records_land_with_the_values_produced(spark, kafka, registry, 
     history = SchemaHistory(topic.schema_dir)
     assert history.read(history.versions()[-1]).changes == ("+ channel: string",)
     assert "message shop.Order" in history.read(history.versions()[-1]).source
+
+
+def test_protobuf_first_batch_of_dead_letters_starts_from_the_subject(spark, kafka, registry, tmp_path):
+    """No record of the first run names a message type: the table starts from the subject's
+    latest version's first message."""
+    from confluent_kafka.schema_registry.protobuf import ProtobufSerializer
+
+    name = "it-protobuf-all-bad"
+    producer.create_topic(kafka.bootstrap_servers, name, partitions=1)
+    topic = replace(
+        make_topic(tmp_path, name, ParsedConfig()), format="protobuf", registry_conn_id="it_registry"
+    )
+    order_cls, _ = order_classes()
+    serialize = ProtobufSerializer(order_cls, SchemaRegistryClient({"url": registry.url}), {})
+    framed = serialize(as_message(order_cls, proto_order(1)), SerializationContext(name, MessageField.VALUE))
+    producer.produce(kafka.bootstrap_servers, name, [Record(b"bad", framed[:5] + b"\x02\x08")])  # [4]
+
+    run(spark, topic, kafka.bootstrap_servers)
+
+    dead = read_rows(Path(topic.dead_letter_path))
+    assert [(r["key"], r["reason"]) for r in dead] == [(b"bad", "unknown_message_index")]
+    history = SchemaHistory(topic.schema_dir)
+    first = history.read(history.versions()[0])
+    assert "message shop.Order" in first.source
+    assert [f["name"] for f in first.schema["fields"]] == list(proto_order(1))[:-1]  # no carrier

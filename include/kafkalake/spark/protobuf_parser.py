@@ -159,8 +159,15 @@ class ProtobufTopicParser(AvroTopicParser):
             )
             self._types.add((i, name))
         if self.schema is None:
-            # No record of the batch names a message type yet: an empty table waits for one.
-            self.schema = {"type": "struct", "fields": []}
+            # No record names a message type yet (all dead letters): the table starts from the
+            # first message of the subject's latest version, what a producer writes by default.
+            latest = self._latest("PROTOBUF")
+            kind = protobuf_schema.message_type(latest.schema, [0])
+            origin = (
+                f"registry subject {latest.subject} version {latest.version} (schema id {latest.id}), "
+                f"message {kind.full_name}"
+            )
+            self._follow(nullable_everywhere(protobuf_schema.spark_type(kind)), origin, source)
 
     def _parsed_frame(self, bronze: DataFrame) -> DataFrame:
         from pyspark.sql import functions as F

@@ -284,7 +284,8 @@ class AvroTopicParser(TopicParser):
                     log.warning("topic %s: schema id %d is not in the registry", self.topic.name, i)
             self._set_reader(latest, source)
 
-    def _latest(self) -> RegisteredSchema:
+    def _latest(self, schema_type: str = "AVRO") -> RegisteredSchema:
+        """The subject's latest version, which must be a ``schema_type`` schema."""
         subject = self.topic.registry_subject
         latest = self._client.latest(subject)
         if latest is None:
@@ -292,10 +293,10 @@ class AvroTopicParser(TopicParser):
                 f"topic {self.topic.name!r}: {self._client._whose} has no subject {subject!r}: the "
                 "topic's records name schemas of another subject, or none is registered yet"
             )
-        if latest.schema_type.upper() != "AVRO":
+        if latest.schema_type.upper() != schema_type:
             raise UnusableSchemaError(
                 f"topic {self.topic.name!r}: subject {subject!r} holds a {latest.schema_type} schema, "
-                "not Avro (format: avro)"
+                f"not {schema_type} (format: {self.topic.format})"
             )
         return latest
 
