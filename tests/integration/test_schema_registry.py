@@ -751,3 +751,36 @@ def test_protobuf_first_batch_of_dead_letters_starts_from_the_subject(spark, kaf
     first = history.read(history.versions()[0])
     assert "message shop.Order" in first.source
     assert [f["name"] for f in first.schema["fields"]] == list(proto_order(1))[:-1]  # no carrier
+
+
+def test_protobuf_keys_key_the_latest_table_by_their_payload(spark, kafka, registry, tmp_path):
+    from confluent_kafka.schema_registry.protobuf import ProtobufSerializer
+
+    name = "it-protobuf-keys"
+    producer.create_topic(kafka.bootstrap_servers, name, partitions=1)
+    entry = make_topic(tmp_path, name, ParsedConfig(latest_by_key=True))
+    topic = replace(entry, format="protobuf", registry_conn_id="it_registry", key_format="protobuf")
+    order_cls, shipment_cls = order_classes()
+    client = SchemaRegistryClient({"url": registry.url})
+    value = ProtobufSerializer(order_cls, client, {})
+    key = ProtobufSerializer(shipment_cls, client, {})
+    values, keys = (SerializationContext(name, field) for field in (MessageField.VALUE, MessageField.KEY))
+    orders = [proto_order(i) for i in range(1, 4)]
+    framed = [value(as_message(order_cls, o), values) for o in orders]
+    one, two = (key(shipment_cls(id=i), keys) for i in (1, 2))
+    records = [
+        Record(one, framed[0]),
+        Record(two, framed[1]),
+        Record(one, framed[2]),
+        Record(b"plain", framed[0]),
+    ]
+    producer.produce(kafka.bootstrap_servers, name, records)
+
+    run(spark, topic, kafka.bootstrap_servers)
+
+    latest = {r["_kafka"]["key"]: proto_row(r) for r in read_rows(Path(topic.latest_path))}
+    as_order = [{k: v for k, v in o.items() if k != "carrier"} for o in orders]  # no Shipment values
+    assert latest == {one[5:]: as_order[2], two[5:]: as_order[1]}  # keyed by the payload, frame left out
+    dead = read_rows(Path(topic.dead_letter_path))
+    assert [(r["key"], r["reason"]) for r in dead] == [(b"plain", "bad_magic_byte")]
+    assert dead[0]["detail"].startswith("key: ")

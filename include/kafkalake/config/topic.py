@@ -41,7 +41,9 @@ FRAMED_JSON_FORMATS = ("json_schema",)
 #: each key's frame (or its ``__key_schema_id`` header) is checked, an Avro key is decoded with its
 #: writer schema, and the latest table is keyed by the key's payload, the frame left out
 #: (docs/registry.md).
-KEY_FORMATS = ("avro", "json_schema")
+KEY_FORMATS = ("avro", "protobuf", "json_schema")
+#: Key formats decoded with the registry's schemas (the others' keys are checked for their frame).
+DECODED_KEY_FORMATS = ("avro",)
 
 
 @dataclass(frozen=True)

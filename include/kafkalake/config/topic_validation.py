@@ -30,6 +30,7 @@ from kafkalake.config.parsed import (
 from kafkalake.config.schedule import run_interval
 from kafkalake.config.spark_credentials import CREDENTIAL_ADVICE, credential_settings
 from kafkalake.config.topic import (
+    DECODED_KEY_FORMATS,
     FRAMED_JSON_FORMATS,
     KEY_FORMATS,
     MAX_OFFSETS_BRONZE_ONLY,
@@ -367,7 +368,7 @@ def _key_format(
         return None
     if key_format not in KEY_FORMATS:
         raise fail("key_format", f"must be one of {', '.join(KEY_FORMATS)}, or left out, not {key_format!r}")
-    if key_format in REGISTRY_FORMATS and value_format not in REGISTRY_FORMATS:
+    if key_format in DECODED_KEY_FORMATS and value_format not in REGISTRY_FORMATS:
         raise fail(
             "key_format",
             f"{key_format} keys are decoded with the registry's schemas: the values' format must be "

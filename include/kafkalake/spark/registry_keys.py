@@ -1,4 +1,4 @@
-"""Keys in a schema registry's wire format (``key_format: avro | json_schema``).
+"""Keys in a schema registry's wire format (``key_format: avro | protobuf | json_schema``).
 
 A framed key carries its schema id (in its frame, or in the record header ``__key_schema_id``), so
 the same key written under two schema ids is two different byte strings: keyed by the raw bytes,

@@ -456,6 +456,9 @@ def test_a_registry_format_takes_its_registry_connection(tmp_path, lake_root):
         ("    format: avro\n    registry_conn_id: s\n    key_format: avro\n", "avro"),
         ("    format: avro\n    registry_conn_id: s\n    key_format: json_schema\n", "json_schema"),
         ("    format: json_schema\n    key_format: json_schema\n", "json_schema"),
+        ("    format: protobuf\n    registry_conn_id: s\n    key_format: protobuf\n", "protobuf"),
+        ("    format: protobuf\n    registry_conn_id: s\n    key_format: avro\n", "avro"),
+        ("    format: json_schema\n    key_format: protobuf\n", "protobuf"),
     ],
 )
 def test_framed_keys_go_beside_a_registry_format(tmp_path, lake_root, extra, key_format):
@@ -473,6 +476,7 @@ def test_framed_keys_go_beside_a_registry_format(tmp_path, lake_root, extra, key
             "schema ids are not looked up",
         ),
         ("    format: avro\n", "registry_conn_id", "required with format avro"),
+        ("    format: protobuf\n", "registry_conn_id", "required with format protobuf"),
         ("    registry_conn_id: schemas\n", "registry_conn_id", "does nothing with format json"),
         ("    format: avro\n    registry_conn_id: ''\n", "registry_conn_id", "must be the id of an Airflow"),
         (
