@@ -685,26 +685,34 @@ def test_protobuf_records_land_with_the_values_produced(spark, kafka, registry, 
         b"unknown-id": (b"\x00" + struct.pack(">I", 987655) + good[1].value[5:], "unknown_schema_id"),
         b"json": (b'{"id": 1}', "bad_magic_byte"),
     }
+    # The id in the __value_schema_id header, the message indexes after it there, the value bare.
+    headers: list[tuple[str, bytes | None]] = []
+    bare = ProtobufSerializer(shipment_cls, client, {**conf, "schema.id.serializer": in_header})(
+        shipment_cls(id=78, carrier="header"), SerializationContext(name, MessageField.VALUE, headers)
+    )
+    assert headers[0][1] == frame + b"\x02\x02"
     records = [
         *good[:2],
         Record(b"shipment", shipment),
         *(Record(k, v) for k, (v, _) in bad.items()),
         *good[2:],
+        Record(b"shipment-header", bare, headers=headers),
     ]
     producer.produce(kafka.bootstrap_servers, name, records)
 
     stats = run(spark, topic, kafka.bootstrap_servers).stats
 
     rows = read_rows(Path(topic.parsed_path))
-    assert sorted(r["_kafka"]["offset"] for r in rows) == [0, 1, 2, 7, 8, 9]  # the good ones, once
+    assert sorted(r["_kafka"]["offset"] for r in rows) == [0, 1, 2, 7, 8, 9, 10]  # the good ones, once
     by_key = {r["_kafka"]["key"]: proto_row(r) for r in rows}
     # The Shipment (message index [1]) in the same table: the Order's fields null.
     assert by_key.pop(b"shipment") == {**{k: None for k in orders[0]}, "id": 77, "carrier": "post"}
+    assert by_key.pop(b"shipment-header") == {**{k: None for k in orders[0]}, "id": 78, "carrier": "header"}
     assert [by_key[str(o["id"]).encode()] for o in orders] == orders
     dead = {r["key"]: r for r in read_rows(Path(topic.dead_letter_path))}
     assert {k: r["reason"] for k, r in dead.items()} == {k: reason for k, (_, reason) in bad.items()}
     assert "names no message" in dead[b"bad-index"]["detail"]
-    assert stats.parsed_rows == len(orders) + 1
+    assert stats.parsed_rows == len(orders) + 2
 
     # The file evolved between runs (a field added to Order): a new schema id, a new column.
     evolved = order_file()

@@ -124,8 +124,15 @@ class ProtobufTopicParser(AvroTopicParser):
         self._types: set[tuple[int, str]] = set()
 
     def _id_and_payload(self, value: Column, headers: Column) -> tuple[Column, Column]:
+        """The schema id and what the decoder reads: the message indexes, then the message. With
+        the id in the ``__value_schema_id`` header, the indexes follow it there, the value is the
+        bare message."""
+        from pyspark.sql import functions as F
+
         id_header = wire_format.header(headers, wire_format.VALUE_SCHEMA_ID_HEADER)
-        return wire_format.carried_schema_id(value, id_header), wire_format.carried_payload(value, id_header)
+        sid = wire_format.carried_schema_id(value, id_header, indexes=True)
+        in_header = F.concat(F.substring(id_header, wire_format.FRAME_BYTES + 1, 2**31 - 1), value)
+        return sid, F.when(id_header.isNotNull(), in_header).otherwise(wire_format.payload(value))
 
     def ensure_schema(self, bronze: DataFrame, source: str) -> None:
         from pyspark.sql import functions as F
@@ -134,7 +141,7 @@ class ProtobufTopicParser(AvroTopicParser):
             for i in registry_keys.schema_ids_of_keys(bronze):
                 if i not in self._key_writers:
                     self._key_writers[i] = self.writer_schemas.get(i)
-        for i in schema_ids(bronze):
+        for i in schema_ids(bronze, indexes=True):
             if i not in self._writers:
                 self._writers[i] = self.writer_schemas.get(i)
                 if self._writers[i] is None:
@@ -188,7 +195,7 @@ class ProtobufTopicParser(AvroTopicParser):
             _DECODED, decoded(self._writers, F.when(is_known, F.col(SCHEMA_ID)), F.when(is_known, payload))
         )
         result = F.col(_DECODED)
-        reason, detail = frame_checks(config, id_header, known)
+        reason, detail = frame_checks(config, id_header, known, indexes=True)
         reason = reason.when(result["reason"].isNotNull(), result["reason"])
         detail = detail.otherwise(result["detail"])
         frame = frame.select("*", reason.alias(REASON), detail.alias(DETAIL))

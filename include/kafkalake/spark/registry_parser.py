@@ -65,14 +65,14 @@ def topic_parser(spark: SparkSession, topic: TopicConfig, stats: RunStats | None
     return TopicParser(spark, topic, stats)
 
 
-def schema_ids(bronze: DataFrame) -> list[int]:
+def schema_ids(bronze: DataFrame, indexes: bool = False) -> list[int]:
     """The distinct schema ids of a batch's values (from the frame, or the ``__value_schema_id``
-    header), read on the driver."""
+    header: ``indexes``, with Protobuf's message indexes after the id), read on the driver."""
     from pyspark.sql import functions as F
 
     id_header = wire_format.header(F.col("headers"), wire_format.VALUE_SCHEMA_ID_HEADER)
     ids = (
-        bronze.select(wire_format.carried_schema_id(F.col("value"), id_header).alias("id"))
+        bronze.select(wire_format.carried_schema_id(F.col("value"), id_header, indexes).alias("id"))
         .where(F.col("id").isNotNull())
         .distinct()
     )
@@ -126,7 +126,9 @@ def _conform(value: Column, actual: Any, wanted: Any) -> Column:
     return F.from_json(F.to_json(value), target)
 
 
-def frame_checks(config: Any, id_header: Column, known: list[int]) -> tuple[Column, Column]:
+def frame_checks(
+    config: Any, id_header: Column, known: list[int], indexes: bool = False
+) -> tuple[Column, Column]:
     """The dead-letter reason and detail of what the frame tells (a null, empty or oversize value,
     no frame, a schema id the registry lacks) over the columns :data:`VALUE` and :data:`SCHEMA_ID`:
     ``CASE`` chains the caller goes on with its decoder's own reasons."""
@@ -150,7 +152,7 @@ def frame_checks(config: Any, id_header: Column, known: list[int]) -> tuple[Colu
         )
         .when(
             value.isNotNull() & (size > 0) & ~framed,
-            wire_format.carried_problem(value, id_header, wire_format.VALUE_SCHEMA_ID_HEADER),
+            wire_format.carried_problem(value, id_header, wire_format.VALUE_SCHEMA_ID_HEADER, indexes),
         )
         .when(framed & ~is_known, F.format_string("schema id %d is not in the registry", sid))
     )

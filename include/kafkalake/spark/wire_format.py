@@ -66,21 +66,26 @@ def header(headers: Column, name: str) -> Column:
     return F.get(F.filter(headers, lambda h: h["key"] == name), 0)["value"]
 
 
-def _header_id(id_header: Column) -> Column:
+def _header_id(id_header: Column, indexes: bool = False) -> Column:
     """The schema id a header holds: the magic byte 0 and the id, 5 bytes; null otherwise. (Confluent's
     serializers write the magic byte 1 and a 16-byte GUID there, which is not an id: see
-    :func:`header_problem`.)"""
+    :func:`header_problem`.) ``indexes``: Protobuf's message indexes follow the id in the header."""
     from pyspark.sql import functions as F
 
-    exact = (F.octet_length(id_header) == FRAME_BYTES) & (F.hex(F.substring(id_header, 1, 1)) == "00")
+    size = F.octet_length(id_header)
+    fits = size > FRAME_BYTES if indexes else size == FRAME_BYTES
+    exact = fits & (F.hex(F.substring(id_header, 1, 1)) == "00")
     return F.when(exact, F.conv(F.hex(F.substring(id_header, 2, 4)), 16, 10).cast("long"))
 
 
-def carried_schema_id(value: Column, id_header: Column) -> Column:
-    """The schema id from the header when the record has one, else from the value's frame."""
+def carried_schema_id(value: Column, id_header: Column, indexes: bool = False) -> Column:
+    """The schema id from the header when the record has one, else from the value's frame.
+
+    ``indexes``: a Protobuf record's header holds its message indexes after the id (Confluent's
+    ``SchemaId.id_to_bytes``), the value then the bare message."""
     from pyspark.sql import functions as F
 
-    return F.when(id_header.isNotNull(), _header_id(id_header)).otherwise(schema_id(value))
+    return F.when(id_header.isNotNull(), _header_id(id_header, indexes)).otherwise(schema_id(value))
 
 
 def carried_payload(value: Column, id_header: Column) -> Column:
@@ -90,13 +95,13 @@ def carried_payload(value: Column, id_header: Column) -> Column:
     return F.when(id_header.isNotNull(), value).otherwise(payload(value))
 
 
-def carried_problem(value: Column, id_header: Column, name: str) -> Column:
+def carried_problem(value: Column, id_header: Column, name: str, indexes: bool = False) -> Column:
     """Why a record names no schema id (a dead letter's detail); null where it names one."""
     from pyspark.sql import functions as F
 
     magic = F.lower(F.hex(F.substring(id_header, 1, 1)))
     header_problem = F.when(
-        _header_id(id_header).isNull(),
+        _header_id(id_header, indexes).isNull(),
         F.when(
             magic == "01",
             F.lit(
