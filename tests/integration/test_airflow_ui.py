@@ -23,6 +23,7 @@ from kafkalake.config.topic import dag_id_for
 from kafkalake.dev import producer
 from kafkalake.dev.broker import LocalKafka
 from kafkalake.dev.producer import Record
+from kafkalake.lake import run_history
 
 from .airflow_server import START_TIMEOUT, AirflowServer, wait_for
 
@@ -158,3 +159,19 @@ def test_trigger_a_dag_from_the_ui_and_see_its_run_succeed(
     rows = DeltaTable(topic.path).to_pyarrow_table()
     assert rows.num_rows == EVENTS
     assert sorted(rows.column("value").to_pylist()) == sorted(r.value for r in records)
+
+    # This real run in the run history the tasks wrote, and on the freshness view (delta-rs in the
+    # web server): the rows it landed are bronze's, on the topic page and the fleet page.
+    history = run_history.read(topic.history_path)
+    landed = [r for r in history if r.kind in ("ingest", "catch_up") and r.outcome == "success"]
+    assert sum(r.rows for r in landed) == EVENTS, history
+    assert {r.dag_id for r in history} == {dag_id} and not [r for r in history if r.outcome == "failed"]
+    page.goto(f"{airflow_server.url}/kafkalake/freshness/dags/{dag_id}")
+    shown_rows = page.locator("table.runs .rows").all_inner_texts()
+    assert sorted(int(n.replace(",", "")) for n in shown_rows) == sorted(r.rows for r in history)
+    assert str(EVENTS) in shown_rows
+    page.goto(f"{airflow_server.url}/kafkalake/freshness/")
+    fleet_row = page.locator(f'tr[data-topic="{ui_topic}"]')
+    # The last run's outcome: the manual run's, or the scheduled run's after it (idle: nothing new).
+    assert fleet_row.locator(".outcome").inner_text() == run_history.read(topic.history_path)[-1].outcome
+    assert fleet_row.locator(".age").inner_text() != "-"  # the run measured the table's data age
