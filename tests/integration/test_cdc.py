@@ -44,6 +44,11 @@ PREFIX = "it-cdc"
 TOPIC = f"{PREFIX}.{TABLE}"
 #: A second table, captured by a connector whose JSON converter writes bare events (no envelope).
 BARE_TOPIC = "it-cdc-bare.public.orders"
+#: One source table in two shards (schemas eu and us, as two databases' would be): a family.
+SHARDS = ("eu", "us")
+SHARD_PREFIX = "it-cdc-fam"
+SHARD_TOPICS = tuple(f"{SHARD_PREFIX}.{shard}.orders" for shard in SHARDS)
+SHARD_FAMILY = "it_cdc_fam_orders"
 #: Small micro-batches: every run writes several, so events of one key meet across batches.
 CATALOG = f"""
 topics:
@@ -56,6 +61,11 @@ topics:
     freshness_sla: 1h
     table: it_cdc_orders
     format: debezium
+  - topics: [{SHARD_TOPICS[0]}, {SHARD_TOPICS[1]}]
+    freshness_sla: 1h
+    table: {SHARD_FAMILY}
+    format: debezium
+    max_offsets_per_trigger: 4
 """
 
 
@@ -436,3 +446,95 @@ def test_bare_events_without_the_envelope_land_the_same_way(
     assert got == expected == [{"id": 1, "item": "pen", "qty": 5}, {"id": 4, "item": "nib", "qty": 9}]
     ops = [r["op"] for r in sorted(read_rows(Path(orders.parsed_path)), key=lambda r: r["_kafka"]["offset"])]
     assert ops == ["r", "r", "u", "d", "c", "d", "c"]
+
+
+# --- a family: shards of one source table, keyed by (member topic, key) --------------------------
+
+
+def shard_rows(postgres: LocalPostgres, shard: str) -> list[dict[str, Any]]:
+    out = sql(postgres, f"SELECT row_to_json(o) FROM {shard}.orders o;")
+    return sorted((json.loads(line) for line in out.splitlines() if line.strip()), key=lambda r: r["id"])
+
+
+def assert_each_member_is_its_shard(family: TopicConfig, postgres: LocalPostgres) -> dict[str, list]:
+    """The current-state table filtered by member topic equals ``SELECT * FROM`` its shard, row by
+    row; a column only the other shard has is null in its rows."""
+    rows = read_rows(Path(family.current_path))
+    got: dict[str, list] = {}
+    for shard, member in zip(SHARDS, SHARD_TOPICS, strict=True):
+        mine = [
+            {k: v for k, v in r.items() if not k.startswith("_")}
+            for r in rows
+            if r["_kafka"]["topic"] == member
+        ]
+        got[shard] = sorted(mine, key=lambda r: r["id"])
+        columns = set(got[shard][0]) if got[shard] else set()
+        expected = [{c: r.get(c) for c in columns} for r in shard_rows(postgres, shard)]
+        assert got[shard] == expected, shard
+    assert len(rows) == sum(len(v) for v in got.values())
+    return got
+
+
+@pytest.mark.families
+def test_a_family_of_shards_keeps_each_members_rows_as_its_source_table(
+    spark: Any,
+    postgres: LocalPostgres,
+    shop: Database,
+    kafka: LocalKafka,
+    cdc_catalog: Path,
+    cdc_lake: Path,
+    tmp_path: Path,
+) -> None:
+    for shard in SHARDS:
+        sql(
+            postgres,
+            f"CREATE SCHEMA {shard} AUTHORIZATION shop;"
+            f"CREATE TABLE {shard}.orders (id int PRIMARY KEY, item text, qty int);"
+            f"ALTER TABLE {shard}.orders OWNER TO shop;",
+        )
+    # The same keys in both shards: two rows each, one per member.
+    sql(
+        postgres,
+        "INSERT INTO eu.orders VALUES (1, 'pen', 2), (2, 'ink', 1);"
+        "INSERT INTO us.orders VALUES (1, 'cap', 7);",
+    )
+    connect = LocalConnect(
+        tmp_path / "connect",
+        kafka.bootstrap_servers,
+        shop,
+        tuple(f"{shard}.orders" for shard in SHARDS),
+        topic_prefix=SHARD_PREFIX,
+        name="kafkalake_cdc_fam",
+    ).start()
+    family = load_catalog(cdc_catalog, cdc_lake).topic(SHARD_FAMILY)
+    try:
+        sql(
+            postgres,
+            "UPDATE eu.orders SET qty = 5 WHERE id = 1; DELETE FROM eu.orders WHERE id = 2;"
+            "INSERT INTO eu.orders VALUES (3, 'nib', 9);"
+            "INSERT INTO us.orders VALUES (2, 'hat', 1); UPDATE us.orders SET item = 'cup' WHERE id = 1;"
+            "ALTER TABLE us.orders ADD COLUMN note text;"
+            "INSERT INTO us.orders VALUES (3, 'mug', 4, 'blue'); DELETE FROM us.orders WHERE id = 2;",
+        )
+        topic_events(kafka.bootstrap_servers, SHARD_TOPICS[0], 6)  # r r u d - c
+        topic_events(kafka.bootstrap_servers, SHARD_TOPICS[1], 6)  # r c u c d -
+        run_ingest(spark, family, kafka.bootstrap_servers)
+        got = assert_each_member_is_its_shard(family, postgres)
+        assert [r["id"] for r in got["eu"]] == [1, 3] and [r["id"] for r in got["us"]] == [1, 3]
+        assert {r["note"] for r in got["eu"]} == {None}  # a column eu lacks: null in its rows
+
+        # A truncate empties its own member only; a primary-key change in the other.
+        sql(postgres, "TRUNCATE eu.orders; INSERT INTO eu.orders VALUES (4, 'pad', 1);")
+        sql(postgres, "UPDATE us.orders SET id = 10 WHERE id = 1;")
+        topic_events(kafka.bootstrap_servers, SHARD_TOPICS[0], 8)  # t c
+        topic_events(kafka.bootstrap_servers, SHARD_TOPICS[1], 9)  # d - c
+    finally:
+        connect.stop()
+    run_ingest(spark, family, kafka.bootstrap_servers)
+    got = assert_each_member_is_its_shard(family, postgres)
+    assert [r["id"] for r in got["eu"]] == [4] and [r["id"] for r in got["us"]] == [3, 10]
+    # One change history for the family: every event once, with its member topic.
+    history = read_rows(Path(family.parsed_path))
+    spots = [(r["_kafka"]["topic"], r["_kafka"]["partition"], r["_kafka"]["offset"]) for r in history]
+    assert len(spots) == len(set(spots)) == 14  # 17 records less 3 tombstones
+    assert [r["op"] for r in history if r["_kafka"]["topic"] == SHARD_TOPICS[0]].count("t") == 1

@@ -286,15 +286,6 @@ def _family(entry: Mapping[str, Any], given: list[str], fail: Any) -> tuple[tupl
         raise fail("table", f"required with {given[0]}: the one table every member lands in")
     if (problem := identifier_problem(entry["table"], MAX_TABLE_NAME)) is not None:
         raise fail("table", problem)
-    if entry.get("format") == "debezium":
-        # Members are different source tables: one current-state table would mix their columns and
-        # their primary keys. A table per member is what a change stream wants (docs/cdc.md).
-        raise fail(
-            "format",
-            "debezium is for one topic per entry: its members are different source tables, each with "
-            "its own columns and key; route them to a table each with topic_pattern and "
-            "table_per_topic, or give each topic an entry",
-        )
     if entry.get("schedule", "interval") != "interval":
         # The watcher reads one topic's watermarks; a family's members are found by the pre-flight.
         raise fail("schedule", "a family runs on the fixed interval for now: leave schedule out")

@@ -213,9 +213,10 @@ class BatchWriter:
         #: Whether a batch's parsed rows are first written straight from the parse (_write_direct);
         #: not for a latest-row or current-state table, whose MERGE reads the cached parse.
         self.direct_parse = not (self.config.latest_by_key or self.config.debezium)
-        #: Offsets the current-state table holds (its recorded position), read at the run's first
-        #: batch: events below them are never applied again.
-        self._current_holds: dict[int, int] | None = None
+        #: Offsets the current-state table holds (its recorded position), per member topic (a
+        #: single topic's under its name), read at the run's first batch: events below them are
+        #: never applied again.
+        self._current_holds: dict[str, dict[int, int]] | None = None
         #: The Java Kafka settings, when the topic accepts data loss: each batch then looks for
         #: offsets Kafka deleted before it read them, and records them (never silent).
         self.loss_client_config = loss_client_config
@@ -516,17 +517,28 @@ class BatchWriter:
         """The batch's events into the current-state table, those it holds already left out."""
         from pyspark.sql import functions as F
 
+        family = self.topic.is_family
         if self._current_holds is None:
             held = table_position.read_position(self.topic.current_path)
-            self._current_holds = dict(held.end) if held else {}
+            if held is None:
+                self._current_holds = {}
+            elif held.members is not None:
+                self._current_holds = {t: dict(o) for t, o in held.members.items()}
+            else:
+                self._current_holds = {self.topic.name: dict(held.end)}
         kafka = F.col(parse_columns.KAFKA_COLUMN)
-        below = {p: (0, o) for p, o in self._current_holds.items()}
-        events = frame.where(~in_ranges(below, kafka["partition"], kafka["offset"]))
-        self._create_once("current", debezium.current_schema(frame))
+        held_rows = F.lit(False)
+        for member, ends in sorted(self._current_holds.items()):
+            below = in_ranges({p: (0, o) for p, o in ends.items()}, kafka["partition"], kafka["offset"])
+            held_rows = held_rows | ((kafka["topic"] == member) & below if family else below)
+        events = frame.where(~held_rows)
+        self._create_once("current", debezium.current_schema(frame, by_topic=family))
         self.latest_batches += 1
         kill_points.reached("ingest:before_current_commit")
         with self._step("current"):
-            debezium.merge_current(self.spark, events, self.topic.current_path, app_id, batch_id, metadata)
+            debezium.merge_current(
+                self.spark, events, self.topic.current_path, app_id, batch_id, metadata, by_topic=family
+            )
 
     def _carried(self, kind: str, last: str) -> str | None:
         """The batch's position metadata for the ``kind`` table's commit, if it carries it."""

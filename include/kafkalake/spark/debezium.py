@@ -19,6 +19,12 @@ PostgreSQL), ``before`` and ``after`` as columns. Three things differ:
   then a create of the new) leaves the new key only. A truncate (``op: t``) deletes every row whose
   position is below the truncate's, and the batch's events from before it are left out.
 
+A family (``topics`` / ``topic_pattern`` with one table) whose members carry one source table's
+events (its shards, regions) keys the current state by (member topic, key), as a family's latest
+table is (``by_topic``): ``_kafka`` holds the topic too, each member's rows are its own source
+table's state, and a truncate empties its own member's rows only (each database's positions compare
+only with its own).
+
 Order: a key's events are ordered by offset within a partition and, across partitions (a key that
 moved partition when partitions were added), by the source position, then partition and offset:
 ``source.lsn`` for PostgreSQL (the WAL position of the change: two changes of one row, or a row and
@@ -109,9 +115,10 @@ def position(frame: DataFrame) -> Column:
     return F.col("ts_ms").cast("bigint") if "ts_ms" in frame.columns else F.lit(None).cast("bigint")
 
 
-def _events(frame: DataFrame) -> DataFrame:
+def _events(frame: DataFrame, by_topic: bool = False) -> DataFrame:
     """The parsed events of a parsed frame (no dead letters, no tombstones), with their op and
-    position, and ``after``'s fields as columns."""
+    position, and ``after``'s fields as columns; ``by_topic`` (a family): ``_kafka`` holds the
+    member topic too, part of the key."""
     from pyspark.sql import functions as F
     from pyspark.sql.types import StructType
 
@@ -123,6 +130,7 @@ def _events(frame: DataFrame) -> DataFrame:
     return events.select(
         *columns,
         F.struct(
+            *([kafka["topic"].alias("topic")] if by_topic else []),
             kafka["key"].alias("key"),
             kafka["partition"].alias("partition"),
             kafka["offset"].alias("offset"),
@@ -133,49 +141,75 @@ def _events(frame: DataFrame) -> DataFrame:
     )
 
 
-def _current_rows(events: DataFrame, truncated_below: int | None) -> DataFrame:
-    """Each key's newest row event (of those after the last truncate, when there is one)."""
+def _current_rows(events: DataFrame, truncates: dict[str, int], by_topic: bool) -> DataFrame:
+    """Each key's newest row event (of those after its topic's last truncate, when there is one)."""
     from pyspark.sql import functions as F
 
     rows = events.where(F.col(OP).isin(*_ROW_EVENTS) & F.col("_kafka.key").isNotNull())
-    if truncated_below is not None:
-        rows = rows.where(F.col(POSITION) > F.lit(truncated_below))
-    return _newest(rows)
+    if truncates:
+        # A null position is no later than a truncate: left out, as the comparison leaves it.
+        rows = rows.where(~F.coalesce(F.expr(_truncated(truncates, by_topic, "", "<=")), F.lit(True)))
+    return _newest(rows, by_topic)
 
 
-def _newest(rows: DataFrame) -> DataFrame:
+def _newest(rows: DataFrame, by_topic: bool) -> DataFrame:
     """Each key's newest of ``rows`` (events, :func:`_events`), in source order."""
     from pyspark.sql import functions as F
 
     record = F.struct(*[F.col(quote_identifier(c)) for c in rows.columns])
-    return newest_per_key(rows, record, POSITION).select("latest.*")
+    return newest_per_key(rows, record, POSITION, by_topic=by_topic).select("latest.*")
 
 
-def current_schema(frame: DataFrame) -> StructType:
+def current_schema(frame: DataFrame, by_topic: bool = False) -> StructType:
     """The current-state table's columns for a batch of parsed events."""
-    return _events(frame).schema
+    return _events(frame, by_topic).schema
 
 
-def _last_truncate(events: DataFrame) -> int | None:
+def _last_truncates(events: DataFrame, by_topic: bool) -> dict[str, int]:
+    """Each topic's last truncate position (a single topic's under ``""``).
+
+    Per topic: a family's members are their own source tables (a shard's, a region's), whose
+    truncates empty only their own rows, and whose positions (each database's LSN) do not compare."""
     from pyspark.sql import functions as F
 
-    row = events.where(F.col(OP) == _TRUNCATE).agg(F.max(POSITION)).first()
-    return None if row is None or row[0] is None else int(row[0])
+    group = F.col("_kafka.topic") if by_topic else F.lit("")
+    rows = events.where(F.col(OP) == _TRUNCATE).groupBy(group.alias("t")).agg(F.max(POSITION).alias("p"))
+    return {str(r["t"]): int(r["p"]) for r in rows.collect() if r["p"] is not None}
+
+
+def _truncated(truncates: dict[str, int], by_topic: bool, alias: str, compare: str) -> str:
+    """SQL: a row (of table ``alias``, or unaliased) at a position ``compare`` its topic's last
+    truncate. Topic names are Kafka's (letters, digits, ``._-``): safe in a quoted literal."""
+    prefix = f"{alias}." if alias else ""
+    older = [f"{prefix}{POSITION} {compare} {below}" for below in truncates.values()]
+    if by_topic:
+        older = [f"({prefix}_kafka.topic = '{t}' AND {o})" for t, o in zip(truncates, older, strict=True)]
+    return " OR ".join(older) or "false"
 
 
 def merge_current(
-    spark: SparkSession, frame: DataFrame, path: str, app_id: str, batch_id: int, metadata: str | None = None
+    spark: SparkSession,
+    frame: DataFrame,
+    path: str,
+    app_id: str,
+    batch_id: int,
+    metadata: str | None = None,
+    *,
+    by_topic: bool = False,
 ) -> None:
     """MERGE a batch's parsed events (the cached parsed frame, with records the table holds left
-    out by the caller) into the current-state table, in one commit."""
-    events = _events(frame)
-    truncated_below = _last_truncate(events)
-    source = _current_rows(events, truncated_below)
+    out by the caller) into the current-state table, in one commit; ``by_topic`` (a family): keyed
+    by (member topic, key)."""
+    events = _events(frame, by_topic)
+    truncates = _last_truncates(events, by_topic)
+    source = _current_rows(events, truncates, by_topic)
     ensure_columns(spark, path, events.schema)
     with idempotent_commit(spark, app_id, batch_id, metadata):
-        merging = keyed_merge(spark, path, source, source.columns, f"s.{OP} = 'd'", _NEWER)
-        if truncated_below is not None:
-            merging = merging.whenNotMatchedBySourceDelete(condition=f"t.{POSITION} < {truncated_below}")
+        merging = keyed_merge(spark, path, source, source.columns, f"s.{OP} = 'd'", _NEWER, by_topic=by_topic)
+        if truncates:
+            merging = merging.whenNotMatchedBySourceDelete(
+                condition=_truncated(truncates, by_topic, "t", "<")
+            )
         merging.execute()
 
 
@@ -195,25 +229,25 @@ def settle_after_run(spark: SparkSession, topic: TopicConfig, run_started: datet
 
     if not topic.parsed.debezium or batches < 2 or not DeltaTable.isDeltaTable(spark, topic.current_path):
         return
+    by_topic = topic.is_family
     history = spark.read.format("delta").load(topic.parsed_path)
     landed = history.where(F.col("_kafka.ingested_at") >= F.lit(run_started))
-    events = _events(landed.withColumn(parse_columns.REASON, F.lit(None).cast("string")))
-    newest = _newest(events.where((F.col(OP) == "d") & F.col("_kafka.key").isNotNull()))
+    events = _events(landed.withColumn(parse_columns.REASON, F.lit(None).cast("string")), by_topic)
+    newest = _newest(events.where((F.col(OP) == "d") & F.col("_kafka.key").isNotNull()), by_topic)
     table = DeltaTable.forPath(spark, topic.current_path)
-    table.alias("t").merge(newest.alias("s"), "t._kafka.key = s._kafka.key").whenMatchedDelete(
-        condition=_NEWER
-    ).execute()
-    truncated_below = _last_truncate(events)
-    if truncated_below is not None:
-        table.delete(F.col(POSITION) < F.lit(truncated_below))
+    same = "t._kafka.key = s._kafka.key" + (" AND t._kafka.topic = s._kafka.topic" if by_topic else "")
+    table.alias("t").merge(newest.alias("s"), same).whenMatchedDelete(condition=_NEWER).execute()
+    truncates = _last_truncates(events, by_topic)
+    if truncates:
+        table.delete(_truncated(truncates, by_topic, "", "<"))
 
 
-def rebuild_current(events_frame: DataFrame, path: str) -> None:
+def rebuild_current(events_frame: DataFrame, path: str, by_topic: bool = False) -> None:
     """Overwrite the current-state table with the state every event of ``events_frame`` (the whole
     change history, as the parsed table holds it) leads to, in one commit: each key's newest row
-    event after the last truncate, unless it is a delete."""
+    event after its topic's last truncate, unless it is a delete."""
     from pyspark.sql import functions as F
 
-    events = _events(events_frame.withColumn(parse_columns.REASON, F.lit(None).cast("string")))
-    rows = _current_rows(events, _last_truncate(events)).where(F.col(OP) != "d")
+    events = _events(events_frame.withColumn(parse_columns.REASON, F.lit(None).cast("string")), by_topic)
+    rows = _current_rows(events, _last_truncates(events, by_topic), by_topic).where(F.col(OP) != "d")
     rows.write.format("delta").mode("overwrite").option("mergeSchema", "true").save(path)

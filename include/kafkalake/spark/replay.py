@@ -361,7 +361,9 @@ def _replay(spark: SparkSession, topic: TopicConfig, selection: Selection) -> Re
             done[topic.latest_path] = _rebuild_latest(spark, topic, parser, latest_bronze=max(commits)[0])
         if topic.parsed.debezium:
             # The change history (the parsed table, just replaced) replayed into the source's state.
-            rebuild_current(spark.read.format("delta").load(topic.parsed_path), topic.current_path)
+            rebuild_current(
+                spark.read.format("delta").load(topic.parsed_path), topic.current_path, topic.is_family
+            )
             done[topic.current_path] = _committed_version(spark, topic.current_path)
         parser.add_stats(parsed.counts)
     finally:

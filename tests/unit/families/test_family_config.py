@@ -75,10 +75,10 @@ FAMILY = "  - {entry}\n    freshness_sla: 1h\n"
         ("topics: [a, b]\n    parsed: false", "#1", "table", "required with topics"),
         ("topics: [a, b]\n    table: AB\n    parsed: false", "AB", "table", "lower-case"),
         (
-            "topics: [a, b]\n    table: ab\n    format: debezium",
+            "topics: [a, b]\n    table: ab\n    format: debezium\n    parsed: false",
             "ab",
             "format",
-            "route them to a table each with topic_pattern and table_per_topic",
+            "debezium needs the parsed tables",
         ),
     ],
 )
@@ -88,6 +88,16 @@ def test_a_bad_family_entry_names_file_entry_and_field(tmp_path, entry, label, f
         load_catalog(file, tmp_path)
     assert_names_where(raised.value, file, label, field)
     assert words in str(raised.value)
+
+
+def test_a_debezium_family_loads_with_one_history_and_one_current_state_table(tmp_path):
+    # Shards of one source table (docs/cdc.md): the current state is keyed by (member, key).
+    entry = "topic_pattern: 'db_[a-z]+\\.public\\.orders'\n    table: orders"
+    text = "topics:\n" + FAMILY.format(entry=entry)
+    catalog = load_catalog(write_catalog(tmp_path, text + "    format: debezium\n"), tmp_path / "lake")
+    orders = catalog.topic("orders")
+    assert orders.is_family and orders.parsed.debezium and not orders.parsed.latest_by_key
+    assert orders.current_path == str(tmp_path / "lake" / "silver" / "orders_current")
 
 
 def test_a_family_whose_table_another_entry_takes_is_refused_naming_its_table(tmp_path):
