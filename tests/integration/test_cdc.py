@@ -226,6 +226,30 @@ def change(postgres: LocalPostgres, kafka: LocalKafka, statements: str, records:
     topic_events(kafka.bootstrap_servers, TOPIC, before + records)
 
 
+def kill_before_current_commit(name: str, catalog: Path, lake: Path, kafka: LocalKafka, tmp: Path) -> None:
+    """A ``spark-submit`` of the entry's ingest job, as the DAG's task launches it, killed (SIGKILL)
+    in the run's second batch, between its parsed commit and its current-state MERGE."""
+    settings = tmp / "kafka.json"
+    settings.write_text(json.dumps({"bootstrap.servers": kafka.bootstrap_servers}))
+    env = {
+        **jobs.environment(catalog, lake),
+        ENV_CLIENT_CONFIG_FILE: str(settings),
+        ENV_KEEP_CLIENT_CONFIG_FILE: "1",
+        kill_points.ENV_KILL_AT: "ingest:before_current_commit",
+        kill_points.ENV_KILL_AFTER: "1",
+    }
+    killed = subprocess.run(
+        jobs.command("ingest_topic", name, catalog=catalog, lake=lake, short_run=True),
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        timeout=600,
+        start_new_session=True,
+    )
+    assert killed.returncode in (-9, 137), killed.stdout[-3000:]
+
+
 def test_an_ingest_run_makes_the_current_state_table_the_source_table(
     spark: Any, postgres: LocalPostgres, source: LocalConnect, kafka: LocalKafka, topic: TopicConfig
 ) -> None:
@@ -304,26 +328,7 @@ def test_a_run_killed_before_its_current_state_commit_and_run_again_converges(
         9,
     )
     before = current_rows(topic)
-    settings = tmp_path / "kafka.json"
-    settings.write_text(json.dumps({"bootstrap.servers": kafka.bootstrap_servers}))
-    env = {
-        **jobs.environment(cdc_catalog, cdc_lake),
-        ENV_CLIENT_CONFIG_FILE: str(settings),
-        ENV_KEEP_CLIENT_CONFIG_FILE: "1",
-        # Killed in the run's second batch, between its parsed commit and its current-state MERGE.
-        kill_points.ENV_KILL_AT: "ingest:before_current_commit",
-        kill_points.ENV_KILL_AFTER: "1",
-    }
-    killed = subprocess.run(
-        jobs.command("ingest_topic", TOPIC, catalog=cdc_catalog, lake=cdc_lake, short_run=True),
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        timeout=600,
-        start_new_session=True,
-    )
-    assert killed.returncode in (-9, 137), killed.stdout[-3000:]
+    kill_before_current_commit(TOPIC, cdc_catalog, cdc_lake, kafka, tmp_path)
     partial = current_rows(topic)
     assert partial != source_rows(postgres) and partial != before  # one batch applied, the next not
     run_ingest(spark, topic, kafka.bootstrap_servers)
@@ -457,11 +462,13 @@ def shard_rows(postgres: LocalPostgres, shard: str) -> list[dict[str, Any]]:
     return sorted((json.loads(line) for line in out.splitlines() if line.strip()), key=lambda r: r["id"])
 
 
-def assert_each_member_is_its_shard(family: TopicConfig, postgres: LocalPostgres) -> dict[str, list]:
+def assert_each_member_is_its_shard(
+    family: TopicConfig, postgres: LocalPostgres
+) -> dict[str, list[dict[str, Any]]]:
     """The current-state table filtered by member topic equals ``SELECT * FROM`` its shard, row by
     row; a column only the other shard has is null in its rows."""
     rows = read_rows(Path(family.current_path))
-    got: dict[str, list] = {}
+    got: dict[str, list[dict[str, Any]]] = {}
     for shard, member in zip(SHARDS, SHARD_TOPICS, strict=True):
         mine = [
             {k: v for k, v in r.items() if not k.startswith("_")}
@@ -548,24 +555,7 @@ def test_a_family_of_shards_keeps_each_members_rows_as_its_source_table(
         )
         topic_events(kafka.bootstrap_servers, SHARD_TOPICS[0], 14)  # c c c u d -
         topic_events(kafka.bootstrap_servers, SHARD_TOPICS[1], 14)  # c c u d -
-        settings = tmp_path / "kafka.json"
-        settings.write_text(json.dumps({"bootstrap.servers": kafka.bootstrap_servers}))
-        killed = subprocess.run(
-            jobs.command("ingest_topic", SHARD_FAMILY, catalog=cdc_catalog, lake=cdc_lake, short_run=True),
-            env={
-                **jobs.environment(cdc_catalog, cdc_lake),
-                ENV_CLIENT_CONFIG_FILE: str(settings),
-                ENV_KEEP_CLIENT_CONFIG_FILE: "1",
-                kill_points.ENV_KILL_AT: "ingest:before_current_commit",
-                kill_points.ENV_KILL_AFTER: "1",
-            },
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            timeout=600,
-            start_new_session=True,
-        )
-        assert killed.returncode in (-9, 137), killed.stdout[-3000:]
+        kill_before_current_commit(SHARD_FAMILY, cdc_catalog, cdc_lake, kafka, tmp_path)
         run_ingest(spark, family, kafka.bootstrap_servers)
         got = assert_each_member_is_its_shard(family, postgres)
         assert [r["id"] for r in got["eu"]] == [4, 5, 7] and [r["id"] for r in got["us"]] == [3, 10, 20]
