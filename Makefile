@@ -74,15 +74,15 @@ airflow: runtime  ## the real Airflow UI on the DAGs (airflow standalone), http:
 stack: runtime postgresql  ## Airflow as deployed: PostgreSQL, LocalExecutor, its components as separate processes (AIRFLOW_PORT=)
 	$(PY) -m kafkalake.dev.stack --port $(AIRFLOW_PORT)
 
-# Five workers on 2 cores: much of a test's time is waiting (Airflow's latency, retries' backoff,
-# servers starting). With four the cores were busy 1.47 of 2 on average (2,641 CPU-s in 1,801 s,
-# 2026-11-28); with three 1.7 at an earlier state. Five keep more of them busy, and the three
-# in-process Spark units (tests/conftest.py) each get a worker.
+# Four workers on 2 cores: much of a test's time is waiting (Airflow's latency, retries' backoff,
+# servers starting), and with three the cores were busy 1.7 of 2 on average; four keep them ~1.9
+# busy (full suite on a fresh clone, one shared broker: 1,478 s at -n 4; 1,673 s at -n 3 with a
+# broker per worker).
 # --dist loadfile keeps each test module on one worker (its tests share module-scoped topics and
 # run in order; xdist's loadgroup does not group under pytest 9), and tests/conftest.py's scheduler
 # hands out the longest modules first and the modules that share an Airflow server to one worker.
 # PYTEST_WORKERS=0: serially.
-PYTEST_WORKERS ?= 5
+PYTEST_WORKERS ?= 4
 
 test: setup postgresql $(CHROMIUM) $(DOCKER_COMPOSE)  ## run the whole test suite (real broker, Spark and Delta, Chromium for the UI test)
 	$(PY) -m pytest $(if $(filter-out 0,$(PYTEST_WORKERS)),-n $(PYTEST_WORKERS) --dist loadfile)

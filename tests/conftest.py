@@ -41,11 +41,11 @@ def lake(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("lake")
 
 
-#: Modules that use the in-process SparkSession (the ``spark`` fixture), in three work units: each
+#: Modules that use the in-process SparkSession (the ``spark`` fixture), in two work units: each
 #: worker that runs one of them starts a session of its own (a JVM, ~1 GiB, its own JIT and code
-#: generation warm-up, ~130 CPU-s), and with modules handed out one by one every worker did. Two
-#: units grew to ~1,200 and ~1,350 s of module time each (the suite of 2026-11-28) and set the
-#: suite's end; three of ~800-900 s each fill five workers evenly.
+#: generation warm-up), and with modules handed out one by one all four workers did (five sessions in
+#: a full run, ~520 CPU-s between them). Two units of about equal length (module times of a full
+#: run, 2026-11-25) keep it to two.
 SHARED_SESSION = {
     "tests/integration/test_reingest.py": "spark session 1",
     "tests/integration/test_parsed_tables.py": "spark session 1",
@@ -54,15 +54,15 @@ SHARED_SESSION = {
     "tests/integration/test_parsing.py": "spark session 1",
     "tests/integration/test_transactions.py": "spark session 1",
     "tests/integration/test_full_refresh.py": "spark session 1",
-    "tests/integration/test_field_names.py": "spark session 2",
-    "tests/integration/test_cdc.py": "spark session 2",
+    "tests/integration/test_field_names.py": "spark session 1",
+    "tests/integration/test_cdc.py": "spark session 1",
     "tests/integration/test_table_care.py": "spark session 2",
+    "tests/integration/test_lost_state.py": "spark session 2",
+    "tests/integration/test_replay.py": "spark session 2",
     "tests/integration/test_json_functions.py": "spark session 2",
-    "tests/integration/test_lost_state.py": "spark session 3",
-    "tests/integration/test_replay.py": "spark session 3",
-    "tests/integration/test_idempotent_append.py": "spark session 3",
-    "tests/integration/test_ingest_properties.py": "spark session 3",
-    "tests/integration/test_schema_registry.py": "spark session 3",
+    "tests/integration/test_idempotent_append.py": "spark session 2",
+    "tests/integration/test_ingest_properties.py": "spark session 2",
+    "tests/integration/test_schema_registry.py": "spark session 2",
 }
 
 #: Modules that use one server started on first use (tests/integration/airflow_server.py): one
@@ -92,9 +92,9 @@ LONGEST_FIRST = (
     "tests/integration/test_field_names.py",
     "tests/integration/test_cdc.py",
     "tests/integration/test_table_care.py",
-    "tests/integration/test_json_functions.py",
     "tests/integration/test_lost_state.py",
     "tests/integration/test_replay.py",
+    "tests/integration/test_json_functions.py",
     "tests/integration/test_idempotent_append.py",
     "tests/integration/test_ingest_properties.py",
     "tests/integration/test_schema_registry.py",
