@@ -26,10 +26,10 @@ from kafkalake.airflow.discovery import discovery_dag
 from kafkalake.airflow.freshness_trigger import freshness_asset
 from kafkalake.airflow.pools import SPARK_POOL
 from kafkalake.airflow.sla_alerts import (
-    ENV_WEBHOOK_CONN_ID,
     INGEST_TASK_ID,
     PREFLIGHT_TASK_ID,
     deadline_alert,
+    webhook_conn_id,
 )
 from kafkalake.airflow.tasks import (
     FollowUpOperator,
@@ -136,7 +136,9 @@ Lands every new record of the topic (of each member topic, for a family) in the 
 *Freshness* tab; every topic: *Freshness* in the navigation).
 
 **Deadline.** A run not finished {deadline} after it was queued means the table is older than its
-SLA: Airflow then logs an `SLA miss` (and posts it to the topic's SLA webhook, if it has one).
+SLA: Airflow then logs an `SLA miss` (and posts it to the topic's SLA webhook, if it has one). A run
+that ends with the table's newest record older than the SLA logs a `data age SLA miss` and posts it
+the same way, once per table position (on `schedule: freshness`, the watcher does).
 
 **Backfills and re-ingest.** A backfill run (`airflow backfill create`, the UI's Backfill) never
 ingests: the ingest follows the checkpoint, not dates; it only runs `maintain_table`. To re-read
@@ -193,8 +195,7 @@ def _doc_when(topic: TopicConfig) -> str:
 def schedule_of(topic: TopicConfig) -> Any:
     """The DAG's schedule: SLA / 3, or the asset of a ``schedule: freshness`` topic's watcher."""
     if topic.schedule == "freshness":
-        webhook = topic.sla_webhook_conn_id or os.environ.get(ENV_WEBHOOK_CONN_ID) or None
-        return [freshness_asset(topic, webhook)]
+        return [freshness_asset(topic, webhook_conn_id(topic, os.environ))]
     return topic.run_interval
 
 
@@ -237,6 +238,10 @@ def dag_for(topic: TopicConfig, catalog: Catalog, lake: Any) -> DAG:
             "weight_rule": "absolute",
         },
     )
+    # A data-age SLA miss as an ingest or an idle pre-flight ends (data_age_alert); a freshness
+    # topic's watcher raises its own.
+    alert_data_age = topic.schedule == "interval"
+    webhook = webhook_conn_id(topic, os.environ)
     with dag:
         preflight = ShortCircuitOperator(
             task_id=PREFLIGHT_TASK_ID,
@@ -250,6 +255,8 @@ def dag_for(topic: TopicConfig, catalog: Catalog, lake: Any) -> DAG:
                 "storage_conn_id": topic.storage_conn_id,
                 "family": family_kwargs(topic),
                 "sla_seconds": topic.freshness_sla.total_seconds(),
+                "alert_data_age": alert_data_age,
+                "sla_webhook_conn_id": webhook,
             },
             execution_timeout=timedelta(minutes=5),
             # Skip only `ingest` (and what needs it): table maintenance still gets its due check.
@@ -266,6 +273,8 @@ def dag_for(topic: TopicConfig, catalog: Catalog, lake: Any) -> DAG:
             task_id=INGEST_TASK_ID,
             kafka_conn_id=topic.kafka_conn_id,
             outlets=topic_assets(topic),
+            alert_data_age=alert_data_age,
+            sla_webhook_conn_id=webhook,
             **spark_args,
         )
         register = RegisterOperator(task_id="register_table", **spark_args)

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from kafkalake.airflow import data_age_alert, run_metrics_emit
 from kafkalake.config.tables import topic_tables
 from kafkalake.config.topic import TopicConfig, history_path
 from kafkalake.core.errors import KafkalakeError, Kind
@@ -65,6 +66,11 @@ class Recorder:
     _cared: TopicConfig | None = None
     _before: TopicOffsets = field(default_factory=dict)
     _starts: TopicOffsets = field(default_factory=dict)
+    #: Raise a data-age SLA miss when the run ends (:mod:`kafkalake.airflow.data_age_alert`): an
+    #: ingest or pre-flight of a topic on the fixed interval.
+    alert_data_age: bool = False
+    #: Where that alert is posted, besides the log.
+    webhook_conn_id: str | None = None
 
     def set(self, **values: Any) -> None:
         self.values.update(values)
@@ -138,6 +144,9 @@ class Recorder:
             if self._cared is not None:
                 values["files_after"], values["table_bytes_after"] = table_files(self._cared)
             newest = values.get("newest_timestamp")
+            if newest is None and self.alert_data_age and self.kind in data_age_alert.ALERT_KINDS:
+                # A failed run that landed nothing: the table is as old as its newest record.
+                newest = values["newest_timestamp"] = self._table_newest()
             if isinstance(newest, datetime) and values.get("data_age_seconds") is None:
                 values["data_age_seconds"] = max(0.0, (ended - newest).total_seconds())
             values.setdefault("duration_seconds", (ended - self.started_at).total_seconds())
@@ -155,9 +164,24 @@ class Recorder:
                 sla_seconds=self.sla_seconds,
                 **values,
             )
+            if self.alert_data_age:
+                # Before the append: the decision compares with the rows before this one.
+                data_age_alert.alert_after_run(
+                    record,
+                    data_age_alert.history_before(self.history_path),
+                    table_path=self.table_path,
+                    webhook_conn_id=self.webhook_conn_id,
+                )
             run_history.append(self.history_path, record)
         except Exception as err:
             log.warning("run history: this run's row was not written to %s: %s", self.history_path, err)
+
+    def _table_newest(self) -> datetime | None:
+        try:
+            return _moment(run_metrics_emit.table_newest_timestamp_ms(self.table_path))
+        except Exception as err:  # a figure of the history only
+            log.warning("run history: the table's newest record time could not be read: %s", err)
+            return None
 
 
 @contextmanager
@@ -169,12 +193,16 @@ def recorded(
     name: str | None = None,
     table_path: str | None = None,
     sla_seconds: float | None = None,
+    alert_data_age: bool = False,
+    webhook_conn_id: str | None = None,
 ) -> Iterator[Recorder]:
     """A :class:`Recorder` for the task's run, whose row is written as the block ends.
 
     An exception (Airflow's skip aside) is recorded as a failure, with its kind, and raised on.
     ``topic``, or ``name``, ``table_path`` (bronze's) and ``sla_seconds`` (the pre-flight has no
-    TopicConfig); without a table path or an SLA, nothing is written.
+    TopicConfig); without a table path or an SLA, nothing is written. ``alert_data_age``: check the
+    row's data age against the SLA as it is written (:mod:`kafkalake.airflow.data_age_alert`), and
+    post a miss to ``webhook_conn_id``.
     """
     from airflow.sdk.exceptions import AirflowSkipException
 
@@ -191,6 +219,8 @@ def recorded(
         table_path=topic.path if topic is not None else str(table_path or ""),
         kind=kind,
         ti=ti,
+        alert_data_age=alert_data_age,
+        webhook_conn_id=webhook_conn_id,
     )
     try:
         yield recorder

@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
@@ -204,27 +205,62 @@ async def post_webhook(conn_id: str, body: Mapping[str, Any]) -> int:
     is raised again with the URL redacted.
     """
     from airflow.sdk import BaseHook  # the triggerer's connection lookup, at run time only
-    from airflow.sdk.log import mask_secret
 
-    conn = await BaseHook.aget_connection(conn_id)
-    extra = conn.extra_dejson
-    url = webhook_url(conn.host, conn.schema, conn.port, extra)
-    for form in secret_forms(url):
-        mask_secret(form)
-    safe_url = redacted_url(url)
-    auth = httpx.BasicAuth(conn.login, conn.password or "") if conn.login else None
+    request = _Request.of(conn_id, await BaseHook.aget_connection(conn_id))
     try:
-        async with httpx.AsyncClient(timeout=WEBHOOK_TIMEOUT_SECONDS, auth=auth) as client:
-            response = await client.post(url, json=dict(body), headers=extra.get("headers") or {})
+        async with httpx.AsyncClient(timeout=WEBHOOK_TIMEOUT_SECONDS, auth=request.auth) as client:
+            response = await client.post(request.url, json=dict(body), headers=request.headers)
     except httpx.HTTPError as err:
-        raise WebhookError(
-            f"SLA webhook connection {conn_id!r} ({safe_url}) did not answer: {type(err).__name__}"
-        ) from None
-    if response.is_error:
-        raise WebhookError(
-            f"SLA webhook connection {conn_id!r} ({safe_url}) answered HTTP {response.status_code}"
+        raise request.unanswered(err) from None
+    return request.status(response)
+
+
+def send_webhook(conn_id: str, body: Mapping[str, Any]) -> int:
+    """:func:`post_webhook` from a task (synchronous, the task's connection lookup)."""
+    from airflow.sdk import BaseHook
+
+    request = _Request.of(conn_id, BaseHook.get_connection(conn_id))
+    try:
+        with httpx.Client(timeout=WEBHOOK_TIMEOUT_SECONDS, auth=request.auth) as client:
+            response = client.post(request.url, json=dict(body), headers=request.headers)
+    except httpx.HTTPError as err:
+        raise request.unanswered(err) from None
+    return request.status(response)
+
+
+@dataclass(frozen=True)
+class _Request:
+    """Where and how a webhook connection is posted to, its URL's secrets already masked."""
+
+    conn_id: str
+    url: str
+    safe_url: str
+    auth: httpx.BasicAuth | None
+    headers: dict[str, str]
+
+    @classmethod
+    def of(cls, conn_id: str, conn: Any) -> _Request:
+        from airflow.sdk.log import mask_secret
+
+        extra = conn.extra_dejson
+        url = webhook_url(conn.host, conn.schema, conn.port, extra)
+        for form in secret_forms(url):
+            mask_secret(form)
+        auth = httpx.BasicAuth(conn.login, conn.password or "") if conn.login else None
+        return cls(conn_id, url, redacted_url(url), auth, dict(extra.get("headers") or {}))
+
+    def unanswered(self, err: httpx.HTTPError) -> WebhookError:
+        return WebhookError(
+            f"SLA webhook connection {self.conn_id!r} ({self.safe_url}) did not answer: {type(err).__name__}"
         )
-    return response.status_code
+
+    def status(self, response: httpx.Response) -> int:
+        if response.is_error:
+            raise WebhookError(
+                f"SLA webhook connection {self.conn_id!r} ({self.safe_url}) answered HTTP "
+                f"{response.status_code}"
+            )
+        return response.status_code
 
 
 async def on_sla_miss(
@@ -284,6 +320,11 @@ def callback_kwargs(
     return kwargs
 
 
+def webhook_conn_id(topic: TopicConfig, environ: Mapping[str, str]) -> str | None:
+    """The HTTP connection a topic's SLA alerts go to: its own, else ``KAFKALAKE_SLA_WEBHOOK_CONN_ID``'s."""
+    return topic.sla_webhook_conn_id or environ.get(ENV_WEBHOOK_CONN_ID) or None
+
+
 def deadlines_enabled(environ: Mapping[str, str]) -> bool:
     return environ.get(ENV_DEADLINE_ALERTS, "1") != "0"
 
@@ -298,7 +339,7 @@ def deadline_alert(topic: TopicConfig, environ: Mapping[str, str]) -> DeadlineAl
         table=topic.qualified_table,
         sla=plan.sla,
         deadline=plan.deadline,
-        webhook_conn_id=topic.sla_webhook_conn_id or environ.get(ENV_WEBHOOK_CONN_ID) or None,
+        webhook_conn_id=webhook_conn_id(topic, environ),
     )
     return DeadlineAlert(
         reference=DeadlineReference.DAGRUN_QUEUED_AT,

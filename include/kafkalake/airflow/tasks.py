@@ -68,6 +68,8 @@ def check_new_offsets(
     storage_conn_id: str | None = None,
     family: Mapping[str, Any] | None = None,
     sla_seconds: float | None = None,
+    alert_data_age: bool = False,
+    sla_webhook_conn_id: str | None = None,
 ) -> bool:
     """ShortCircuit callable: true when the ingest job has work to do.
 
@@ -82,7 +84,9 @@ def check_new_offsets(
     An idle run publishes its run metrics here (lag 0, the age of the table's newest record), since
     no ingest task will: a topic whose producers stopped shows a growing age, not a gap. It also
     writes the run's row in the run history when the run ends here (idle, or failed: with
-    ``table_path`` and ``sla_seconds``); when the ingest runs, that task writes it.
+    ``table_path`` and ``sla_seconds``); when the ingest runs, that task writes it. With
+    ``alert_data_age``, that row's data age over the SLA is a data-age SLA miss
+    (:mod:`kafkalake.airflow.data_age_alert`), posted to ``sla_webhook_conn_id`` too.
     """
     if ti is not None:
         # First, before anything can fail: a run that fails fast is the one it is for.
@@ -101,6 +105,8 @@ def check_new_offsets(
             name=topic_name,
             table_path=table_path,
             sla_seconds=sla_seconds,
+            alert_data_age=alert_data_age,
+            webhook_conn_id=sla_webhook_conn_id,
         ) as history,
         store_refusal_kinds.named(topic_name, storage_conn_id),
     ):
@@ -405,11 +411,25 @@ class TopicSparkSubmitOperator(KafkalakeSparkSubmitOperator):
 
 
 class IngestOperator(TopicSparkSubmitOperator):
-    """The ingest job, handed its Kafka settings in a private file (secrets never on a command line)."""
+    """The ingest job, handed its Kafka settings in a private file (secrets never on a command line).
 
-    def __init__(self, *, kafka_conn_id: str, topic: TopicConfig, **kwargs: Any) -> None:
+    ``alert_data_age``: the run's data age over the SLA raises a data-age SLA miss as it ends
+    (:mod:`kafkalake.airflow.data_age_alert`), posted to ``sla_webhook_conn_id`` too.
+    """
+
+    def __init__(
+        self,
+        *,
+        kafka_conn_id: str,
+        topic: TopicConfig,
+        alert_data_age: bool = False,
+        sla_webhook_conn_id: str | None = None,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(job="ingest_topic.py", topic=topic, **kwargs)
         self.kafka_conn_id = kafka_conn_id
+        self.alert_data_age = alert_data_age
+        self.sla_webhook_conn_id = sla_webhook_conn_id
         self.topic: TopicConfig = topic
         #: The parsed tables were behind bronze as the run started: it catches them up.
         self._catching_up = False
@@ -421,7 +441,13 @@ class IngestOperator(TopicSparkSubmitOperator):
             raise AirflowSkipException(mode.note)
         kind = "reingest" if mode.mode is Mode.REINGEST else "ingest"
         self._catching_up = False
-        with run_history_emit.recorded(self.topic, kind, context.get("ti")) as history:
+        with run_history_emit.recorded(
+            self.topic,
+            kind,
+            context.get("ti"),
+            alert_data_age=self.alert_data_age,
+            webhook_conn_id=self.sla_webhook_conn_id,
+        ) as history:
             self._ingest(context, mode, history)
 
     def _ingest(self, context: Any, mode: RunMode, history: run_history_emit.Recorder) -> None:
