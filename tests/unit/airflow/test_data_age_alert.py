@@ -20,9 +20,10 @@ from kafkalake.airflow import data_age_alert
 from kafkalake.airflow.dag_factory import dag_for
 from kafkalake.airflow.data_age_alert import alert_after_run, previous_measured, should_alert
 from kafkalake.airflow.run_history_emit import recorded
+from kafkalake.airflow.sla_alerts import send_webhook
 from kafkalake.config.catalog import load_catalog
 from kafkalake.config.topic import TopicConfig
-from kafkalake.core.errors import BrokerUnreachableError
+from kafkalake.core.errors import BrokerUnreachableError, WebhookError
 from kafkalake.core.run_metrics import idle_metrics
 from kafkalake.lake import run_history
 from kafkalake.lake.run_history import RunRecord
@@ -239,3 +240,18 @@ def test_interval_topics_alert_on_data_age_and_freshness_topics_leave_it_to_thei
             hook,
         )
         assert (ingest.alert_data_age, ingest.sla_webhook_conn_id) == (alert, hook)
+
+
+def test_a_task_side_post_that_fails_names_the_webhook_but_never_its_token(monkeypatch, caplog):
+    token = "T0KEN-task-side-4c2e"
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_KAFKALAKE_TEST_AGE_HOOK",
+        json.dumps({"conn_type": "http", "host": f"http://127.0.0.1:9/hooks/{token}"}),
+    )
+    with pytest.raises(WebhookError) as excinfo:
+        send_webhook("kafkalake_test_age_hook", {"text": "x"})
+    assert "127.0.0.1:9/***" in str(excinfo.value) and token not in str(excinfo.value)
+    assert excinfo.value.__suppress_context__
+    # Through the alert: a warning, no token, and the run goes on.
+    alert_after_run(row(1000), list, table_path="/t", webhook_conn_id="kafkalake_test_age_hook")
+    assert "not posted to webhook connection" in caplog.text and token not in caplog.text
