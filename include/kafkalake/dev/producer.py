@@ -20,6 +20,8 @@ class Record:
     value: bytes | None
     partition: int | None = None
     headers: Sequence[tuple[str, bytes | None]] = field(default=())
+    #: The record's CreateTime in epoch milliseconds (None: the producer's clock), e.g. an old one.
+    timestamp_ms: int | None = None
 
 
 def client_settings(kafka: str | Mapping[str, str]) -> dict[str, str]:
@@ -88,7 +90,9 @@ def produce(
         }
     )
     for index, record in enumerate(records):
-        kwargs = {} if record.partition is None else {"partition": record.partition}
+        kwargs: dict[str, int] = {} if record.partition is None else {"partition": record.partition}
+        if record.timestamp_ms is not None:
+            kwargs["timestamp"] = record.timestamp_ms
         while True:
             try:
                 producer.produce(
