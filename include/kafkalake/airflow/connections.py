@@ -110,15 +110,15 @@ def registry_settings_file(topic: TopicConfig) -> Iterator[dict[str, str]]:
     """The environment a job of ``topic`` needs for its schema registry, for a ``with`` block.
 
     For a topic in a registry format: its ``registry_conn_id`` connection in a private file the job
-    deletes on read (the password never on a command line, masked in the task's log); nothing for
-    other topics.
+    deletes on read (the password and the client key never on a command line, masked in the task's
+    log); nothing for other topics.
     """
     if not topic.uses_registry or topic.registry_conn_id is None:
         yield {}
         return
     conn = BaseHook.get_connection(topic.registry_conn_id)
     settings = schema_registry.from_connection(
-        topic.registry_conn_id, conn.host, conn.port, conn.login, conn.password
+        topic.registry_conn_id, conn.host, conn.port, conn.login, conn.password, conn.extra_dejson
     )
     for secret in settings.secrets():
         mask_secret(secret)

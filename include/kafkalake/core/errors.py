@@ -198,6 +198,9 @@ RUNBOOK_AUTHENTICATION_FAILED = (
     "oauth_client_secret) of the Kafka connection, or create the user on the cluster. Object store "
     "(SignatureDoesNotMatch, InvalidAccessKeyId, ExpiredToken): fix the access key (login) and "
     "secret key (password) of the topic's storage_conn_id connection, or renew its session token. "
+    "Schema registry (HTTP 401, or a client certificate it refused in the TLS handshake): fix the "
+    "login/password or ssl_certificate_pem/ssl_key_pem of the topic's registry_conn_id connection; "
+    "bronze kept landing and the parsed tables catch up from it. "
     "Then clear the task: the run resumes from the checkpoint, nothing lost or twice"
 )
 RUNBOOK_AUTHORIZATION_FAILED = (
@@ -212,11 +215,12 @@ RUNBOOK_AUTHORIZATION_FAILED = (
     "checkpoint, nothing lost or twice"
 )
 RUNBOOK_TLS_UNTRUSTED = (
-    "The TLS handshake with the brokers failed: the broker's certificate is not signed by the CA "
-    "the connection trusts (ssl_ca_pem / ssl_ca_location), its name does not match the address in "
-    "bootstrap.servers, it expired, or (mutual TLS) the broker did not accept the client "
-    "certificate. Check with `openssl s_client -connect <host:port> -CAfile <ca.pem>`, fix the "
-    "connection's CA or client certificate, then clear the task. Never turn verification off"
+    "The TLS handshake with the brokers (or the schema registry) failed: the server's certificate is "
+    "not signed by the CA the connection trusts (ssl_ca_pem / ssl_ca_location), its name does not "
+    "match the address in bootstrap.servers (the registry connection's URL), it expired, or (mutual "
+    "TLS) the server did not accept the client certificate. Check with `openssl s_client -connect "
+    "<host:port> -CAfile <ca.pem>`, fix the connection's CA or client certificate, then clear the "
+    "task. Never turn verification off"
 )
 RUNBOOK_WEBHOOK_FAILED = (
     "The SLA-miss alert did not reach the webhook: the HTTP connection named in the message did not "

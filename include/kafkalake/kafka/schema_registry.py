@@ -2,10 +2,13 @@
 
 The registry is one with Confluent's Schema Registry API (Confluent's own, Apicurio's
 ``/apis/ccompat/v7``, Karapace, ...), reached through the Airflow connection a topic's
-``registry_conn_id`` names: its host is the registry's URL, its login and password are basic auth.
-Like the Kafka and object-store settings, the task hands them to its Spark job in a private file
-the job deletes on read (:func:`use_file_from_environment`), never on a command line, and each
-process uses one set of settings (:func:`use`).
+``registry_conn_id`` names: its host is the registry's URL, its login and password are basic auth,
+and its extra takes the Kafka connection's TLS keys (``ssl_ca_pem`` for a private CA, and
+``ssl_certificate_pem`` + ``ssl_key_pem`` for mutual TLS, each also as ``..._location``; see
+:data:`TLS_EXTRA`). Like the Kafka and object-store settings, the task hands them to its Spark job
+in a private file the job deletes on read (:func:`use_file_from_environment`), never on a command
+line, and each process uses one set of settings (:func:`use`). The client key reaches a file only
+for the instant Python's ``ssl`` needs one to load it (:func:`ssl_context`).
 
 The wire format (Confluent's): byte 0 is the magic byte 0, bytes 1-4 the writer schema's id
 (big-endian), the payload follows. :class:`WriterSchemas` fetches each id's schema once and keeps
@@ -19,10 +22,14 @@ from __future__ import annotations
 import base64
 import json
 import os
+import socket
+import ssl
+import tempfile
 import urllib.error
 import urllib.parse
 import urllib.request
-from dataclasses import asdict, dataclass, field
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +37,9 @@ from kafkalake.core.errors import (
     AuthenticationFailedError,
     AuthorizationFailedError,
     BadConfigError,
+    KafkalakeError,
     RegistryUnreachableError,
+    TlsUntrustedError,
 )
 from kafkalake.lake import small_files
 
@@ -42,16 +51,24 @@ TIMEOUT = 15.0
 
 @dataclass(frozen=True)
 class RegistrySettings:
-    """Where the registry is (``url``, the API's root) and the basic-auth login, if any."""
+    """Where the registry is (``url``, the API's root), the basic-auth login and the TLS settings."""
 
     url: str = ""
     username: str | None = None
     password: str | None = field(default=None, repr=False)
     #: The Airflow connection they come from, for messages.
     conn_id: str | None = None
+    #: The CA that signed the registry's certificate (PEM); None: the system's CAs.
+    ssl_ca_pem: str | None = None
+    #: Mutual TLS: the client's certificate chain and private key (PEM), and the key's password.
+    ssl_certificate_pem: str | None = None
+    ssl_key_pem: str | None = field(default=None, repr=False)
+    ssl_key_password: str | None = field(default=None, repr=False)
+    #: Whether the registry's certificate must name the URL's host (verification itself always holds).
+    ssl_check_hostname: bool = True
 
     def secrets(self) -> list[str]:
-        return [self.password] if self.password else []
+        return [s for s in (self.password, self.ssl_key_pem, self.ssl_key_password) if s]
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
@@ -60,17 +77,41 @@ class RegistrySettings:
     def from_json(cls, text: str, where: str) -> RegistrySettings:
         try:
             loaded = json.loads(text)
-            return cls(**{k: loaded.get(k) for k in ("url", "username", "password", "conn_id")})
+            return cls(**{f.name: loaded[f.name] for f in fields(cls) if f.name in loaded})
         except (ValueError, TypeError, AttributeError) as err:
             raise BadConfigError(f"{where}: not the schema registry's settings ({err})") from None
 
 
+#: The connection's extra: the Kafka connection's TLS keys (kafkalake.kafka.client_config), each
+#: PEM given as text or as a file on the Airflow worker (read there: the job gets the text).
+TLS_EXTRA = (
+    "ssl_ca_pem",
+    "ssl_ca_location",
+    "ssl_certificate_pem",
+    "ssl_certificate_location",
+    "ssl_key_pem",
+    "ssl_key_location",
+    "ssl_key_password",
+    "ssl_check_hostname",
+)
+
+
 def from_connection(
-    conn_id: str, host: str | None, port: int | None, login: str | None, password: str | None
+    conn_id: str,
+    host: str | None,
+    port: int | None,
+    login: str | None,
+    password: str | None,
+    extra: Mapping[str, Any] | None = None,
 ) -> RegistrySettings:
     """The settings of an Airflow connection: host = the registry's URL (``http://registry:8081``,
     Apicurio's ``http://apicurio:8080/apis/ccompat/v7``), with ``port`` if the URL has none;
-    login/password = basic auth."""
+    login/password = basic auth; extra = the TLS keys of :data:`TLS_EXTRA`.
+
+    Raises:
+        BadConfigError: naming the connection and the field that cannot be used (a TLS key with
+            an ``http://`` URL, a certificate without its key, a PEM Python's ``ssl`` cannot load).
+    """
     url = (host or "").strip().rstrip("/")
     if "://" not in url:
         raise BadConfigError(
@@ -82,7 +123,109 @@ def from_connection(
         raise BadConfigError(f"connection {conn_id!r}: {url!r} is not an http(s) URL")
     if port and parts.port is None:
         url = urllib.parse.urlunsplit(parts._replace(netloc=f"{parts.netloc}:{port}"))
-    return RegistrySettings(url=url, username=login or None, password=password or None, conn_id=conn_id)
+    settings = RegistrySettings(
+        url=url,
+        username=login or None,
+        password=password or None,
+        conn_id=conn_id,
+        **_tls_settings(conn_id, dict(extra or {})),
+    )
+    tls = [k for k in TLS_EXTRA if (extra or {}).get(k) not in (None, "")]
+    if tls and parts.scheme != "https":
+        raise BadConfigError(
+            f"connection {conn_id!r}: extra {tls[0]!r} is a TLS setting but the URL {url!r} is plain "
+            "http: make the host https://..."
+        )
+    ssl_context(settings)  # a PEM that cannot be loaded fails the task, not the job's first batch
+    return settings
+
+
+def _tls_settings(conn_id: str, extra: dict[str, Any]) -> dict[str, Any]:
+    where = f"connection {conn_id!r}"
+    unknown = sorted(k for k in extra if k not in TLS_EXTRA)
+    if unknown:
+        raise BadConfigError(
+            f"{where}: extra {unknown[0]!r} is not a schema registry setting: use one of {list(TLS_EXTRA)}"
+        )
+    found: dict[str, Any] = {}
+    for name in ("ssl_ca", "ssl_certificate", "ssl_key"):
+        text, location = extra.get(f"{name}_pem"), extra.get(f"{name}_location")
+        if text and location:
+            raise BadConfigError(f"{where}: give {name}_pem or {name}_location, not both")
+        if location:
+            try:
+                text = Path(str(location)).read_text()
+            except OSError as err:
+                raise BadConfigError(
+                    f"{where}: extra '{name}_location': cannot read {location}: {err.strerror}"
+                ) from None
+        if text:
+            found[f"{name}_pem"] = str(text)
+    if bool(found.get("ssl_certificate_pem")) != bool(found.get("ssl_key_pem")):
+        missing = (
+            "ssl_key_pem (or ssl_key_location)"
+            if "ssl_certificate_pem" in found
+            else ("ssl_certificate_pem (or ssl_certificate_location)")
+        )
+        raise BadConfigError(
+            f"{where}: a client certificate needs its key and the key its certificate: set {missing}"
+        )
+    if extra.get("ssl_key_password"):
+        found["ssl_key_password"] = str(extra["ssl_key_password"])
+    check = extra.get("ssl_check_hostname", True)
+    if str(check).strip().lower() not in ("true", "false", "1", "0", "yes", "no"):
+        raise BadConfigError(f"{where}: extra 'ssl_check_hostname' must be true or false, not {check!r}")
+    found["ssl_check_hostname"] = str(check).strip().lower() in ("true", "1", "yes")
+    return found
+
+
+def _write_private(path: Path, text: str) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as out:
+        out.write(text)
+
+
+def _no_password() -> bytes:
+    # Without a callable, OpenSSL would prompt on the terminal for an encrypted key's password.
+    return b""
+
+
+def ssl_context(settings: RegistrySettings) -> ssl.SSLContext | None:
+    """The TLS context of an ``https://`` registry (None for ``http://``): the connection's CA (else
+    the system's), hostname checking unless turned off, the client certificate for mutual TLS.
+
+    The CA is loaded from memory; Python's ``ssl`` loads a certificate and key only from files, so
+    they are written (0600, in a 0700 folder of their own) and deleted as soon as they are loaded.
+
+    Raises:
+        BadConfigError: a PEM that does not load, naming the extra key it came from.
+    """
+    if urllib.parse.urlsplit(settings.url).scheme != "https":
+        return None
+    where = f"connection {settings.conn_id!r}" if settings.conn_id else "the schema registry's settings"
+    try:
+        context = ssl.create_default_context(cadata=settings.ssl_ca_pem or None)
+    except (ssl.SSLError, ValueError) as err:
+        raise BadConfigError(f"{where}: ssl_ca_pem holds no usable PEM certificate ({err})") from None
+    context.check_hostname = settings.ssl_check_hostname
+    if settings.ssl_certificate_pem and settings.ssl_key_pem:
+        with tempfile.TemporaryDirectory(prefix="kafkalake-registry-tls-") as folder:
+            certificate, key = Path(folder) / "client.crt", Path(folder) / "client.key"
+            _write_private(certificate, settings.ssl_certificate_pem)
+            _write_private(key, settings.ssl_key_pem)
+            try:
+                context.load_cert_chain(certificate, key, password=settings.ssl_key_password or _no_password)
+            except ssl.SSLError as err:
+                hint = (
+                    ": the key is encrypted, set ssl_key_password"
+                    if "ENCRYPTED" in settings.ssl_key_pem and not settings.ssl_key_password
+                    else ""
+                )
+                raise BadConfigError(
+                    f"{where}: ssl_certificate_pem / ssl_key_pem do not load as a certificate and its "
+                    f"private key ({err.reason or err}){hint}"
+                ) from None
+    return context
 
 
 _current = RegistrySettings()
@@ -126,8 +269,25 @@ class RegisteredSchema:
     version: int | None = None
 
 
+#: OpenSSL's verify codes for a certificate no trusted CA signed (unable to get the issuer, self-signed
+#: or in a self-signed chain, unable to verify the first certificate).
+_UNTRUSTED_CODES = {2, 18, 19, 20, 21}
+#: ... and for one that names another host or address.
+_NAME_MISMATCH_CODES = {62, 64}
+#: The alerts a server sends when it does not accept the client's certificate (or its absence).
+_CLIENT_CERTIFICATE_REFUSED = {
+    "TLSV1_ALERT_UNKNOWN_CA",
+    "SSLV3_ALERT_BAD_CERTIFICATE",
+    "SSLV3_ALERT_CERTIFICATE_UNKNOWN",
+    "SSLV3_ALERT_CERTIFICATE_EXPIRED",
+    "SSLV3_ALERT_CERTIFICATE_REVOKED",
+    "TLSV13_ALERT_CERTIFICATE_REQUIRED",
+    "TLSV1_ALERT_ACCESS_DENIED",
+}
+
+
 class RegistryClient:
-    """The few calls of Confluent's API the parsed side needs, over plain HTTP(S)."""
+    """The few calls of Confluent's API the parsed side needs, over HTTP or HTTPS (mutual TLS too)."""
 
     def __init__(self, settings: RegistrySettings, timeout: float = TIMEOUT) -> None:
         if not settings.url:
@@ -137,6 +297,7 @@ class RegistryClient:
             )
         self.settings = settings
         self.timeout = timeout
+        self._context = ssl_context(settings)
 
     @property
     def _whose(self) -> str:
@@ -153,7 +314,7 @@ class RegistryClient:
             request.add_header("Authorization", "Basic " + base64.b64encode(login).decode())
         try:
             # The registry's URL comes from the operator's connection.
-            with urllib.request.urlopen(request, timeout=self.timeout) as answer:
+            with urllib.request.urlopen(request, timeout=self.timeout, context=self._context) as answer:
                 return json.loads(answer.read())
         except urllib.error.HTTPError as err:
             if err.code == 404:
@@ -169,8 +330,67 @@ class RegistryClient:
                 ) from None
             raise RegistryUnreachableError(f"{self._whose} answered HTTP {err.code} to GET {path}") from None
         except (urllib.error.URLError, OSError, ValueError) as err:
-            reason = getattr(err, "reason", err)
-            raise RegistryUnreachableError(f"{self._whose} did not answer GET {path}: {reason}") from None
+            cause = err.reason if isinstance(err, urllib.error.URLError) else err
+            if self._context is not None and isinstance(cause, ssl.SSLEOFError | ConnectionResetError):
+                cause = self._handshake_verdict() or cause
+            if isinstance(cause, ssl.SSLError):
+                raise self._tls_failure(cause) from None
+            raise RegistryUnreachableError(f"{self._whose} did not answer GET {path}: {cause}") from None
+
+    def _handshake_verdict(self) -> ssl.SSLError | None:
+        """The server's TLS alert, if it sends one, on a connection that sends nothing.
+
+        In TLS 1.3 the server judges the client's certificate after the client's handshake is done:
+        its alert arrives while the request is being sent, and the server's hang-up can turn it
+        into a bare EOF (a reset discards it). A connection that only reads gets the alert itself."""
+        parts = urllib.parse.urlsplit(self.settings.url)
+        host = parts.hostname or ""
+        assert self._context is not None
+        try:
+            with socket.create_connection((host, parts.port or 443), timeout=self.timeout) as raw:
+                with self._context.wrap_socket(raw, server_hostname=host) as tls:
+                    tls.settimeout(min(2.0, self.timeout))
+                    tls.recv(1)
+        except ssl.SSLError as err:
+            return err
+        except OSError:
+            return None  # no alert within the wait (a healthy server waits for the request)
+        return None
+
+    def _tls_failure(self, err: ssl.SSLError) -> KafkalakeError:
+        """What a failed TLS handshake means, named for whoever fixes the connection."""
+        ca = "the connection's ssl_ca_pem" if self.settings.ssl_ca_pem else "a CA this machine trusts"
+        if isinstance(err, ssl.SSLCertVerificationError):
+            code = err.verify_code
+            if code in _UNTRUSTED_CODES:
+                why = (
+                    f"the registry's certificate is not signed by {ca}: set the connection's extra "
+                    "ssl_ca_pem to the CA that signed it"
+                )
+            elif code in _NAME_MISMATCH_CODES:
+                host = urllib.parse.urlsplit(self.settings.url).hostname
+                why = (
+                    f"the registry's certificate does not name {host!r}: use a host it names in the "
+                    "URL (or, if it must be so, extra ssl_check_hostname: false)"
+                )
+            else:
+                why = f"{err.verify_message} (verify code {code})"
+            return TlsUntrustedError(f"{self._whose}: certificate verify failed: {why}")
+        reason = err.reason or ""
+        given = "its client certificate" if self.settings.ssl_certificate_pem else "no client certificate"
+        if reason in _CLIENT_CERTIFICATE_REFUSED:
+            return AuthenticationFailedError(
+                f"{self._whose} refused the TLS handshake ({reason}): the connection gave {given}; "
+                "it needs ssl_certificate_pem and ssl_key_pem of a certificate the registry trusts"
+            )
+        if isinstance(err, ssl.SSLEOFError):
+            # A server that refuses a client certificate may hang up without an alert (or before the
+            # client reads it); so may one that is going down: retried, with the likelier cause named.
+            return RegistryUnreachableError(
+                f"{self._whose} closed the TLS connection without an answer ({err}): if it requires "
+                f"mutual TLS, it did not accept {given} (extra ssl_certificate_pem / ssl_key_pem)"
+            )
+        return TlsUntrustedError(f"{self._whose}: the TLS handshake failed ({reason or err})")
 
     def schema(self, schema_id: int) -> RegisteredSchema | None:
         """The schema registered under ``schema_id``; None when the registry has no such id."""

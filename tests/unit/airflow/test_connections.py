@@ -7,6 +7,7 @@ import os
 import stat
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -62,34 +63,51 @@ def test_a_connection_with_half_a_key_pair_is_bad_config_naming_topic_and_connec
     assert os.environ.get(store_settings.ENV_STORAGE_CONFIG_FILE) is None
 
 
-def test_the_registry_connection_reaches_the_job_in_a_private_file_only(monkeypatch):
+def registry_hand_over(
+    monkeypatch: pytest.MonkeyPatch, connection: dict[str, object]
+) -> tuple[dict[str, str], Any]:
+    """The environment and the registry settings the job of an avro topic gets from ``connection``,
+    read from the file while it exists (0600), which is gone after the block."""
     from dataclasses import replace
 
     from kafkalake.airflow.connections import registry_settings_file
     from kafkalake.kafka import schema_registry
 
-    monkeypatch.setenv(
-        "AIRFLOW_CONN_SCHEMAS",
-        json.dumps(
-            {
-                "conn_type": "http",
-                "host": "http://127.0.0.1:8081/apis/ccompat/v7",
-                "login": "u",
-                "password": SECRET,
-            }
-        ),
-    )
+    monkeypatch.setenv("AIRFLOW_CONN_SCHEMAS", json.dumps(connection))
     avro = replace(topic("/data/orders"), format="avro", registry_conn_id="schemas")
     with registry_settings_file(avro) as env:
         path = Path(env[schema_registry.ENV_REGISTRY_CONFIG_FILE])
         assert stat.S_IMODE(path.stat().st_mode) == 0o600
         settings = schema_registry.load_file(path, remove=False)
-        assert (settings.url, settings.username, settings.password) == (
-            "http://127.0.0.1:8081/apis/ccompat/v7",
-            "u",
-            SECRET,
-        )
     assert not path.exists() and not path.parent.exists()
+    return env, settings
+
+
+def test_the_registry_connection_reaches_the_job_in_a_private_file_only(monkeypatch):
+    from kafkalake.airflow.connections import registry_settings_file
+
+    host = "http://127.0.0.1:8081/apis/ccompat/v7"
+    connection = {"conn_type": "http", "host": host, "login": "u", "password": SECRET}
+    env, settings = registry_hand_over(monkeypatch, connection)
+    assert (settings.url, settings.username, settings.password) == (host, "u", SECRET)
     assert SECRET not in " ".join(env.values())
     with registry_settings_file(topic("/data/orders")) as env:
         assert env == {}
+
+
+def test_the_registry_s_ca_and_client_key_reach_the_job_in_the_private_file_only(monkeypatch, tmp_path):
+    from kafkalake.dev.secured_broker import PIPELINE_USER, make_pki
+    from kafkalake.kafka import schema_registry
+
+    pki = make_pki(tmp_path / "pki", [PIPELINE_USER])
+    certificate, key = pki.client(PIPELINE_USER).pem()
+    extra = {"ssl_ca_pem": pki.ca.read_text(), "ssl_certificate_pem": certificate, "ssl_key_pem": key}
+    connection = {"conn_type": "http", "host": "https://127.0.0.1:8443", "extra": extra}
+    env, settings = registry_hand_over(monkeypatch, connection)
+    assert (settings.ssl_ca_pem, settings.ssl_certificate_pem, settings.ssl_key_pem) == (
+        pki.ca.read_text(),
+        certificate,
+        key,
+    )
+    assert schema_registry.ssl_context(settings) is not None
+    assert "PRIVATE KEY" not in " ".join(env.values())
