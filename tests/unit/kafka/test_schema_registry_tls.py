@@ -17,6 +17,7 @@ import pytest
 
 from kafkalake.core.errors import AuthenticationFailedError, BadConfigError, TlsUntrustedError
 from kafkalake.dev.secured_broker import PIPELINE_USER, Pki, make_pki
+from kafkalake.dev.tls_proxy import TlsProxy
 from kafkalake.kafka import schema_registry
 from kafkalake.kafka.schema_registry import RegistryClient, RegistrySettings
 
@@ -202,3 +203,21 @@ def test_a_certificate_for_another_name_and_the_hostname_check(pki: Pki, nameles
         RegistryClient(settings(nameless_server, **extra)).schema(1)
     unchecked = RegistryClient(settings(nameless_server, **extra, ssl_check_hostname=False))
     assert unchecked.schema(1) is not None
+
+
+def test_the_dev_tls_front_requires_the_ca_s_client_certificates(pki: Pki):
+    plain = ThreadingHTTPServer(("127.0.0.1", 0), Schemas)
+    threading.Thread(target=plain.serve_forever, daemon=True).start()
+    front = TlsProxy(
+        pki.directory / "broker.crt", pki.directory / "broker.key", pki.ca, plain.server_address[1]
+    )
+    url = f"https://127.0.0.1:{front.start().port}"
+    try:
+        ca = {"ssl_ca_pem": pem(pki.ca)}
+        assert RegistryClient(settings(url, **ca, **client_pem(pki))).schema(1) is not None
+        with pytest.raises(AuthenticationFailedError, match="gave no client certificate"):
+            RegistryClient(settings(url, **ca)).schema(1)
+    finally:
+        front.stop()
+        plain.shutdown()
+        plain.server_close()
