@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import ssl
 import stat
+import subprocess
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -221,3 +222,22 @@ def test_the_dev_tls_front_requires_the_ca_s_client_certificates(pki: Pki):
         front.stop()
         plain.shutdown()
         plain.server_close()
+
+
+def test_an_encrypted_client_key_needs_its_password(pki: Pki, tmp_path: Path):
+    encrypted = tmp_path / "encrypted.key"
+    client = pki.client(PIPELINE_USER)
+    done = subprocess.run(
+        ["openssl", "pkcs8", "-topk8", "-v2", "aes256", "-in", str(client.key), "-out", str(encrypted),
+         "-passout", "pass:key-password-3f1"],
+        capture_output=True, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    extra = {"ssl_certificate_pem": client.pem()[0], "ssl_key_pem": encrypted.read_text()}
+    with pytest.raises(BadConfigError, match="the key is encrypted, set ssl_key_password"):
+        settings("https://r", **extra)
+    with pytest.raises(BadConfigError, match="do not load") as excinfo:
+        settings("https://r", **extra, ssl_key_password="not-it-9c4e")
+    assert "not-it-9c4e" not in str(excinfo.value)
+    unlocked = settings("https://r", **extra, ssl_key_password="key-password-3f1")
+    assert "key-password-3f1" in unlocked.secrets() and "key-password-3f1" not in repr(unlocked)
