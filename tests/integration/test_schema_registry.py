@@ -30,11 +30,18 @@ from confluent_kafka.serialization import MessageField, SerializationContext
 from kafkalake.config.catalog import load_catalog
 from kafkalake.config.parsed import ParsedConfig
 from kafkalake.config.topic import TopicConfig
-from kafkalake.core.errors import RegistryUnreachableError
+from kafkalake.core.errors import (
+    AuthenticationFailedError,
+    KafkalakeError,
+    RegistryUnreachableError,
+    TlsUntrustedError,
+)
 from kafkalake.dev import local_airflow, producer
 from kafkalake.dev.broker import free_port
 from kafkalake.dev.producer import Record
-from kafkalake.dev.schema_registry import LocalRegistry
+from kafkalake.dev.schema_registry import CCOMPAT_PATH, LocalRegistry
+from kafkalake.dev.secured_broker import PIPELINE_USER, Pki, make_pki
+from kafkalake.dev.tls_proxy import TlsProxy
 from kafkalake.kafka import schema_registry
 from kafkalake.lake import parsed_backlog
 from kafkalake.lake.schema_history import SchemaHistory
@@ -120,9 +127,13 @@ def order(i: int, **extra: Any) -> dict[str, Any]:
     }
 
 
-def serialized(url: str, topic: str, schema: dict[str, Any], orders: list[dict[str, Any]]) -> list[Record]:
-    """The orders as confluent-kafka's AvroSerializer frames them (it registers the schema)."""
-    serialize = AvroSerializer(SchemaRegistryClient({"url": url}), json.dumps(schema))
+def serialized(
+    url: str | dict[str, str], topic: str, schema: dict[str, Any], orders: list[dict[str, Any]]
+) -> list[Record]:
+    """The orders as confluent-kafka's AvroSerializer frames them (it registers the schema); ``url``
+    or the registry client's whole settings."""
+    client = SchemaRegistryClient(url if isinstance(url, dict) else {"url": url})
+    serialize = AvroSerializer(client, json.dumps(schema))
     context = SerializationContext(topic, MessageField.VALUE)
     return [Record(str(o["id"]).encode(), serialize(o, context)) for o in orders]
 
@@ -276,6 +287,109 @@ def test_registry_unreachable_parks_the_parsed_side_until_it_answers(spark, kafk
     assert parsed_backlog.read(topic) is None
 
 
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
+    """The secured broker's dev CA, an untrusted CA, a server certificate for 127.0.0.1 and the
+    pipeline's client certificate."""
+    return make_pki(tmp_path_factory.mktemp("pki"), [PIPELINE_USER])
+
+
+@pytest.fixture(scope="module")
+def tls_registry(pki: Pki, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalRegistry]:
+    """A second registry that serves HTTPS only, with a certificate of the dev CA."""
+    server = LocalRegistry(tmp_path_factory.mktemp("registry-tls"), pki=pki).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def mtls_registry(pki: Pki, registry: LocalRegistry) -> Iterator[str]:
+    """The module's registry behind a TLS front that requires a client certificate of the dev CA
+    (Apicurio's own HTTPS cannot: Quarkus 2.16 fixes client-auth at build): its URL."""
+    front = TlsProxy(
+        pki.directory / "broker.crt", pki.directory / "broker.key", pki.ca, registry.port
+    ).start()
+    yield f"https://127.0.0.1:{front.port}{CCOMPAT_PATH}"
+    front.stop()
+
+
+def refused_then_caught_up(
+    spark: Any,
+    kafka: Any,
+    topic: TopicConfig,
+    orders: list[dict[str, Any]],
+    settings: tuple[schema_registry.RegistrySettings, schema_registry.RegistrySettings],
+    error: type[KafkalakeError],
+    says: str,
+) -> None:
+    """A run with the first settings, which the registry's TLS refuses: the run fails with ``error``
+    (its message ``says`` it, no key in it), bronze lands every record, the parsed side parks with the
+    error's kind; then a run with the second: the parsed table catches up with every order once."""
+    refused, fixed = settings
+    previous = schema_registry.current()
+    schema_registry.use(refused)
+    try:
+        with pytest.raises(error) as excinfo:
+            run(spark, topic, kafka.bootstrap_servers)
+        assert_exactly_once(read_rows(Path(topic.path)), topic.name, kafka.bootstrap_servers)
+        assert says in str(excinfo.value) and "PRIVATE KEY" not in str(excinfo.value)
+        backlog = parsed_backlog.read(topic)
+        assert backlog is not None and backlog.kind == error.kind and backlog.reason in str(excinfo.value)
+        schema_registry.use(fixed)
+        run(spark, topic, kafka.bootstrap_servers)
+    finally:
+        schema_registry.use(previous)
+    rows = read_rows(Path(topic.parsed_path))
+    assert_exactly_once([r["_kafka"] for r in rows], topic.name, kafka.bootstrap_servers)
+    assert sorted((as_produced(r) for r in rows), key=lambda r: r["id"]) == orders
+    assert parsed_backlog.read(topic) is None
+
+
+def test_a_registry_over_tls_is_trusted_through_the_connection_s_ca_only(
+    spark: Any, kafka: Any, tls_registry: LocalRegistry, tmp_path: Path
+) -> None:
+    assert tls_registry.pki is not None and tls_registry.url.startswith("https://")
+    name = "it-avro-tls"
+    topic = avro_topic(kafka, tmp_path, name, partitions=1)
+    orders = [order(i) for i in range(1, 5)]
+    client = {"url": tls_registry.url, "ssl.ca.location": str(tls_registry.pki.ca)}
+    producer.produce(kafka.bootstrap_servers, name, serialized(client, name, ORDER_V1, orders))
+
+    trusted = tls_registry.settings()
+    # First the connection trusts a CA that did not sign the registry's certificate.
+    untrusted = replace(trusted, ssl_ca_pem=tls_registry.pki.other_ca.read_text())
+    says = (
+        f"the schema registry at {tls_registry.url} (connection 'it_registry'): certificate verify "
+        "failed: the registry's certificate is not signed by the connection's ssl_ca_pem"
+    )
+    refused_then_caught_up(spark, kafka, topic, orders, (untrusted, trusted), TlsUntrustedError, says)
+
+
+def test_mutual_tls_reads_schemas_with_the_client_certificate_and_names_a_refused_one(
+    spark: Any, kafka: Any, registry: LocalRegistry, pki: Pki, mtls_registry: str, tmp_path: Path
+) -> None:
+    name = "it-avro-mtls"
+    topic = avro_topic(kafka, tmp_path, name, partitions=1)
+    orders = [order(i) for i in range(1, 5)]
+    producer.produce(kafka.bootstrap_servers, name, serialized(registry.url, name, ORDER_V1, orders))
+
+    certificate, key = pki.client(PIPELINE_USER).pem()
+    # As the task hands them over: the connection's extra, PEM text.
+    extra = {"ssl_ca_pem": pki.ca.read_text(), "ssl_certificate_pem": certificate, "ssl_key_pem": key}
+    good = schema_registry.from_connection("it_registry", mtls_registry, None, None, None, extra)
+    # First the untrusted CA's own certificate: one the registry's CA never signed.
+    wrong = replace(
+        good,
+        ssl_certificate_pem=pki.other_ca.read_text(),
+        ssl_key_pem=(pki.directory / "other-ca.key").read_text(),
+    )
+    says = (
+        f"the schema registry at {mtls_registry} (connection 'it_registry') refused the TLS handshake "
+        "(TLSV1_ALERT_UNKNOWN_CA): the connection gave its client certificate"
+    )
+    refused_then_caught_up(spark, kafka, topic, orders, (wrong, good), AuthenticationFailedError, says)
+
+
 def test_json_schema_values_are_read_after_their_frame(spark, kafka, registry, tmp_path):
     name = "it-json-schema"
     producer.create_topic(kafka.bootstrap_servers, name, partitions=1)
@@ -316,12 +430,17 @@ def test_json_schema_values_are_read_after_their_frame(spark, kafka, registry, t
     assert "0x7b is not the magic byte" in dead[b"plain-json"]["detail"]
 
 
-def test_a_dag_run_leaves_the_registry_password_nowhere(kafka, registry, tmp_path):
+def test_a_dag_run_leaves_the_registry_password_and_client_key_nowhere(
+    kafka: Any, registry: LocalRegistry, pki: Pki, mtls_registry: str, tmp_path: Path
+) -> None:
     """The topic's whole DAG run (``airflow dags test``: the ingest task hands the registry
-    connection to its spark-submit job, then the follow-ups), the connection's password a canary:
-    in no command line (``ps``), no run output, nothing under AIRFLOW_HOME (task logs, the metadata
-    DB: XCom, rendered fields, serialized DAGs), the lake or the runs' temp folder."""
+    connection to its spark-submit job, then the follow-ups), over mutual TLS, the connection's
+    password a canary and its client key a secret: neither in a command line (``ps``), the run
+    output, anything under AIRFLOW_HOME (task logs, the metadata DB: XCom, rendered fields,
+    serialized DAGs), the lake or the runs' temp folder, where the job's key file is gone too."""
     canary = f"canary{uuid.uuid4().hex}"
+    certificate, key = pki.client(PIPELINE_USER).pem()
+    key_line = key.splitlines()[1]  # 64 characters of the key itself
     name = "it-avro-handover"
     producer.create_topic(kafka.bootstrap_servers, name, partitions=1)
     orders = [order(i) for i in range(1, 4)]
@@ -336,7 +455,13 @@ def test_a_dag_run_leaves_the_registry_password_nowhere(kafka, registry, tmp_pat
         paths["airflow"], kafka_bootstrap=kafka.bootstrap_servers, catalog=catalog, lake_root=paths["lake"]
     )
     # Apicurio without OIDC takes any login: what is checked is where the password travels.
-    connection = {"conn_type": "http", "host": registry.url, "login": "pipeline", "password": canary}
+    connection = {
+        "conn_type": "http",
+        "host": mtls_registry,
+        "login": "pipeline",
+        "password": canary,
+        "extra": {"ssl_ca_pem": pki.ca.read_text(), "ssl_certificate_pem": certificate, "ssl_key_pem": key},
+    }
     env["AIRFLOW_CONN_IT_SCHEMAS"] = json.dumps(connection)
     env["TMPDIR"] = str(paths["tmp"])  # the runs' own, so what they leave can be searched exactly
     env["KAFKALAKE_STRICT"] = "1"
@@ -349,11 +474,13 @@ def test_a_dag_run_leaves_the_registry_password_nowhere(kafka, registry, tmp_pat
     assert sorted((as_produced(r) for r in rows), key=lambda r: r["id"]) == orders
     assert local_airflow.xcom_value(paths["airflow"], run, "ingest", "run_metrics")["rows"] == len(orders)
     assert any("ingest_topic.py" in line for line in ps.lines), "ps never saw the job"
-    assert ps.samples > 5 and not [line for line in ps.lines if canary in line]
-    assert canary not in run.output
-    for where in paths.values():
-        assert files_containing(where, canary) == [], where
+    for secret in (canary, key_line):
+        assert ps.samples > 5 and not [line for line in ps.lines if secret in line]
+        assert secret not in run.output
+        for where in paths.values():
+            assert files_containing(where, secret) == [], where
     assert list(paths["tmp"].glob("kafkalake-secrets-*/*")) == []  # the settings file read and deleted
+    assert list(paths["tmp"].glob("kafkalake-registry-tls-*")) == []  # the key file loaded and deleted
 
 
 ORDER_KEY = {

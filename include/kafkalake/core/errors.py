@@ -394,7 +394,8 @@ class ReingestRefusedError(NonRetryableError):
 
 
 class AuthenticationFailedError(NonRetryableError):
-    """The brokers, or the object store, refused the connection's credentials."""
+    """The brokers, the object store or the schema registry refused the connection's credentials
+    (the registry: its login, or its client certificate in the TLS handshake)."""
 
     kind = Kind.AUTHENTICATION_FAILED
 

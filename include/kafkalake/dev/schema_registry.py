@@ -5,6 +5,11 @@ Run from the build ``kafkalake.launch.jars`` made at set-up (:mod:`kafkalake.lau
 as a plain java process on a free port of 127.0.0.1; its schemas live in memory and end with it.
 The tests register schemas through confluent-kafka's own serializers at :attr:`LocalRegistry.url`.
 
+With ``pki`` (the secured broker's certificates, :func:`kafkalake.dev.secured_broker.make_pki`) it
+serves HTTPS only, with the certificate the dev CA signed for localhost and 127.0.0.1. It cannot
+require client certificates: Quarkus 2.16 fixes ``quarkus.http.ssl.client-auth`` when the app is
+built (``HttpBuildTimeConfig``), and set-up builds it without.
+
     python -m kafkalake.dev.schema_registry start [--dir .registry] [--port 0]
     python -m kafkalake.dev.schema_registry stop  [--dir .registry]
     python -m kafkalake.dev.schema_registry status [--dir .registry]
@@ -27,6 +32,8 @@ from pathlib import Path
 from kafkalake.core.paths import REPO_ROOT
 from kafkalake.dev import processes
 from kafkalake.dev.broker import SMALL_LOAD_JAVA_OPTIONS, _port_open, free_port
+from kafkalake.dev.secured_broker import Pki
+from kafkalake.kafka import schema_registry
 from kafkalake.launch import registry_app
 
 log = logging.getLogger(__name__)
@@ -46,10 +53,29 @@ class LocalRegistry:
     directory: Path
     port: int = 0
     heap: str = "256m"
+    #: HTTPS only, with this PKI's server certificate ("broker.crt": it names 127.0.0.1).
+    pki: Pki | None = None
 
     @property
     def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"{'https' if self.pki else 'http'}://127.0.0.1:{self.port}"
+
+    def settings(self, conn_id: str = "it_registry") -> schema_registry.RegistrySettings:
+        """Client settings that reach this registry (trusting the dev CA when it serves HTTPS)."""
+        ca = self.pki.ca.read_text() if self.pki else None
+        return schema_registry.RegistrySettings(url=self.url, conn_id=conn_id, ssl_ca_pem=ca)
+
+    def _server_options(self) -> list[str]:
+        if self.pki is None:
+            return [f"-Dquarkus.http.port={self.port}"]
+        # Paths, no secret: the key file is the PKI's own (0600).
+        return [
+            f"-Dquarkus.http.ssl-port={self.port}",
+            f"-Dquarkus.http.port={free_port()}",
+            "-Dquarkus.http.insecure-requests=disabled",
+            f"-Dquarkus.http.ssl.certificate.files={self.pki.directory / 'broker.crt'}",
+            f"-Dquarkus.http.ssl.certificate.key-files={self.pki.directory / 'broker.key'}",
+        ]
 
     @property
     def url(self) -> str:
@@ -88,7 +114,7 @@ class LocalRegistry:
                 f"-Xmx{self.heap}",
                 *SMALL_LOAD_JAVA_OPTIONS,
                 "-Djava.awt.headless=true",
-                f"-Dquarkus.http.port={self.port}",
+                *self._server_options(),
                 "-Dquarkus.http.host=127.0.0.1",
                 "-jar",
                 str(runner),
@@ -120,8 +146,10 @@ class LocalRegistry:
 
     def _answers(self) -> bool:
         # Readiness is the API a client uses answering, not only the health endpoint.
+        context = schema_registry.ssl_context(self.settings())
         try:
-            with urllib.request.urlopen(self.url + "/subjects", timeout=2) as answer:  # our loopback URL
+            # Our loopback URL.
+            with urllib.request.urlopen(self.url + "/subjects", timeout=2, context=context) as answer:
                 return int(answer.status) == 200
         except (urllib.error.HTTPError, OSError):
             return False
