@@ -65,8 +65,9 @@ def _read(topic: TopicConfig, since: datetime) -> list[run_history.RunRecord]:
 
 
 def _runs(topic: TopicConfig, since: datetime) -> list[run_history.RunRecord]:
-    runs = _read(topic, since)
-    if not runs and (last := run_history.latest(topic.history_path, _store(topic))) is not None:
+    store = _store(topic)  # one connection look-up for both reads
+    runs = run_history.read(topic.history_path, since=since, settings=store)
+    if not runs and (last := run_history.latest(topic.history_path, store)) is not None:
         runs = [last]
     return runs
 
