@@ -88,6 +88,11 @@ topics:
     freshness_sla: 1h
     max_offsets_per_trigger: 10
     parsed: {latest_by_key: true}
+  - name: it-cdc.public.customers
+    freshness_sla: 1h
+    table: it_cdc_customers
+    format: debezium
+    max_offsets_per_trigger: 4
   - name: it-kill-care
     freshness_sla: 1h
     max_offsets_per_trigger: 250

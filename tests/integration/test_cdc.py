@@ -5,7 +5,10 @@ kafkalake's ingest (``format: debezium``): after each run the current-state tabl
 
 One PostgreSQL cluster, one database, one Connect worker and one topic for the module; the tests run
 in order, each moving the source table on (inserts, updates, deletes, a primary-key update, a new
-column, a truncate, a run killed and run again, a replay) and checking the tables after it.
+column, a truncate, a run killed and run again, a replay) and checking the tables after it. The first
+run, the run after the kill and the replay are Airflow DAG runs (``airflow dags test``: the pre-flight,
+the ingest task's spark-submit, the replay DAG); the others are the same ingest run in the session's
+Spark (:class:`kafkalake.spark.ingest_run.IngestRun`), which costs no JVM of its own.
 """
 
 from __future__ import annotations
@@ -22,10 +25,13 @@ from typing import Any
 
 import pytest
 
+from kafkalake.airflow.dag_factory import REPLAY_DAG_ID
 from kafkalake.config.catalog import load_catalog
 from kafkalake.config.topic import TopicConfig
 from kafkalake.core import kill_points
 from kafkalake.core.errors import TopicMissingError
+from kafkalake.core.run_metrics import XCOM_KEY as METRICS_XCOM_KEY
+from kafkalake.dev import local_airflow
 from kafkalake.dev.broker import LocalKafka
 from kafkalake.dev.cdc_source import LocalConnect
 from kafkalake.dev.postgres import Database, LocalPostgres
@@ -35,7 +41,7 @@ from kafkalake.launch import jobs
 from kafkalake.launch.handover import ENV_CLIENT_CONFIG_FILE, ENV_KEEP_CLIENT_CONFIG_FILE
 from kafkalake.spark.replay import replay
 
-from .helpers import read_rows, run_ingest
+from .helpers import read_rows, run_ingest, table_version
 
 pytestmark = [pytest.mark.integration, pytest.mark.cdc]
 
@@ -49,14 +55,13 @@ SHARDS = ("eu", "us")
 SHARD_PREFIX = "it-cdc-fam"
 SHARD_TOPICS = tuple(f"{SHARD_PREFIX}.{shard}.orders" for shard in SHARDS)
 SHARD_FAMILY = "it_cdc_fam_orders"
+#: The DAG's tasks after the ingest, marked done in this module's DAG runs.
+NOT_LANDING = "refresh_schema|register_table|maintain_table"
+#: The module's other entries; TOPIC's is in the session catalog (tests/integration/conftest.py,
+#: with four offsets a micro-batch), so that its runs go through the session's Airflow as DAG runs.
 #: Small micro-batches: every run writes several, so events of one key meet across batches.
 CATALOG = f"""
 topics:
-  - name: {TOPIC}
-    freshness_sla: 1h
-    table: it_cdc_customers
-    format: debezium
-    max_offsets_per_trigger: 4
   - name: {BARE_TOPIC}
     freshness_sla: 1h
     table: it_cdc_orders
@@ -197,8 +202,20 @@ def cdc_lake(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def topic(cdc_catalog: Path, cdc_lake: Path) -> TopicConfig:
-    return load_catalog(cdc_catalog, cdc_lake).topic(TOPIC)
+def topic(catalog_file: Path, lake: Path) -> TopicConfig:
+    return load_catalog(catalog_file, lake).topic(TOPIC)
+
+
+def ingest_dag_run(airflow_env: dict[str, str], topic: TopicConfig) -> dict[str, Any]:
+    """One DAG run of the topic (`airflow dags test`: pre-flight, then the ingest task's
+    spark-submit) and what its ingest task reported; schema refresh, registration and table care
+    are marked done, they are not what this module shows."""
+    run = local_airflow.test_dag(airflow_env, topic.dag_id, sync=False, mark_success=NOT_LANDING)
+    assert run.task_states["ingest"] == "success", run.task_states
+    metrics: dict[str, Any] = local_airflow.xcom_value(
+        Path(airflow_env["AIRFLOW_HOME"]), run, "ingest", METRICS_XCOM_KEY
+    )
+    return metrics
 
 
 def source_rows(postgres: LocalPostgres) -> list[dict[str, Any]]:
@@ -250,13 +267,18 @@ def kill_before_current_commit(name: str, catalog: Path, lake: Path, kafka: Loca
     assert killed.returncode in (-9, 137), killed.stdout[-3000:]
 
 
-def test_an_ingest_run_makes_the_current_state_table_the_source_table(
-    spark: Any, postgres: LocalPostgres, source: LocalConnect, kafka: LocalKafka, topic: TopicConfig
+def test_a_dag_run_makes_the_current_state_table_the_source_table(
+    airflow_env: dict[str, str],
+    postgres: LocalPostgres,
+    source: LocalConnect,
+    kafka: LocalKafka,
+    topic: TopicConfig,
 ) -> None:
     # The snapshot (r, r) and the first test's insert, update, delete (c, u, d + tombstone).
     events = topic_events(kafka.bootstrap_servers, TOPIC, 6)
-    writer = run_ingest(spark, topic, kafka.bootstrap_servers)
-    assert writer.stats.batches >= 2 and writer.stats.tombstones == 1
+    metrics = ingest_dag_run(airflow_env, topic)
+    # Six records in bronze, in two batches of at most four; the tombstone has no history row.
+    assert metrics["batches"] >= 2 and metrics["rows"] == 6 and metrics["parsed_rows"] == 5
     assert_current_is_source(topic, postgres)
     assert [r["id"] for r in current_rows(topic)] == [2, 3]
     # The change history: one row per event (the tombstone is none), with op, ts_ms and position.
@@ -307,14 +329,14 @@ def test_a_truncate_empties_the_table_and_later_inserts_land(
     assert_current_is_source(topic, postgres)
 
 
-def test_a_run_killed_before_its_current_state_commit_and_run_again_converges(
-    spark: Any,
+def test_a_run_killed_before_its_current_state_commit_and_a_dag_run_after_it_converge(
+    airflow_env: dict[str, str],
     postgres: LocalPostgres,
     source: LocalConnect,
     kafka: LocalKafka,
     topic: TopicConfig,
-    cdc_catalog: Path,
-    cdc_lake: Path,
+    catalog_file: Path,
+    lake: Path,
     tmp_path: Path,
 ) -> None:
     change(
@@ -328,10 +350,10 @@ def test_a_run_killed_before_its_current_state_commit_and_run_again_converges(
         9,
     )
     before = current_rows(topic)
-    kill_before_current_commit(TOPIC, cdc_catalog, cdc_lake, kafka, tmp_path)
+    kill_before_current_commit(TOPIC, catalog_file, lake, kafka, tmp_path)
     partial = current_rows(topic)
     assert partial != source_rows(postgres) and partial != before  # one batch applied, the next not
-    run_ingest(spark, topic, kafka.bootstrap_servers)
+    ingest_dag_run(airflow_env, topic)
     assert [r["id"] for r in current_rows(topic)] == [8, 10, 90]
     assert_current_is_source(topic, postgres)
     # Every event once in the change history, whatever the kill interrupted.
@@ -340,11 +362,19 @@ def test_a_run_killed_before_its_current_state_commit_and_run_again_converges(
     assert os.environ.get(kill_points.ENV_KILL_AT) is None
 
 
-def test_a_replay_rebuilds_the_same_current_state_and_later_runs_go_on(
-    spark: Any, postgres: LocalPostgres, source: LocalConnect, kafka: LocalKafka, topic: TopicConfig
+def test_a_replay_dag_run_rebuilds_the_same_current_state_and_later_runs_go_on(
+    airflow_env: dict[str, str],
+    spark: Any,
+    postgres: LocalPostgres,
+    source: LocalConnect,
+    kafka: LocalKafka,
+    topic: TopicConfig,
 ) -> None:
-    result = replay(spark, topic)
-    assert topic.current_path in result.commits
+    current_version = table_version(Path(topic.current_path))
+    result = local_airflow.test_dag(airflow_env, REPLAY_DAG_ID, sync=False, conf={"topic": topic.name})
+    assert result.task_states == {"replay": "success"}
+    # The replay rewrote the current-state table from the change history, to the same rows.
+    assert table_version(Path(topic.current_path)) > current_version
     assert_current_is_source(topic, postgres)
     # After a replay, an ingest applies only what is new: nothing comes back, nothing is lost.
     change(

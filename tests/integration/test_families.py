@@ -25,6 +25,7 @@ from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient
 from deltalake import DeltaTable
 
+from kafkalake.airflow.dag_factory import REPLAY_DAG_ID
 from kafkalake.cli import full_refresh
 from kafkalake.config.catalog import load_catalog
 from kafkalake.config.topic import TopicConfig
@@ -386,6 +387,30 @@ def test_a_parsed_family_lands_each_record_once_across_a_kill_and_a_lost_checkpo
     )
     shutil.move(parsed_family.checkpoint_path, tmp_path / "lost-checkpoint")
     assert run_job(parsed_family, catalog_file, lake, kafka, tmp_path) == 0
+    assert_parsed_once(parsed_family, kafka)
+    latest = {
+        (r["_kafka"]["topic"], r["_kafka"]["key"]): r["n"] for r in read_rows(Path(parsed_family.latest_path))
+    }
+    assert latest[("it-pfam-a", b"k2")] == 26 and latest[("it-pfam-b", b"k2")] == 10
+
+
+def test_a_replay_dag_run_of_the_parsed_family_rebuilds_its_tables_with_each_record_once(
+    airflow_env, catalog_file, lake, kafka
+):
+    """After the kills above: the replay DAG re-parses the family's bronze into the parsed, dead-letter
+    and latest tables (a new version of each), and every member's record is there once again."""
+    parsed_family = load_catalog(catalog_file, lake).topic("it_pfamily")
+    tables = (parsed_family.parsed_path, parsed_family.dead_letter_path, parsed_family.latest_path)
+    versions = [table_version(Path(path)) for path in tables]
+    bronze_version = table_version(Path(parsed_family.path))
+
+    result = local_airflow.test_dag(
+        airflow_env, REPLAY_DAG_ID, sync=False, conf={"topic": parsed_family.name}
+    )
+
+    assert result.task_states == {"replay": "success"}
+    assert all(table_version(Path(path)) > before for path, before in zip(tables, versions, strict=True))
+    assert table_version(Path(parsed_family.path)) == bronze_version  # bronze is only read
     assert_parsed_once(parsed_family, kafka)
     latest = {
         (r["_kafka"]["topic"], r["_kafka"]["key"]): r["n"] for r in read_rows(Path(parsed_family.latest_path))
