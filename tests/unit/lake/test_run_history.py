@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from datetime import UTC, datetime, timedelta, timezone
 
 import pyarrow as pa
@@ -165,3 +166,43 @@ def test_the_expected_run_is_the_longest_of_the_newest_successful_landing_runs()
     assert run_history.expected_run(runs, default) == timedelta(seconds=40)
     runs.append(dataclasses.replace(landing(30, 90), kind="catch_up"))
     assert run_history.expected_run(runs, default) == timedelta(seconds=90)
+
+
+def test_care_sorts_the_history_into_row_groups_a_window_read_skips(tmp_path):
+    import pyarrow.parquet as pq
+
+    location = str(tmp_path / "runs")
+    # Appended out of time order, as a backfill's and a retry's rows can be.
+    minutes = [37, 3, 59, 12, 44, 0, 25, 51, 8, 30, 18, 41]
+    for minute in minutes:
+        run_history.append(location, run(T0 + timedelta(minutes=minute)))
+    before = run_history.read(location)
+    window = run_history.read(location, since=T0 + timedelta(minutes=30))
+
+    assert run_history.care(location, max_files=4, rows_per_group=3) is not None
+
+    assert run_history.read(location) == before
+    assert run_history.read(location, since=T0 + timedelta(minutes=30)) == window
+    assert [r.started_at for r in window] == [T0 + timedelta(minutes=m) for m in sorted(minutes) if m >= 30]
+    (data_file,) = DeltaTable(location).file_uris()
+    meta = pq.ParquetFile(data_file.removeprefix("file://")).metadata
+    column = meta.schema.to_arrow_schema().get_field_index("started_at")
+    bounds = [
+        (meta.row_group(g).column(column).statistics.min, meta.row_group(g).column(column).statistics.max)
+        for g in range(meta.num_row_groups)
+    ]
+    # Four groups of three, each a stretch of time after the one before it: the reader can skip
+    # every group whose max lies before a window's start.
+    assert meta.num_row_groups == 4
+    assert all(low <= high < next_low for (low, high), (next_low, _) in itertools.pairwise(bounds))
+
+
+def test_the_latest_run_is_found_outside_the_recent_window_too(tmp_path):
+    location = str(tmp_path / "runs")
+    old, older = run(T0), run(T0 - timedelta(days=30))
+    run_history.append(location, old)
+    run_history.append(location, older)
+    assert run_history.latest(location, now=T0 + timedelta(days=10)) == old
+    newest = run(T0 + timedelta(days=10, minutes=-5))
+    run_history.append(location, newest)
+    assert run_history.latest(location, now=T0 + timedelta(days=10)) == newest
