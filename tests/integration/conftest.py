@@ -105,6 +105,9 @@ topics:
     max_offsets_per_trigger: 500
   - name: it-expired
     freshness_sla: 3m
+  - name: it-retry-killed
+    freshness_sla: 3m
+    max_offsets_per_trigger: 500
   - name: it-assets
     freshness_sla: 1h
     priority: 5

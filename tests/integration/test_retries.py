@@ -1,6 +1,6 @@
 """Retries on-call can trust: transient failures retry with backoff, the others fail at once.
 
-Both tests go through Airflow (``airflow dags test``, which runs retries in-process and really waits
+The tests go through Airflow (``airflow dags test``, which runs retries in-process and really waits
 for the retry delay). Their topics have a 3m freshness SLA: a 1 minute run interval, which caps the
 retry backoff at 1 minute (the catalog's documented schedule rule), so a retry costs one minute.
 The tasks after ``ingest`` are marked successful instead of run: not under test, each a JVM.
@@ -22,6 +22,7 @@ from confluent_kafka.admin import AdminClient
 from kafkalake.cli import run_job
 from kafkalake.config.catalog import load_catalog
 from kafkalake.config.topic import TopicConfig
+from kafkalake.core import kill_points
 from kafkalake.core.errors import EXIT_CODES, Kind
 from kafkalake.core.run_metrics import ENV_METRICS_FILE, JobMetrics
 from kafkalake.dev import local_airflow, producer
@@ -31,6 +32,7 @@ from kafkalake.dev.producer import Record
 from kafkalake.dev.standalone_airflow import wait_for
 from kafkalake.kafka.offsets import topic_id, watermarks
 from kafkalake.lake import run_history
+from kafkalake.lake.run_history import RunRecord
 from kafkalake.launch import jobs
 
 from .helpers import assert_exactly_once, offsets_read_by_runs, read_rows
@@ -50,6 +52,22 @@ def records(count: int, partitions: int, start: int = 0) -> list[Record]:
     return [
         Record(str(i).encode(), f'{{"n": {i}}}'.encode(), i % partitions) for i in range(start, start + count)
     ]
+
+
+def failed_then_retried(topic: TopicConfig, events: int, kafka: LocalKafka, kind: Kind) -> list[RunRecord]:
+    """Bronze holds the ``events`` once each, and the ingest's history rows are its failed try (of
+    ``kind``) and its successful retry, which between them landed and read every bronze row once."""
+    rows = read_rows(Path(topic.path))
+    assert len(rows) == events
+    assert_exactly_once(rows, topic.name, kafka.bootstrap_servers)
+    tries = [r for r in run_history.read(topic.history_path) if r.task_id == "ingest"]
+    assert [(r.try_number, r.outcome, r.failure_kind) for r in tries] == [
+        (1, "failed", str(kind)),
+        (2, "success", None),
+    ]
+    assert sum(r.rows for r in tries) == events
+    assert offsets_read_by_runs(tries) == Counter((topic.name, r["partition"], r["offset"]) for r in rows)
+    return tries
 
 
 # ---------------------------------------------------------------------------------------------
@@ -115,19 +133,46 @@ def test_broker_stopped_during_ingest_then_started_task_succeeds_on_retry_exactl
     assert "Error code is: 75." in text
     assert "transient failure: retrying with exponential backoff" in text
     assert failed_after < 120, f"the job took {failed_after:.0f}s to give up on the broker"
-    rows = read_rows(Path(topic.path))
-    assert len(rows) == RETRY_EVENTS
-    assert_exactly_once(rows, RETRY_TOPIC, kafka.bootstrap_servers)
     # The run history: the failed try with what it landed before the broker went, then the retry
     # with the rest; together, every row once.
-    tries = [r for r in run_history.read(topic.history_path) if r.task_id == "ingest"]
-    assert [(r.try_number, r.outcome, r.failure_kind) for r in tries] == [
-        (1, "failed", str(Kind.BROKER_UNREACHABLE)),
-        (2, "success", None),
-    ]
-    assert tries[0].rows < RETRY_EVENTS and sum(r.rows for r in tries) == RETRY_EVENTS
-    assert offsets_read_by_runs(tries) == Counter((RETRY_TOPIC, r["partition"], r["offset"]) for r in rows)
+    tries = failed_then_retried(topic, RETRY_EVENTS, kafka, Kind.BROKER_UNREACHABLE)
+    assert tries[0].rows < RETRY_EVENTS
     assert len({r.run_id for r in tries}) == 1
+
+
+# ---------------------------------------------------------------------------------------------
+# a2. transient: the ingest job is killed by a signal after some micro-batches, then retried
+
+KILLED_TOPIC = "it-retry-killed"  # max_offsets_per_trigger: 500
+KILLED_EVENTS = 2_000  # 4 micro-batches
+
+
+def test_a_killed_ingest_job_is_recorded_from_its_tables_and_its_retry_lands_the_rest_once(
+    airflow_env, kafka: LocalKafka, catalog_file, lake
+):
+    """SIGKILL after bronze's commit of the 3rd micro-batch (kill point, 2 passes first), before the
+    checkpoint records it. The job writes nothing as it dies; its task sees spark-submit exit 137,
+    fails the try as job_killed (retried), and writes the try's history row from the tables' Delta
+    logs. The retry replays the 3rd batch (bronze skips it: 1 pass) and lands the 4th (2 passes):
+    the two rows add up to bronze, each offset once."""
+    topic = load_catalog(catalog_file, lake).topic(KILLED_TOPIC)
+    producer.create_topic(kafka.bootstrap_servers, KILLED_TOPIC, partitions=2)
+    producer.produce(kafka.bootstrap_servers, KILLED_TOPIC, records(KILLED_EVENTS, 2))
+    env = {
+        **airflow_env,
+        kill_points.ENV_KILL_AT: "ingest:after_bronze_commit",
+        kill_points.ENV_KILL_AFTER: "2",
+    }
+
+    run = local_airflow.test_dag(env, topic.dag_id, sync=False, mark_success=NOT_REGISTERED, first_try=False)
+
+    home = Path(airflow_env["AIRFLOW_HOME"])
+    assert local_airflow.task_tries(home, topic.dag_id, "ingest") == ("success", 2)
+    assert "was killed (SIGKILL, exit 137)" in run.output or "(SIGKILL, exit -9)" in run.output
+    killed, retry = failed_then_retried(topic, KILLED_EVENTS, kafka, Kind.JOB_KILLED)
+    # Three micro-batches reached bronze before the signal; the retry's replay of the third added none.
+    assert (killed.rows, killed.batches, retry.rows) == (1_500, 3, 500)
+    assert killed.jvm_count == 1 and killed.duration_seconds is not None
 
 
 # ---------------------------------------------------------------------------------------------

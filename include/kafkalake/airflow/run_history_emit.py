@@ -5,6 +5,14 @@ table care, a registration, a schema refresh), written when the task ends, howev
 A task that only reports work its ingest job already did, or finds nothing due, writes no row: the
 ingest's row covers the run. A row is written on success and on failure (with the failure's kind);
 writing it never fails the run nor hides its error: a failure to write is a warning in the log.
+
+An ingest's rows (bronze's and the parsed table's) are what the tables' Delta logs say their
+commits appended after the versions they had before the job (delta-rs, no JVM), like the offsets it
+read: the job counts a batch it replays after a crash as landed again, though Delta skips its write
+(one committed by the try before), and a job killed by a signal (``job_killed``: the OOM killer, a
+drain, a ``kill``) dies without writing its metrics at all. Then its task, which sees the process
+die, takes the micro-batches from the log too; its bytes and dead letters by reason are not in the
+logs (0 and empty). With the logs unreadable, the job's own figures stand.
 """
 
 from __future__ import annotations
@@ -21,7 +29,7 @@ from kafkalake.config.tables import topic_tables
 from kafkalake.config.topic import TopicConfig, history_path
 from kafkalake.core.errors import KafkalakeError, Kind
 from kafkalake.core.run_metrics import JobMetrics, RunMetrics, total
-from kafkalake.lake import run_history, store_settings, table_position
+from kafkalake.lake import landing, run_history, store_settings, table_position
 from kafkalake.lake.run_history import RunRecord
 from kafkalake.lake.schema_history import SchemaHistory
 
@@ -65,6 +73,9 @@ class Recorder:
     #: Table care: the topic whose tables' files are counted again as the run ends.
     _cared: TopicConfig | None = None
     _before: TopicOffsets = field(default_factory=dict)
+    #: Bronze's and the parsed table's versions before the job (None: no table yet): what they
+    #: received after them is the run's rows.
+    _versions: dict[str, int | None] = field(default_factory=dict)
     _starts: TopicOffsets = field(default_factory=dict)
     #: Raise a data-age SLA miss when the run ends (:mod:`kafkalake.airflow.data_age_alert`): an
     #: ingest or pre-flight of a topic on the fixed interval.
@@ -116,6 +127,8 @@ class Recorder:
         try:
             self._before = table_offsets(topic)
             self._tracked = topic
+            paths = (topic.path, topic.parsed_path) if topic.parsed.enabled else (topic.path,)
+            self._versions = {path: landing.table_version(path) for path in paths}
         except Exception as err:  # a figure of the history only: the run goes on without it
             log.warning("run history: the offsets read will not be recorded: %s", err)
 
@@ -141,6 +154,11 @@ class Recorder:
                 values["offsets_read"] = run_history.offsets_json(
                     read_ranges(self._before, after, self._starts)
                 )
+                received = self._received(self._tracked)
+                if "rows" in values:
+                    # The job's count of the batches it ran stands; a replayed one appends nothing.
+                    received.pop("batches", None)
+                values.update(received)
             if self._cared is not None:
                 values["files_after"], values["table_bytes_after"] = table_files(self._cared)
             newest = values.get("newest_timestamp")
@@ -175,6 +193,19 @@ class Recorder:
             run_history.append(self.history_path, record)
         except Exception as err:
             log.warning("run history: this run's row was not written to %s: %s", self.history_path, err)
+
+    def _received(self, topic: TopicConfig) -> dict[str, int]:
+        """Rows and batches bronze received, and rows the parsed table did, since :meth:`track_offsets`."""
+        try:
+            bronze = landing.received_after(topic.path, self._versions.get(topic.path))
+            found = {"rows": bronze.rows, "batches": bronze.batches}
+            if topic.parsed_path in self._versions:
+                parsed = landing.received_after(topic.parsed_path, self._versions[topic.parsed_path])
+                found["parsed_rows"] = parsed.rows
+            return found
+        except Exception as err:  # a figure of the history only: the row is written without it
+            log.warning("run history: what the tables received could not be read: %s", err)
+            return {}
 
     def _table_newest(self) -> datetime | None:
         try:

@@ -39,6 +39,7 @@ class Kind(StrEnum):
     INGEST_UNFINISHED = "ingest_unfinished"
     BROKER_UNREACHABLE = "broker_unreachable"
     DRIVER_LOST = "driver_lost"
+    JOB_KILLED = "job_killed"
     CHECKPOINT_LOCKED = "checkpoint_locked"
     REINGEST_REFUSED = "reingest_refused"
     AUTHENTICATION_FAILED = "authentication_failed"
@@ -238,6 +239,12 @@ RUNBOOK_DRIVER_LOST = _RUNBOOK_TRANSIENT.format(
     what="check the worker's memory (spark.driver.memory in the topic's spark_conf) and the "
     "Spark cluster, then clear the task. The checkpoint makes a rerun safe: no row is written twice"
 )
+RUNBOOK_JOB_KILLED = _RUNBOOK_TRANSIENT.format(
+    what="find who sent the signal: the kernel's OOM killer (`dmesg`, the worker's memory), a node "
+    "drain or a restart of the worker, or someone's kill. The run history holds the killed run's row "
+    "with what its tables received before the signal; the checkpoint makes a rerun safe: no row is "
+    "written twice"
+)
 RUNBOOK_CHECKPOINT_LOCKED = _RUNBOOK_TRANSIENT.format(
     what="find the process named above (another run of this topic, or a hand-started job): let it "
     "finish, or stop it if it is stuck, then clear the task. Never delete the lock file or the "
@@ -267,6 +274,7 @@ _RUNBOOKS = {
     Kind.INGEST_UNFINISHED: RUNBOOK_INGEST_UNFINISHED,
     Kind.BROKER_UNREACHABLE: RUNBOOK_BROKER,
     Kind.DRIVER_LOST: RUNBOOK_DRIVER_LOST,
+    Kind.JOB_KILLED: RUNBOOK_JOB_KILLED,
     Kind.CHECKPOINT_LOCKED: RUNBOOK_CHECKPOINT_LOCKED,
     Kind.REINGEST_REFUSED: RUNBOOK_REINGEST_REFUSED,
     Kind.AUTHENTICATION_FAILED: RUNBOOK_AUTHENTICATION_FAILED,
@@ -431,6 +439,12 @@ class DriverLostError(TransientError):
     kind = Kind.DRIVER_LOST
 
 
+class JobKilledError(DriverLostError):
+    """The job's process died by a signal (SIGKILL, SIGTERM): it could report nothing itself."""
+
+    kind = Kind.JOB_KILLED
+
+
 class StoreUnreachableError(TransientError):
     """The object store did not answer (refused connections, unknown host, timeouts)."""
 
@@ -461,6 +475,7 @@ _ERRORS: Mapping[Kind, type[KafkalakeError]] = {
     Kind.INGEST_UNFINISHED: IngestUnfinishedError,
     Kind.BROKER_UNREACHABLE: BrokerUnreachableError,
     Kind.DRIVER_LOST: DriverLostError,
+    Kind.JOB_KILLED: JobKilledError,
     Kind.CHECKPOINT_LOCKED: CheckpointLockedError,
     Kind.REINGEST_REFUSED: ReingestRefusedError,
     Kind.AUTHENTICATION_FAILED: AuthenticationFailedError,

@@ -356,7 +356,7 @@ def classify_job_failure(job: str, topic: str, error_text: str) -> Failure:
         return failure(kind, f"{job} for topic {topic!r} exited {code}")
     if code in _SIGNALS:
         detail = f"the {job} driver for topic {topic!r} was killed ({_SIGNALS[code]}, exit {code})"
-        return failure(Kind.DRIVER_LOST, detail)
+        return failure(Kind.JOB_KILLED, detail)
     kind = classify_text(tail)
     # Without the job's own verdict, only a data-loss error class is trusted to stop retries: a
     # pattern match on a log tail is evidence, not proof, so the other kinds stay retryable.

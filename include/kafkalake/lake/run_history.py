@@ -70,7 +70,7 @@ class RunRecord:
     ended_at: datetime
     #: The entry's freshness SLA when the run ran.
     sla_seconds: float
-    #: Rows landed in bronze.
+    #: Rows landed in bronze (an ingest's: what bronze's Delta log says the run's commits appended).
     rows: int = 0
     #: Bytes of the Kafka keys and values read (not Parquet's size).
     bytes: int = 0

@@ -113,6 +113,11 @@ def _recorded(commit: Mapping[str, Any]) -> dict[str, Any] | None:
     return record if isinstance(record.get("end"), dict) or isinstance(record.get("topics"), dict) else None
 
 
+def is_batch_commit(commit: Mapping[str, Any]) -> bool:
+    """Whether a commit carries kafkalake's offsets record: a micro-batch's (or a family's) write."""
+    return _recorded(commit) is not None
+
+
 def _restored_to(commit: Mapping[str, Any], history: list[Mapping[str, Any]]) -> int | None:
     """The version a RESTORE commit went back to (given as a version or as a timestamp)."""
     parameters = commit.get("operationParameters") or {}

@@ -11,14 +11,15 @@ import pyarrow as pa
 import pytest
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk.exceptions import AirflowException, AirflowSkipException
-from deltalake import write_deltalake
+from deltalake import CommitProperties, DeltaTable, write_deltalake
 
 from kafkalake.airflow import run_history_emit
 from kafkalake.airflow.run_history_emit import failure_kind, read_ranges, recorded
 from kafkalake.config.topic import TopicConfig
-from kafkalake.core.errors import BrokerUnreachableError, OffsetsExpiredError
+from kafkalake.core.errors import BrokerUnreachableError, JobKilledError, OffsetsExpiredError
 from kafkalake.core.run_metrics import JobMetrics, idle_metrics
 from kafkalake.lake import run_history
+from kafkalake.lake.table_position import commit_metadata
 from kafkalake.launch import submit
 
 TI = SimpleNamespace(dag_id="ingest_orders", run_id="manual__1", task_id="ingest", try_number=2)
@@ -27,6 +28,17 @@ TI = SimpleNamespace(dag_id="ingest_orders", run_id="manual__1", task_id="ingest
 def bronze(path: str) -> None:
     """A bronze table: the history is written only once it exists."""
     write_deltalake(path, pa.table({"offset": [0]}))
+
+
+def batch(path: str, end: dict[int, int], rows: int) -> None:
+    """A micro-batch's commit to bronze, with the offsets record the ingest's commits carry."""
+    metadata = commit_metadata(end, batch=0, query="q")
+    write_deltalake(
+        path,
+        pa.table({"offset": list(range(rows))}),
+        mode="append",
+        commit_properties=CommitProperties(custom_metadata={"userMetadata": metadata}),
+    )
 
 
 @pytest.fixture
@@ -167,6 +179,60 @@ def test_the_ingest_task_records_a_failed_job_with_its_kind(monkeypatch, ingest_
         1,
     )
     assert row.offsets_read == "{}" and row.rows == 0
+
+
+def test_a_killed_job_s_row_holds_what_its_tables_received_from_their_delta_logs(
+    monkeypatch, ingest_task, caplog
+):
+    """A job killed by a signal writes no metrics: the task, seeing spark-submit exit 137, writes
+    the row from bronze's (and the parsed table's) Delta log: the rows and batches committed after
+    the version the table had before the job, and the offsets it gained."""
+    topic = ingest_task.topic
+    batch(topic.path, {0: 2}, rows=2)  # a run before: not this one's
+
+    def killed_submit(self, context):
+        # Two micro-batches commit, table care rewrites the files, then the signal.
+        batch(topic.path, {0: 5}, rows=3)
+        batch(topic.path, {0: 9}, rows=4)
+        DeltaTable(topic.path).optimize.compact()
+        if topic.parsed.enabled:
+            write_deltalake(topic.parsed_path, pa.table({"n": [1, 2, 3, 4, 5, 6]}), mode="append")
+        raise AirflowException("Cannot execute: spark-submit. Error code is: 137.")
+
+    monkeypatch.setattr(SparkSubmitOperator, "execute", killed_submit)
+    monkeypatch.setattr(submit, "jar_files", lambda conf, **_: [])
+    monkeypatch.setenv("AIRFLOW_CONN_KAFKA_DEFAULT", json.dumps({"conn_type": "kafka", "host": "b:9092"}))
+    with pytest.raises(JobKilledError, match="was killed"):
+        ingest_task.execute(context={"ti": TI})
+    (row,) = run_history.read(topic.history_path)
+    assert (row.kind, row.outcome, row.failure_kind, row.jvm_count) == ("ingest", "failed", "job_killed", 1)
+    assert (row.rows, row.batches, row.bytes, row.dead_letters) == (7, 2, 0, {})
+    assert row.parsed_rows == (6 if topic.parsed.enabled else 0)
+    assert json.loads(row.offsets_read) == {topic.name: {"0": [2, 9]}}
+    assert "run history" not in caplog.text, "nothing failed to be recorded"
+
+
+def test_a_replayed_batch_the_job_counts_again_is_not_in_the_rows_bronze_received(topic):
+    """A retry replays the batch its killed try committed: Delta skips the write, the job counts
+    its 3 rows anyway. The row holds what bronze's log says the run appended; the batches the job ran."""
+    batch(topic.path, {0: 3}, rows=3)  # the killed try's last batch
+    with recorded(topic, "ingest", TI) as run:
+        run.track_offsets(topic, {})
+        batch(topic.path, {0: 7}, rows=4)  # the retry's new batch
+        job = JobMetrics(
+            batches=2,
+            rows=7,
+            bytes=70,
+            parsed_rows=0,
+            dead_letters={},
+            newest_timestamp_ms=None,
+            startup_seconds=1.0,
+            processing_seconds=2.0,
+        )
+        run.job(job, 3.0)
+    (row,) = run_history.read(topic.history_path)
+    assert (row.rows, row.batches, row.bytes) == (4, 2, 70)
+    assert json.loads(row.offsets_read) == {"orders": {"0": [3, 7]}}
 
 
 def test_care_compacts_a_history_of_many_appends_into_one_file(topic):

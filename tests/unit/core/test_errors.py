@@ -15,6 +15,7 @@ from kafkalake.core.errors import (
     BadConfigError,
     BrokerUnreachableError,
     DriverLostError,
+    JobKilledError,
     Kind,
     NonRetryableError,
     OffsetsExpiredError,
@@ -208,10 +209,11 @@ def test_the_exit_code_alone_classifies_when_the_line_was_cut_off():
 @pytest.mark.parametrize("code", [-9, 137, -15, 143])
 def test_a_killed_driver_is_transient(code):
     failed = classify_job_failure("ingest_topic.py", "x1", submit_error(code, "INFO batch 3"))
-    assert failed.kind is Kind.DRIVER_LOST
+    assert failed.kind is Kind.JOB_KILLED
     assert failed.retryable
     assert "was killed" in failed.message
-    assert isinstance(failed.error(), DriverLostError)
+    # A kind of its own, still a lost driver to whatever catches those.
+    assert isinstance(failed.error(), JobKilledError) and isinstance(failed.error(), DriverLostError)
 
 
 def test_without_the_jobs_line_a_spark_data_loss_in_the_tail_still_stops_retries():
