@@ -919,3 +919,155 @@ def test_protobuf_keys_key_the_latest_table_by_their_payload(spark, kafka, regis
     dead = read_rows(Path(topic.dead_letter_path))
     assert [(r["key"], r["reason"]) for r in dead] == [(b"plain", "bad_magic_byte")]
     assert dead[0]["detail"].startswith("key: ")
+
+
+#: order_file() as .proto text: what a Java serializer or a hand registers, and what Apicurio keeps.
+ORDER_PROTO = """syntax = "proto3";
+package shop;
+import "google/protobuf/timestamp.proto";
+message Order {
+  message Customer { string name = 1; Tier tier = 2; }
+  enum Tier { TIER_UNSPECIFIED = 0; GOLD = 1; SILVER = 2; }
+  int64 id = 1;
+  Customer customer = 2;
+  repeated string skus = 3;
+  map<string, string> attrs = 4;
+  oneof payment { string card = 5; int64 voucher = 6; }
+  google.protobuf.Timestamp created = 7;
+  bytes blob = 8;
+}
+message Shipment { int64 id = 1; string carrier = 2; }
+"""
+
+
+def with_id(framed: bytes, schema_id: int) -> bytes:
+    """A framed record with another schema id in its frame: the serializer's message indexes and
+    message, the id of the same file registered as text."""
+    return framed[:1] + struct.pack(">I", schema_id) + framed[5:]
+
+
+def test_protobuf_schemas_registered_as_proto_text_are_compiled(spark, kafka, registry, tmp_path):
+    """A schema registered as .proto text (Apicurio answers it so, even to ?format=serialized):
+    compiled with protoc, its records land with the values produced; text that does not compile
+    is a dead letter naming the schema id and the subject, the good records land beside it."""
+    from confluent_kafka.schema_registry.protobuf import ProtobufSerializer
+
+    name = "it-protobuf-text"
+    producer.create_topic(kafka.bootstrap_servers, name, partitions=1)
+    topic = replace(
+        make_topic(tmp_path, name, ParsedConfig()), format="protobuf", registry_conn_id="it_registry"
+    )
+    client = SchemaRegistryClient({"url": registry.url})
+    text_id = client.register_schema(f"{name}-value", Schema(ORDER_PROTO, "PROTOBUF"))
+    # Apicurio refuses text it cannot parse (HTTP 422: it finds no type in it; a one-line file too);
+    # it keeps text that parses but protoc refuses: a field number used twice.
+    broken = 'syntax = "proto3";\npackage shop;\nmessage Order {\n  int64 id = 1;\n  string note = 1;\n}\n'
+    bad_id = client.register_schema(f"{name}-broken-value", Schema(broken, "PROTOBUF"))
+    assert "message Order" in client.get_schema(text_id).schema_str  # kept as text
+    order_cls, shipment_cls = order_classes()
+    # The serializer registers its base64 file under a subject of its own; the records name the
+    # text's id instead.
+    context = SerializationContext(f"{name}-serialized", MessageField.VALUE)
+    serialize = ProtobufSerializer(order_cls, client, {})
+    orders = [proto_order(i) for i in range(1, 4)]
+    framed = [serialize(as_message(order_cls, o), context) for o in orders]
+    shipment = ProtobufSerializer(shipment_cls, client, {})(shipment_cls(id=9, carrier="ship"), context)
+    records = [
+        *(Record(str(o["id"]).encode(), with_id(f, text_id)) for o, f in zip(orders, framed, strict=True)),
+        Record(b"shipment", with_id(shipment, text_id)),
+        Record(b"broken", with_id(framed[0], bad_id)),
+    ]
+    producer.produce(kafka.bootstrap_servers, name, records)
+
+    run(spark, topic, kafka.bootstrap_servers)
+
+    rows = {r["_kafka"]["key"]: proto_row(r) for r in read_rows(Path(topic.parsed_path))}
+    assert rows.pop(b"shipment") == {**{k: None for k in orders[0]}, "id": 9, "carrier": "ship"}
+    assert rows == {str(o["id"]).encode(): o for o in orders}
+    dead = read_rows(Path(topic.dead_letter_path))
+    assert [(r["key"], r["reason"]) for r in dead] == [(b"broken", "undecodable")]
+    assert f"schema id {bad_id} (subject '{name}-value')" in dead[0]["detail"]
+    assert "does not compile: registry-schema-" in dead[0]["detail"]
+    assert 'Field number 1 has already been used in "shop.Order" by field "id"' in dead[0]["detail"]
+    # Kept with its descriptors: a replay compiles nothing and asks no registry.
+    kept = json.loads(Path(topic.registry_schema_dir, f"{text_id}.json").read_text())
+    assert kept["schema"] == ORDER_PROTO and kept["descriptors"]
+
+
+def customer_files() -> tuple[Any, Any]:
+    """``shop/customer.proto`` (a Customer) and ``shop/ordered.proto``, whose Ordered imports it."""
+    from google.protobuf import descriptor_pb2
+
+    F = descriptor_pb2.FieldDescriptorProto
+    customer = descriptor_pb2.FileDescriptorProto(name="shop/customer.proto", package="shop", syntax="proto3")
+    person = customer.message_type.add(name="Customer")
+    person.field.add(name="name", number=1, type=F.TYPE_STRING, label=F.LABEL_OPTIONAL)
+    person.field.add(name="vip", number=2, type=F.TYPE_BOOL, label=F.LABEL_OPTIONAL)
+    ordered = descriptor_pb2.FileDescriptorProto(
+        name="shop/ordered.proto", package="shop", syntax="proto3", dependency=["shop/customer.proto"]
+    )
+    message = ordered.message_type.add(name="Ordered")
+    message.field.add(name="id", number=1, type=F.TYPE_INT64, label=F.LABEL_OPTIONAL)
+    message.field.add(
+        name="buyer", number=2, type=F.TYPE_MESSAGE, type_name=".shop.Customer", label=F.LABEL_OPTIONAL
+    )
+    return customer, ordered
+
+
+def test_protobuf_schema_references_are_resolved(spark, kafka, registry, tmp_path):
+    """A message importing another user .proto: confluent-kafka's serializer registers the imported
+    file under its own subject and the message's schema with a reference to it; the job resolves
+    it (kept beside the writer schemas). A text schema referencing that subject resolves too."""
+    from confluent_kafka.schema_registry import SchemaReference
+    from confluent_kafka.schema_registry.protobuf import ProtobufSerializer
+    from google.protobuf import descriptor_pool, message_factory
+
+    name = "it-protobuf-references"
+    producer.create_topic(kafka.bootstrap_servers, name, partitions=1)
+    topic = replace(
+        make_topic(tmp_path, name, ParsedConfig()), format="protobuf", registry_conn_id="it_registry"
+    )
+    client = SchemaRegistryClient({"url": registry.url})
+    pool = descriptor_pool.DescriptorPool()
+    for file in customer_files():
+        pool.Add(file)
+    ordered_cls = message_factory.GetMessageClass(pool.FindMessageTypeByName("shop.Ordered"))
+    context = SerializationContext(name, MessageField.VALUE)
+    framed = ProtobufSerializer(ordered_cls, client, {})
+    values = [(i, f"buyer{i}", i % 2 == 1) for i in range(1, 4)]
+    records = []
+    for i, who, vip in values:
+        message = ordered_cls(id=i)
+        message.buyer.name, message.buyer.vip = who, vip
+        records.append(Record(f"o{i}".encode(), framed(message, context)))
+    writer_id = struct.unpack(">I", records[0].value[1:5])[0]
+    registered = client.get_schema(writer_id)
+    assert [(r.name, r.subject) for r in registered.references] == [
+        ("shop/customer.proto", "shop/customer.proto")
+    ]
+    # The same file as text, referencing the subject the serializer registered (a hand's way).
+    text = (
+        'syntax = "proto3"; package shop; import "shop/customer.proto";'
+        " message Ordered { int64 id = 1; Customer buyer = 2; string channel = 3; }"
+    )
+    reference = SchemaReference(
+        "shop/customer.proto", "shop/customer.proto", registered.references[0].version
+    )
+    text_id = client.register_schema(f"{name}-text-value", Schema(text, "PROTOBUF", [reference]))
+    records.append(Record(b"text", with_id(records[1].value, text_id)))
+    producer.produce(kafka.bootstrap_servers, name, records)
+
+    run(spark, topic, kafka.bootstrap_servers)
+
+    rows = {
+        r["_kafka"]["key"]: {k: v for k, v in r.items() if not k.startswith("_")}
+        for r in read_rows(Path(topic.parsed_path))
+    }
+    expected = {
+        f"o{i}".encode(): {"id": i, "buyer": {"name": who, "vip": vip}, "channel": None}
+        for i, who, vip in values
+    }
+    assert rows == {**expected, b"text": {"id": 2, "buyer": {"name": "buyer2", "vip": False}, "channel": ""}}
+    assert not Path(topic.dead_letter_path).exists() or read_rows(Path(topic.dead_letter_path)) == []
+    kept = Path(topic.registry_schema_dir, "references", "shop%2Fcustomer.proto")
+    assert [p.name for p in kept.iterdir()] == [f"{reference.version}.json"]

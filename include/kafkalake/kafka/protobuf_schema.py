@@ -1,9 +1,13 @@
 """Protobuf schemas of a schema registry, and the records they frame (``format: protobuf``).
 
 Confluent's ``ProtobufSerializer`` (confluent-kafka 2.16.1) registers a schema as the base64 of a
-serialized ``FileDescriptorProto``, not as ``.proto`` text, and Apicurio 2.4.2 hands it back as it
-was given: that form is what is read here. ``.proto`` text would need a compiler (protoc) on the
-workers, which the project does not ship: such a schema is refused with that said.
+serialized ``FileDescriptorProto``, and its deserializer asks for that form (``?format=serialized``:
+Confluent's registry answers ``.proto`` text without it). A registry that keeps what it was given
+(Apicurio) answers ``.proto`` text for a schema registered so (by Java's serializer, by hand): that
+is compiled with protoc (:mod:`~kafkalake.kafka.protobuf_compile`). A schema's references (the
+files it imports, each a subject version) are resolved into the same descriptor pool
+(:func:`resolve`); the result, a ``FileDescriptorSet`` in dependency order, is what the functions
+below take as ``schema``.
 
 A record's payload starts with its **message indexes**, the path of its message type in the file
 (``[1]``: the file's second top-level message; ``[0, 2]``: the first's third nested message):
@@ -22,7 +26,7 @@ from __future__ import annotations
 import base64
 import json
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
@@ -30,6 +34,8 @@ from kafkalake.core.errors import UnusableSchemaError
 
 if TYPE_CHECKING:
     from google.protobuf.descriptor import Descriptor, FieldDescriptor
+
+    from kafkalake.kafka.schema_registry import RegisteredSchema, SchemaReference
 
 #: Google's well-known types a registered file may import: they come from the protobuf package's
 #: own descriptors, not from the registry (Confluent's serializer registers no reference for them).
@@ -79,51 +85,123 @@ def message_indexes(payload: bytes) -> tuple[list[int], int]:
     return values, position
 
 
-def _file_proto(schema: str) -> Any:
+def _well_known() -> list[Any]:
+    import importlib
+
+    from google.protobuf import descriptor_pb2
+
+    files = []
+    for module_name in _WELL_KNOWN:
+        module = importlib.import_module(f"google.protobuf.{module_name}")
+        known = descriptor_pb2.FileDescriptorProto()
+        module.DESCRIPTOR.CopyToProto(known)
+        files.append(known)
+    return files
+
+
+def file_proto(schema: str, name: str | None, dependencies: list[Any]) -> Any:
+    """The ``FileDescriptorProto`` of a registry's Protobuf schema text: the base64 of a serialized
+    one (what confluent-kafka registers, and what Confluent's registry answers to
+    ``?format=serialized``), else ``.proto`` text, compiled (:mod:`~kafkalake.kafka.protobuf_compile`)
+    as the file ``name`` against ``dependencies``. ``name`` (a reference's) renames a serialized one
+    too, as confluent-kafka's deserializer does: other files import it by that name.
+
+    Raises:
+        UnusableSchemaError: neither form.
+    """
     from google.protobuf import descriptor_pb2
 
     try:
         data = base64.b64decode(schema, validate=True)
         proto = descriptor_pb2.FileDescriptorProto.FromString(data)
-    except Exception as err:  # binascii.Error, or the protobuf runtime's DecodeError
-        raise UnusableSchemaError(
-            "the registry's Protobuf schema is not a base64 FileDescriptorProto (as confluent-kafka's "
-            f"ProtobufSerializer registers it); .proto text needs protoc, which is not shipped: {err}"
-        ) from None
+    except Exception:  # binascii.Error, or the protobuf runtime's DecodeError: not that form
+        from kafkalake.kafka.protobuf_compile import compile_text
+
+        return compile_text(name or "registry-schema.proto", schema, [*_well_known(), *dependencies])
+    if name is not None:
+        proto.name = name
     return proto
 
 
-@lru_cache(maxsize=64)
-def _pool_and_file(schema: str) -> tuple[Any, Any]:
-    """A descriptor pool holding the schema's file (and the well-known types it imports)."""
-    import importlib
+def resolve(
+    schema: RegisteredSchema,
+    referenced: Callable[[SchemaReference], RegisteredSchema],
+    name: str | None = None,
+) -> str:
+    """The descriptors of ``schema`` and of the files it imports, its ``references`` resolved
+    (recursively, by ``referenced``), as the base64 of a ``FileDescriptorSet``: each file after the
+    files it imports, ``schema``'s own last. Google's well-known types are not referenced: they
+    come from the protobuf package.
 
+    Raises:
+        UnusableSchemaError: a file that does not read or compile, a missing or circular reference.
+    """
+    from google.protobuf import descriptor_pb2
+
+    files: dict[str, Any] = {}
+
+    def visit(current: RegisteredSchema, file_name: str | None, trail: tuple[str, ...]) -> Any:
+        for ref in current.references:
+            if ref.name in files or ref.name.startswith("google/protobuf/"):
+                continue
+            if ref.name in trail:
+                raise UnusableSchemaError(f"its references import each other: {' -> '.join(trail)}")
+            files[ref.name] = visit(referenced(ref), ref.name, (*trail, ref.name))
+        proto = file_proto(current.schema, file_name, list(files.values()))
+        missing = [d for d in proto.dependency if d not in files and not d.startswith("google/protobuf/")]
+        if missing:
+            raise UnusableSchemaError(
+                f"{proto.name!r} imports {', '.join(missing)}, which its registry entry names no "
+                "reference for"
+            )
+        return proto
+
+    root = visit(schema, name or f"registry-schema-{schema.id}.proto", ())
+    result = descriptor_pb2.FileDescriptorSet()
+    result.file.extend([*files.values(), root])
+    return base64.b64encode(result.SerializeToString()).decode()
+
+
+@lru_cache(maxsize=64)
+def _pool_and_file(descriptors: str) -> tuple[Any, Any]:
+    """A descriptor pool holding the files of ``descriptors`` (:func:`resolve`) and the well-known
+    types they import; and the last file's descriptor (the schema's own)."""
     from google.protobuf import descriptor_pb2, descriptor_pool
 
-    proto = _file_proto(schema)
-    pool = descriptor_pool.DescriptorPool()
-    for module_name in _WELL_KNOWN:
-        module = importlib.import_module(f"google.protobuf.{module_name}")
-        known = descriptor_pb2.FileDescriptorProto()
-        module.DESCRIPTOR.CopyToProto(known)
-        pool.Add(known)
-    missing = [d for d in proto.dependency if not d.startswith("google/protobuf/")]
-    if missing:
-        raise UnusableSchemaError(
-            f"the registry's Protobuf schema {proto.name!r} imports {', '.join(missing)}: schema "
-            "references other than Google's well-known types are not read yet"
-        )
     try:
-        file = pool.Add(proto)
+        files = list(descriptor_pb2.FileDescriptorSet.FromString(base64.b64decode(descriptors)).file)
+    except Exception as err:  # binascii.Error, or the protobuf runtime's DecodeError
+        raise UnusableSchemaError(
+            f"not a resolved Protobuf schema (base64 FileDescriptorSet): {err}"
+        ) from None
+    if not files:
+        raise UnusableSchemaError("not a resolved Protobuf schema: no file")
+    pool = descriptor_pool.DescriptorPool()
+    for known in _well_known():
+        pool.Add(known)
+    try:
+        for proto in files:
+            pool.Add(proto)
     except Exception as err:  # the pool's own errors (TypeError, KeyError) differ by implementation
         raise UnusableSchemaError(
-            f"the registry's Protobuf schema {proto.name!r} does not build: {err}"
+            f"the registry's Protobuf schema {files[-1].name!r} does not build: {err}"
         ) from None
-    return pool, pool.FindFileByName(proto.name) if file is None else file
+    return pool, pool.FindFileByName(files[-1].name)
+
+
+def descriptors_of(schema: RegisteredSchema) -> str:
+    """The resolved descriptors of a writer schema :class:`WriterSchemas` gave.
+
+    Raises:
+        UnusableSchemaError: it could not be resolved (its ``problem``).
+    """
+    if schema.descriptors is None:
+        raise UnusableSchemaError(schema.problem or f"schema id {schema.id} was not resolved")
+    return schema.descriptors
 
 
 def message_type(schema: str, indexes: list[int]) -> Descriptor:
-    """The message type of ``schema`` (base64 FileDescriptorProto) at the path ``indexes``.
+    """The message type of ``schema`` (resolved descriptors, :func:`resolve`) at the path ``indexes``.
 
     Raises:
         MessageIndexError: no such message.

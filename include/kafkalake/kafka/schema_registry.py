@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import base64
 import json
+import logging
 import os
 import socket
 import ssl
@@ -29,7 +30,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -40,8 +41,11 @@ from kafkalake.core.errors import (
     KafkalakeError,
     RegistryUnreachableError,
     TlsUntrustedError,
+    UnusableSchemaError,
 )
 from kafkalake.lake import small_files
+
+log = logging.getLogger(__name__)
 
 #: The settings file a Spark job reads (and deletes) at start, written by its Airflow task.
 ENV_REGISTRY_CONFIG_FILE = "KAFKALAKE_REGISTRY_CONFIG_FILE"
@@ -260,13 +264,51 @@ def use_file_from_environment() -> RegistrySettings:
 
 
 @dataclass(frozen=True)
+class SchemaReference:
+    """A schema's reference to another (Protobuf: a file it imports): the name it is imported by,
+    and the subject version that holds it."""
+
+    name: str
+    subject: str
+    version: int
+
+
+@dataclass(frozen=True)
 class RegisteredSchema:
     id: int
-    #: The schema's text (Avro: its JSON).
+    #: The schema's text (Avro: its JSON; Protobuf: .proto text or a base64 FileDescriptorProto).
     schema: str
     schema_type: str = "AVRO"
     subject: str | None = None
     version: int | None = None
+    references: tuple[SchemaReference, ...] = ()
+    #: Protobuf: the schema with its references resolved, a base64 FileDescriptorSet
+    #: (kafkalake.kafka.protobuf_schema.resolve); kept with it, so a replay needs no registry.
+    descriptors: str | None = None
+    #: Protobuf: why it could not be resolved (a reference missing, text that does not compile).
+    problem: str | None = None
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> RegisteredSchema:
+        """From the registry's answer (``schema``, ``schemaType``, ``references``, ...) or a kept file."""
+        refs = tuple(
+            SchemaReference(str(r["name"]), str(r["subject"]), int(r["version"]))
+            for r in data.get("references") or ()
+        )
+        version = data.get("version")
+        return cls(
+            int(data["id"]),
+            str(data["schema"]),
+            str(data.get("schema_type") or data.get("schemaType") or "AVRO"),
+            data.get("subject"),
+            None if version is None else int(version),
+            refs,
+            data.get("descriptors"),
+        )
+
+    def kept(self) -> str:
+        """Its kept file's text (no ``problem``: resolving is tried again on a later run)."""
+        return json.dumps({**asdict(self), "problem": None}, indent=2) + "\n"
 
 
 #: OpenSSL's verify codes for a certificate no trusted CA signed (unable to get the issuer, self-signed
@@ -392,36 +434,53 @@ class RegistryClient:
             )
         return TlsUntrustedError(f"{self._whose}: the TLS handshake failed ({reason or err})")
 
-    def schema(self, schema_id: int) -> RegisteredSchema | None:
-        """The schema registered under ``schema_id``; None when the registry has no such id."""
-        body = self._get(f"/schemas/ids/{schema_id}")
-        if body is None:
-            return None
-        return RegisteredSchema(schema_id, str(body["schema"]), str(body.get("schemaType") or "AVRO"))
+    def schema(self, schema_id: int, protobuf: bool = False) -> RegisteredSchema | None:
+        """The schema registered under ``schema_id``; None when the registry has no such id.
 
-    def latest(self, subject: str) -> RegisteredSchema | None:
-        """The subject's latest version; None when the registry has no such subject."""
-        quoted = urllib.parse.quote(subject, safe="")
-        body = self._get(f"/subjects/{quoted}/versions/latest")
+        ``protobuf``: asked as confluent-kafka's ProtobufDeserializer asks, ``?format=serialized``
+        (Confluent's registry then answers a base64 FileDescriptorProto instead of ``.proto`` text;
+        one that does not know the parameter answers what it keeps).
+        """
+        body = self._get(f"/schemas/ids/{schema_id}" + (_SERIALIZED if protobuf else ""))
         if body is None:
             return None
-        return RegisteredSchema(
-            int(body["id"]),
-            str(body["schema"]),
-            str(body.get("schemaType") or "AVRO"),
-            subject,
-            int(body["version"]),
-        )
+        return RegisteredSchema.from_dict({**body, "id": schema_id})
+
+    def version(self, subject: str, version: int | str, protobuf: bool = False) -> RegisteredSchema | None:
+        """A version (``latest`` or a number) of ``subject``; None when the registry has none.
+
+        ``protobuf``: ``format=serialized``, as for :meth:`schema`; and a deleted version too, as
+        confluent-kafka's deserializer reads a reference (a schema that imports it still needs it).
+        """
+        quoted = urllib.parse.quote(subject, safe="")
+        query = (_SERIALIZED + ("&deleted=true" if version != "latest" else "")) if protobuf else ""
+        body = self._get(f"/subjects/{quoted}/versions/{version}{query}")
+        if body is None:
+            return None
+        return RegisteredSchema.from_dict({**body, "subject": subject})
+
+    def latest(self, subject: str, protobuf: bool = False) -> RegisteredSchema | None:
+        """The subject's latest version; None when the registry has no such subject."""
+        return self.version(subject, "latest", protobuf)
+
+
+_SERIALIZED = "?format=serialized"
 
 
 class WriterSchemas:
     """Writer schemas by id: this run's, then those kept beside the schema history, then the
-    registry's (asked once per id a run; what it returns is kept)."""
+    registry's (asked once per id a run; what it returns is kept).
+
+    A Protobuf schema is resolved (:func:`kafkalake.kafka.protobuf_schema.resolve`): ``.proto``
+    text compiled, each reference (a subject version) fetched once a run and kept too, under
+    ``references/``, the result (``descriptors``) kept with the schema.
+    """
 
     def __init__(self, directory: str, settings: RegistrySettings | None = None) -> None:
         self.directory = directory
         self._settings = settings
         self._known: dict[int, RegisteredSchema] = {}
+        self._references: dict[tuple[str, int], RegisteredSchema] = {}
         self._client: RegistryClient | None = None
 
     @property
@@ -433,22 +492,77 @@ class WriterSchemas:
     def _file(self, schema_id: int) -> str:
         return small_files.join(self.directory, f"{schema_id}.json")
 
-    def get(self, schema_id: int) -> RegisteredSchema | None:
+    def get(
+        self, schema_id: int, protobuf: bool = False, subject: str | None = None
+    ) -> RegisteredSchema | None:
         """The writer schema of ``schema_id``; None when the registry has no such id.
 
+        ``protobuf``: the topic's records are Protobuf (the form to ask for); ``subject``: the
+        subject the records are read for, named in a problem's message.
+
         Raises:
-            RegistryUnreachableError: the id is not kept here and the registry did not answer.
+            RegistryUnreachableError: the id (or a reference) is not kept here and the registry did
+                not answer.
         """
         if schema_id in self._known:
             return self._known[schema_id]
         kept = small_files.read_text(self._file(schema_id))
         if kept is not None:
-            found: RegisteredSchema | None = RegisteredSchema(**json.loads(kept))
+            found: RegisteredSchema | None = RegisteredSchema.from_dict(json.loads(kept))
         else:
-            found = self.client.schema(schema_id)
+            found = self.client.schema(schema_id, protobuf)
             if found is None:
                 return None  # asked again next run: it may be registered by then
-            small_files.write_text(self._file(schema_id), json.dumps(asdict(found), indent=2) + "\n")
+            small_files.write_text(self._file(schema_id), found.kept())
         assert found is not None
+        if found.schema_type.upper() == "PROTOBUF" and found.descriptors is None:
+            found = self.resolved(found, subject)
+            if found.descriptors is not None:
+                small_files.write_text(self._file(schema_id), found.kept())
         self._known[schema_id] = found
+        return found
+
+    def resolved(self, schema: RegisteredSchema, subject: str | None = None) -> RegisteredSchema:
+        """A Protobuf ``schema`` with its ``descriptors``, or with the ``problem`` that kept them
+        from being built (naming the schema id and subject; logged).
+
+        Raises:
+            RegistryUnreachableError: a reference is not kept here and the registry did not answer.
+        """
+        from kafkalake.kafka import protobuf_schema
+
+        try:
+            return replace(schema, descriptors=protobuf_schema.resolve(schema, self.reference))
+        except UnusableSchemaError as err:
+            whose = schema.subject or subject
+            named = f"schema id {schema.id}" + (f" (subject {whose!r})" if whose else "")
+            problem = f"{named}: {err}"
+            log.warning("the registry's Protobuf %s", problem)
+            return replace(schema, problem=problem)
+
+    def reference(self, ref: SchemaReference) -> RegisteredSchema:
+        """The subject version a reference names: this run's, kept, or the registry's (then kept).
+
+        Raises:
+            UnusableSchemaError: the registry has no such version.
+        """
+        key = (ref.subject, ref.version)
+        if key in self._references:
+            return self._references[key]
+        path = small_files.join(
+            self.directory, "references", urllib.parse.quote(ref.subject, safe=""), f"{ref.version}.json"
+        )
+        kept = small_files.read_text(path)
+        if kept is not None:
+            found = RegisteredSchema.from_dict(json.loads(kept))
+        else:
+            answer = self.client.version(ref.subject, ref.version, protobuf=True)
+            if answer is None:
+                raise UnusableSchemaError(
+                    f"its reference {ref.name!r} (subject {ref.subject!r} version {ref.version}) is not "
+                    "in the registry"
+                )
+            found = answer
+            small_files.write_text(path, found.kept())
+        self._references[key] = found
         return found

@@ -54,8 +54,10 @@ def _decode_one(schema: RegisteredSchema | None, sid: int, payload: bytes | None
         return None, None, None, None
     if schema.schema_type.upper() != "PROTOBUF":
         return None, None, "undecodable", f"schema id {sid} is a {schema.schema_type} schema, not Protobuf"
+    if schema.descriptors is None:
+        return None, None, "undecodable", f"the writer schema cannot be read: {schema.problem}"
     try:
-        name, text = protobuf_schema.decode(schema.schema, payload)
+        name, text = protobuf_schema.decode(schema.descriptors, payload)
     except protobuf_schema.MessageIndexError as err:
         return None, None, "unknown_message_index", f"schema id {sid}: {err}"
     except (DecodeError, ValueError, UnusableSchemaError) as err:
@@ -94,11 +96,11 @@ def message_type_names(writers: dict[int, RegisteredSchema | None], sid: Column,
     import pandas as pd
 
     def name(schema: RegisteredSchema | None, payload: bytes | None) -> str | None:
-        if schema is None or payload is None or schema.schema_type.upper() != "PROTOBUF":
+        if schema is None or payload is None or schema.descriptors is None:
             return None
         try:
             indexes, _ = protobuf_schema.message_indexes(payload)
-            return str(protobuf_schema.message_type(schema.schema, indexes).full_name)
+            return str(protobuf_schema.message_type(schema.descriptors, indexes).full_name)
         except (protobuf_schema.MessageIndexError, UnusableSchemaError):
             return None
 
@@ -137,13 +139,12 @@ class ProtobufTopicParser(AvroTopicParser):
     def ensure_schema(self, bronze: DataFrame, source: str) -> None:
         from pyspark.sql import functions as F
 
-        if self.topic.key_format == "avro":
-            for i in registry_keys.schema_ids_of_keys(bronze):
-                if i not in self._key_writers:
-                    self._key_writers[i] = self.writer_schemas.get(i)
+        self._ensure_key_writers(bronze)
         for i in schema_ids(bronze, indexes=True):
             if i not in self._writers:
-                self._writers[i] = self.writer_schemas.get(i)
+                self._writers[i] = self.writer_schemas.get(
+                    i, protobuf=True, subject=self.topic.registry_subject
+                )
                 if self._writers[i] is None:
                     log.warning("topic %s: schema id %d is not in the registry", self.topic.name, i)
         sid, payload = self._id_and_payload(F.col("value"), F.col("headers"))
@@ -158,7 +159,7 @@ class ProtobufTopicParser(AvroTopicParser):
                 continue
             writer = self._writers[i]
             assert writer is not None
-            kind = protobuf_schema.message_type_by_name(writer.schema, name)
+            kind = protobuf_schema.message_type_by_name(protobuf_schema.descriptors_of(writer), name)
             self._follow(
                 nullable_everywhere(protobuf_schema.spark_type(kind)),
                 f"registry schema id {i}, message {name}",
@@ -168,8 +169,8 @@ class ProtobufTopicParser(AvroTopicParser):
         if self.schema is None:
             # No record names a message type yet (all dead letters): the table starts from the
             # first message of the subject's latest version, what a producer writes by default.
-            latest = self._latest("PROTOBUF")
-            kind = protobuf_schema.message_type(latest.schema, [0])
+            latest = self.writer_schemas.resolved(self._latest("PROTOBUF"))
+            kind = protobuf_schema.message_type(protobuf_schema.descriptors_of(latest), [0])
             origin = (
                 f"registry subject {latest.subject} version {latest.version} (schema id {latest.id}), "
                 f"message {kind.full_name}"

@@ -35,7 +35,7 @@ import logging
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from kafkalake.config.topic import TopicConfig
+from kafkalake.config.topic import DECODED_KEY_FORMATS, TopicConfig
 from kafkalake.core.errors import SchemaRejectedError, UnusableSchemaError
 from kafkalake.kafka.schema_registry import RegisteredSchema, RegistryClient, WriterSchemas
 from kafkalake.lake.schema_algebra import Schema, merge
@@ -259,7 +259,7 @@ class AvroTopicParser(TopicParser):
         super().__init__(spark, topic, stats)
         self.writer_schemas = WriterSchemas(topic.registry_schema_dir)
         self._writers: dict[int, RegisteredSchema | None] = {}
-        #: The writer schemas of the keys' ids (``key_format: avro``): ids are the registry's, one
+        #: The writer schemas of the keys' ids (``key_format: avro | protobuf``): ids are the registry's, one
         #: space for keys and values, kept in the same place.
         self._key_writers: dict[int, RegisteredSchema | None] = {}
         self._reader: RegisteredSchema | None = None
@@ -271,10 +271,7 @@ class AvroTopicParser(TopicParser):
 
     def ensure_schema(self, bronze: DataFrame, source: str) -> None:
         """The batch's writer schemas and the topic's reader schema; the table's schema follows it."""
-        if self.topic.key_format == "avro":
-            for i in registry_keys.schema_ids_of_keys(bronze):
-                if i not in self._key_writers:
-                    self._key_writers[i] = self.writer_schemas.get(i)
+        self._ensure_key_writers(bronze)
         ids = schema_ids(bronze)
         new = [i for i in ids if i not in self._writers]
         if self._reader is None or new:
@@ -286,10 +283,21 @@ class AvroTopicParser(TopicParser):
                     log.warning("topic %s: schema id %d is not in the registry", self.topic.name, i)
             self._set_reader(latest, source)
 
+    def _ensure_key_writers(self, bronze: DataFrame) -> None:
+        """The writer schemas of the batch's key schema ids, for keys decoded with them."""
+        key_format = self.topic.key_format
+        if key_format not in DECODED_KEY_FORMATS:
+            return
+        for i in registry_keys.schema_ids_of_keys(bronze):
+            if i not in self._key_writers:
+                self._key_writers[i] = self.writer_schemas.get(
+                    i, protobuf=key_format == "protobuf", subject=self.topic.registry_key_subject
+                )
+
     def _latest(self, schema_type: str = "AVRO") -> RegisteredSchema:
         """The subject's latest version, which must be a ``schema_type`` schema."""
         subject = self.topic.registry_subject
-        latest = self._client.latest(subject)
+        latest = self._client.latest(subject, protobuf=schema_type == "PROTOBUF")
         if latest is None:
             raise UnusableSchemaError(
                 f"topic {self.topic.name!r}: {self._client._whose} has no subject {subject!r}: the "

@@ -11,6 +11,7 @@ from google.protobuf import descriptor_pb2, descriptor_pool, message_factory, ti
 
 from kafkalake.core.errors import UnusableSchemaError
 from kafkalake.kafka import protobuf_schema as ps
+from kafkalake.kafka.schema_registry import RegisteredSchema, SchemaReference
 
 F = descriptor_pb2.FieldDescriptorProto
 
@@ -48,7 +49,15 @@ def _file() -> descriptor_pb2.FileDescriptorProto:
     return file
 
 
-SCHEMA = base64.b64encode(_file().SerializeToString()).decode()
+#: As confluent-kafka registers it, and its descriptors resolved (what the decoding functions take).
+REGISTERED = base64.b64encode(_file().SerializeToString()).decode()
+SCHEMA = ps.resolve(RegisteredSchema(1, REGISTERED, "PROTOBUF"), lambda ref: pytest.fail(f"asked {ref}"))
+
+
+def _with_import() -> str:
+    file = _file()
+    file.dependency.append("shop/customer.proto")
+    return base64.b64encode(file.SerializeToString()).decode()
 
 
 def _event_class() -> Any:
@@ -111,6 +120,103 @@ def test_decode_gives_typed_json() -> None:
     }
 
 
-def test_proto_text_is_refused_with_the_reason() -> None:
-    with pytest.raises(UnusableSchemaError, match="protoc"):
-        ps.message_type('syntax = "proto3"; message A { int64 id = 1; }', [0])
+EVENT_TEXT = """
+syntax = "proto3";
+package unit;
+import "google/protobuf/timestamp.proto";
+message Event {
+  message Inner { uint64 n = 1; }
+  enum Kind { NONE = 0; BIG = 1; }
+  int64 id = 1;
+  Inner inner = 2;
+  map<int32, double> tags = 3;
+  Kind kind = 4;
+  google.protobuf.Timestamp at = 5;
+  bytes raw = 6;
+  repeated string names = 7;
+}
+message Other { string x = 1; }
+"""
+
+
+def test_proto_text_compiles_to_the_same_messages_as_the_serialized_file() -> None:
+    text = ps.resolve(RegisteredSchema(2, EVENT_TEXT, "PROTOBUF"), lambda ref: pytest.fail(f"asked {ref}"))
+    assert ps.spark_type(ps.message_type(text, [0])) == ps.spark_type(ps.message_type(SCHEMA, [0]))
+    assert ps.message_type(text, [1]).full_name == "unit.Other"
+    event = _event_class()(id=7, tags={1: 2.0}, kind=1, names=["n"])
+    payload = b"\x00" + event.SerializeToString()
+    assert ps.decode(text, payload) == ps.decode(SCHEMA, payload)
+
+
+def test_proto_text_that_does_not_compile_says_where() -> None:
+    with pytest.raises(
+        UnusableSchemaError, match=r'does not compile: registry-schema-5.proto:1:\d+: Expected ";"'
+    ):
+        ps.resolve(
+            RegisteredSchema(5, 'syntax = "proto3"; message A { int64 id = 1 }', "PROTOBUF"), lambda r: None
+        )
+
+
+CUSTOMER = (
+    'syntax = "proto3"; package shop; import "shop/tier.proto";'
+    " message Customer { string name = 1; Tier tier = 2; }"
+)
+TIER = 'syntax = "proto3"; package shop; enum Tier { NONE = 0; GOLD = 1; }'
+ORDER = """syntax = "proto3"; package shop;
+import "shop/customer.proto"; import "shop/tier.proto";
+message Order { int64 id = 1; Customer customer = 2; Tier tier = 3; }"""
+
+
+def test_references_are_resolved_recursively_each_once_in_dependency_order() -> None:
+    from google.protobuf import descriptor_pb2
+
+    tier_file = descriptor_pb2.FileDescriptorProto(name="whatever.proto", package="shop", syntax="proto3")
+    tier_file.enum_type.add(name="Tier").value.add(name="NONE", number=0)
+    tier_file.enum_type[0].value.add(name="GOLD", number=1)
+    # The tier file registered serialized (confluent-kafka), the others as text: both mix.
+    entries = {
+        ("tier", 1): RegisteredSchema(
+            11, base64.b64encode(tier_file.SerializeToString()).decode(), "PROTOBUF", "tier", 1
+        ),
+        ("customer", 2): RegisteredSchema(
+            12, CUSTOMER, "PROTOBUF", "customer", 2, (SchemaReference("shop/tier.proto", "tier", 1),)
+        ),
+    }
+    asked: list[tuple[str, int]] = []
+
+    def referenced(ref: SchemaReference) -> RegisteredSchema:
+        asked.append((ref.subject, ref.version))
+        return entries[(ref.subject, ref.version)]
+
+    order = RegisteredSchema(
+        13,
+        ORDER,
+        "PROTOBUF",
+        references=(
+            SchemaReference("shop/customer.proto", "customer", 2),
+            SchemaReference("shop/tier.proto", "tier", 1),
+        ),
+    )
+    resolved = ps.resolve(order, referenced)
+    assert asked == [("customer", 2), ("tier", 1)]  # the tier once, though two files import it
+    files = descriptor_pb2.FileDescriptorSet.FromString(base64.b64decode(resolved)).file
+    # Renamed to the name it is imported by, as confluent-kafka's deserializer does.
+    assert [f.name for f in files] == ["shop/tier.proto", "shop/customer.proto", "registry-schema-13.proto"]
+    kind = ps.message_type(resolved, [0])
+    cls = message_factory.GetMessageClass(kind)
+    message = cls(id=3, tier=1)
+    message.customer.name = "ann"
+    message.customer.tier = 1
+    name, text = ps.decode(resolved, b"\x00" + message.SerializeToString())
+    assert (name, json.loads(text)) == (
+        "shop.Order",
+        {"id": 3, "customer": {"name": "ann", "tier": "GOLD"}, "tier": "GOLD"},
+    )
+
+
+def test_an_import_without_its_reference_is_named() -> None:
+    with pytest.raises(UnusableSchemaError, match=r'Import "shop/customer\.proto" was not found'):
+        ps.resolve(RegisteredSchema(14, ORDER, "PROTOBUF"), lambda r: pytest.fail("no references"))
+    # A serialized file (no compiler to say it) that imports a file its entry names no reference for.
+    with pytest.raises(UnusableSchemaError, match=r"imports shop/customer.proto, which its registry entry"):
+        ps.resolve(RegisteredSchema(15, _with_import(), "PROTOBUF"), lambda r: None)

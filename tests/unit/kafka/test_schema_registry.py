@@ -140,3 +140,84 @@ def test_writer_schemas_are_asked_once_and_kept_beside_the_history(server, tmp_p
     assert len(Registry.seen) == asked
     with pytest.raises(RegistryUnreachableError):
         WriterSchemas(str(kept), gone).get(9)
+
+
+PROTO_TIER = 'syntax = "proto3"; package shop; enum Tier { NONE = 0; GOLD = 1; }'
+PROTO_ORDER = (
+    'syntax = "proto3"; package shop; import "shop/tier.proto";'
+    " message Order { int64 id = 1; Tier tier = 2; }"
+)
+
+
+def test_protobuf_writer_schemas_are_asked_serialized_with_references_resolved_once_and_kept(
+    server, tmp_path: Path
+):
+    ids = "/apis/ccompat/v7/schemas/ids"
+    reference = {"name": "shop/tier.proto", "subject": "shop/tier.proto", "version": 1}
+    Registry.answers = {
+        # A registry that keeps what it was given answers .proto text even to format=serialized.
+        f"{ids}/5?format=serialized": (
+            200,
+            {"schema": PROTO_ORDER, "schemaType": "PROTOBUF", "references": [reference]},
+        ),
+        f"{ids}/6?format=serialized": (
+            200,
+            {"schema": PROTO_ORDER + " message B {", "schemaType": "PROTOBUF", "references": [reference]},
+        ),
+        "/apis/ccompat/v7/subjects/shop%2Ftier.proto/versions/1?format=serialized&deleted=true": (
+            200,
+            {
+                "subject": "shop/tier.proto",
+                "version": 1,
+                "id": 4,
+                "schema": PROTO_TIER,
+                "schemaType": "PROTOBUF",
+            },
+        ),
+    }
+    kept = tmp_path / "schemas" / "registry"
+    writers = WriterSchemas(str(kept), RegistrySettings(server))
+    five = writers.get(5, protobuf=True, subject="orders-value")
+    assert five is not None and five.problem is None and five.descriptors
+    six = writers.get(6, protobuf=True, subject="orders-value")
+    # Text that does not compile: the schema id, the subject and protoc's words; no descriptors.
+    assert six is not None and six.descriptors is None
+    assert six.problem is not None and six.problem.startswith("schema id 6 (subject 'orders-value'): ")
+    assert "does not compile" in six.problem
+    paths = [path for path, _ in Registry.seen]
+    assert (
+        paths.count("/apis/ccompat/v7/subjects/shop%2Ftier.proto/versions/1?format=serialized&deleted=true")
+        == 1
+    )
+    assert (kept / "references" / "shop%2Ftier.proto" / "1.json").is_file()
+    assert (
+        "problem" not in json.loads((kept / "6.json").read_text())
+        or json.loads((kept / "6.json").read_text())["problem"] is None
+    )
+
+    # A replay, the registry gone: schema and reference from what was kept, the same descriptors.
+    gone = RegistrySettings(f"http://127.0.0.1:{free_port()}")
+    again = WriterSchemas(str(kept), gone).get(5, protobuf=True)
+    assert again == five
+    assert len(Registry.seen) == len(paths)
+    # The bad one is tried again (from its kept text): a problem still, not the registry asked.
+    later = WriterSchemas(str(kept), gone).get(6, protobuf=True, subject="orders-value")
+    assert later is not None and later.problem == six.problem
+
+
+def test_a_missing_reference_is_a_problem_of_that_schema(server, tmp_path: Path):
+    Registry.answers = {
+        "/apis/ccompat/v7/schemas/ids/7?format=serialized": (
+            200,
+            {
+                "schema": PROTO_ORDER,
+                "schemaType": "PROTOBUF",
+                "references": [{"name": "shop/tier.proto", "subject": "tiers", "version": 3}],
+            },
+        )
+    }
+    found = WriterSchemas(str(tmp_path), RegistrySettings(server)).get(7, protobuf=True, subject="o-value")
+    assert found is not None and found.problem == (
+        "schema id 7 (subject 'o-value'): its reference 'shop/tier.proto' (subject 'tiers' version 3) "
+        "is not in the registry"
+    )
