@@ -900,14 +900,37 @@ def test_protobuf_keys_key_the_latest_table_by_their_payload(spark, kafka, regis
     value = ProtobufSerializer(order_cls, client, {})
     key = ProtobufSerializer(shipment_cls, client, {})
     values, keys = (SerializationContext(name, field) for field in (MessageField.VALUE, MessageField.KEY))
-    orders = [proto_order(i) for i in range(1, 4)]
+    orders = [proto_order(i) for i in range(1, 5)]
     framed = [value(as_message(order_cls, o), values) for o in orders]
     one, two = (key(shipment_cls(id=i), keys) for i in (1, 2))
+    # Key 2 again, its id and message indexes in the __key_schema_id header, the key bare.
+    headers: list[tuple[str, bytes | None]] = []
+    bare_two = ProtobufSerializer(shipment_cls, client, {"schema.id.serializer": in_header})(
+        shipment_cls(id=2), SerializationContext(name, MessageField.KEY, headers)
+    )
+    assert headers == [(KEY_SCHEMA_ID, two[:7])] and bare_two == two[7:]  # indexes [1]: 02 02
+    key_id = struct.unpack(">I", one[1:5])[0]
+    bad = {
+        b"plain": ("bad_magic_byte", "key: first byte 0x70 is not the magic byte"),
+        b"\x00" + struct.pack(">I", 987656) + one[5:]: (
+            "unknown_schema_id",
+            "key: schema id 987656 is not in the registry",
+        ),
+        one[:5] + b"\x02\x0a" + one[6:]: (
+            "unknown_message_index",
+            f"key: schema id {key_id}: message index [5]",
+        ),
+        one[:5] + b"\x00\xff\xff\xff": (
+            "undecodable",
+            f"key: the payload does not decode with writer schema id {key_id}",
+        ),
+    }
     records = [
         Record(one, framed[0]),
         Record(two, framed[1]),
         Record(one, framed[2]),
-        Record(b"plain", framed[0]),
+        *(Record(k, framed[0]) for k in bad),
+        Record(bare_two, framed[3], headers=headers),
     ]
     producer.produce(kafka.bootstrap_servers, name, records)
 
@@ -915,10 +938,13 @@ def test_protobuf_keys_key_the_latest_table_by_their_payload(spark, kafka, regis
 
     latest = {r["_kafka"]["key"]: proto_row(r) for r in read_rows(Path(topic.latest_path))}
     as_order = [{k: v for k, v in o.items() if k != "carrier"} for o in orders]  # no Shipment values
-    assert latest == {one[5:]: as_order[2], two[5:]: as_order[1]}  # keyed by the payload, frame left out
-    dead = read_rows(Path(topic.dead_letter_path))
-    assert [(r["key"], r["reason"]) for r in dead] == [(b"plain", "bad_magic_byte")]
-    assert dead[0]["detail"].startswith("key: ")
+    # Keyed by the payload (message indexes and message), frame or header left out: key 2's
+    # header-carried record is the same key as its framed one.
+    assert latest == {one[5:]: as_order[2], two[5:]: as_order[3]}
+    dead = {r["key"]: r for r in read_rows(Path(topic.dead_letter_path))}
+    assert {k: r["reason"] for k, r in dead.items()} == {k: reason for k, (reason, _) in bad.items()}
+    for k, (_, detail) in bad.items():
+        assert dead[k]["detail"].startswith(detail), dead[k]["detail"]
 
 
 #: order_file() as .proto text: what a Java serializer or a hand registers, and what Apicurio keeps.

@@ -38,12 +38,12 @@ REGISTRY_FORMATS = ("avro", "protobuf")
 #: JSON read as plain JSON's (inferred schema); the schema ids are not looked up.
 FRAMED_JSON_FORMATS = ("json_schema",)
 #: How a topic's keys are written, when a schema registry's serializer frames them too (``key_format``):
-#: each key's frame (or its ``__key_schema_id`` header) is checked, an Avro key is decoded with its
-#: writer schema, and the latest table is keyed by the key's payload, the frame left out
+#: each key's frame (or its ``__key_schema_id`` header) is checked, an Avro or Protobuf key is decoded
+#: with its writer schema, and the latest table is keyed by the key's payload, the frame left out
 #: (docs/registry.md).
 KEY_FORMATS = ("avro", "protobuf", "json_schema")
 #: Key formats decoded with the registry's schemas (the others' keys are checked for their frame).
-DECODED_KEY_FORMATS = ("avro",)
+DECODED_KEY_FORMATS = ("avro", "protobuf")
 
 
 @dataclass(frozen=True)

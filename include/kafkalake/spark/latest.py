@@ -210,7 +210,9 @@ def settle_after_run(spark: SparkSession, topic: TopicConfig, run_started: datet
     landed = spark.read.format("delta").load(topic.path).where(F.col("ingested_at") >= F.lit(run_started))
     if topic.key_format is not None:
         # The latest table is keyed by the framed keys' payloads (registry_keys).
-        landed = landed.withColumn("key", registry_keys.key_payload(F.col("key"), F.col("headers")))
+        landed = landed.withColumn(
+            "key", registry_keys.key_payload(F.col("key"), F.col("headers"), topic.key_format)
+        )
     delete_by_tombstones(spark, landed, topic.latest_path)
 
 

@@ -288,7 +288,7 @@ class AvroTopicParser(TopicParser):
         key_format = self.topic.key_format
         if key_format not in DECODED_KEY_FORMATS:
             return
-        for i in registry_keys.schema_ids_of_keys(bronze):
+        for i in registry_keys.schema_ids_of_keys(bronze, key_format):
             if i not in self._key_writers:
                 self._key_writers[i] = self.writer_schemas.get(
                     i, protobuf=key_format == "protobuf", subject=self.topic.registry_key_subject

@@ -429,7 +429,7 @@ def _rebuild_latest(spark: SparkSession, topic: TopicConfig, parser: TopicParser
         if topic.key_format is not None:
             # Keyed as the stream keys them: by the framed keys' payloads (registry_keys).
             kafka = F.col(parse_columns.KAFKA_COLUMN)
-            payload = registry_keys.key_payload(kafka["key"], kafka["headers"])
+            payload = registry_keys.key_payload(kafka["key"], kafka["headers"], topic.key_format)
             tombstones = tombstones.withColumn(parse_columns.KAFKA_COLUMN, kafka.withField("key", payload))
         rows = rows.unionByName(
             tombstones.select(parse_columns.KAFKA_COLUMN, parse_columns.REASON), allowMissingColumns=True

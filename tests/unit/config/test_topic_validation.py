@@ -458,7 +458,7 @@ def test_a_registry_format_takes_its_registry_connection(tmp_path, lake_root):
         ("    format: json_schema\n    key_format: json_schema\n", "json_schema"),
         ("    format: protobuf\n    registry_conn_id: s\n    key_format: protobuf\n", "protobuf"),
         ("    format: protobuf\n    registry_conn_id: s\n    key_format: avro\n", "avro"),
-        ("    format: json_schema\n    key_format: protobuf\n", "protobuf"),
+        ("    format: avro\n    registry_conn_id: s\n    key_format: protobuf\n", "protobuf"),
     ],
 )
 def test_framed_keys_go_beside_a_registry_format(tmp_path, lake_root, extra, key_format):
@@ -490,6 +490,8 @@ def test_framed_keys_go_beside_a_registry_format(tmp_path, lake_root, extra, key
             "must be one of",
         ),
         ("    format: json_schema\n    key_format: avro\n", "key_format", "must be one of avro"),
+        # Decoded with the registry's schemas, as Avro keys: the values' registry is needed.
+        ("    format: json_schema\n    key_format: protobuf\n", "key_format", "protobuf keys are decoded"),
         ("    key_format: json_schema\n", "key_format", "does nothing with format json"),
     ],
 )
