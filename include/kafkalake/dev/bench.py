@@ -4,6 +4,7 @@
     python -m kafkalake.dev.bench --events 200000 --out bench.json
     python -m kafkalake.dev.bench --parsed --jvm-extension off   # without kafkalake's JVM extension
     python -m kafkalake.dev.bench --format avro --skip-idle      # the parsed path on Avro vs on JSON
+    python -m kafkalake.dev.bench --format protobuf --skip-idle  # ... on Protobuf vs on JSON
 
 Everything runs on the local broker (``.bench/kafka``, port 9192 by default). The backlog is
 produced once and reused by later runs with the same size; the bronze table is rebuilt each run.
@@ -13,8 +14,9 @@ Figures:
 - bronze drain: the real ingest job (``spark-submit jobs/ingest_topic.py``), wall time split into
   start-up (process start → first micro-batch planned in the checkpoint) and processing, peak RSS
   of the driver JVM and of the Python driver (``VmHWM`` from /proc), files written;
-- formats (``--format avro``): the same events in Avro through a schema registry, drained with the
-  parsed tables beside the JSON drain (:mod:`kafkalake.dev.bench_formats`), records/s of both;
+- formats (``--format avro | protobuf``): the same events in that format through a schema registry,
+  drained with the parsed tables beside the JSON drain (:mod:`kafkalake.dev.bench_formats`),
+  records/s of both;
 - compaction: the topic's table care job (``jobs/maintain_table.py --force``: OPTIMIZE, VACUUM),
   its wall time and the files left;
 - parked (``--parked``, with ``--parsed``): the cost of the parsed side failing, on a lake of its
@@ -134,7 +136,7 @@ def drain(
     )
 
 
-def avro_drain(
+def registry_drain(
     entry: dict[str, Any],
     workdir: Path,
     bootstrap: str,
@@ -142,32 +144,33 @@ def avro_drain(
     events: int,
     partitions: int,
     short: bool,
+    fmt: str,
 ) -> tuple[Drain, int]:
-    """The same events in Avro through a registry, drained with the parsed tables (``--format avro``);
-    the drain and its parsed rows."""
+    """The same events in ``fmt`` (avro, protobuf) through a registry, drained with the parsed
+    tables (``--format``); the drain and its parsed rows."""
     registry = LocalRegistry(workdir / "registry").start()
     try:
-        name = f"bench-avro-{events}-p{partitions}"
-        bench_formats.ensure_avro_backlog(bootstrap, registry.url, name, events, partitions)
-        lake = workdir / "lake-avro"
-        catalog = workdir / "catalog-avro.yaml"
-        catalog.write_text(json.dumps({"topics": [bench_formats.registry_entry(entry, name)]}))
+        name = f"bench-{fmt}-{events}-p{partitions}"
+        bench_formats.ensure_registry_backlog(bootstrap, registry.url, name, events, partitions, fmt)
+        lake = workdir / f"lake-{fmt}"
+        catalog = workdir / f"catalog-{fmt}.yaml"
+        catalog.write_text(json.dumps({"topics": [bench_formats.registry_entry(entry, name, fmt)]}))
         topic = load_catalog(catalog, lake).topic(name)
         payload = raw_read(bootstrap, name).bytes
         env = bench_formats.registry_handover(workdir, registry.url)
-        avro = drain(
+        framed = drain(
             topic,
             catalog,
             lake,
             settings,
             payload,
-            workdir / "drain-avro.log",
+            workdir / f"drain-{fmt}.log",
             short_run=short,
             extra_env=env,
         )
     finally:
         registry.stop()
-    return avro, _files(topic.parsed_path)[0]
+    return framed, _files(topic.parsed_path)[0]
 
 
 PARK_RULE = {"name": "bench_parks_every_batch", "rule": "1 = 0", "action": "fail"}
@@ -277,10 +280,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument(
         "--format",
-        choices=("json", "avro"),
+        choices=("json", *bench_formats.FORMATS),
         default="json",
-        help="avro: also the same events in Avro through a schema registry (Apicurio, started here), "
-        "drained with the parsed tables beside the JSON drain; implies --parsed",
+        help="avro, protobuf: also the same events in that format through a schema registry (Apicurio, "
+        "started here), drained with the parsed tables beside the JSON drain; implies --parsed",
     )
     parser.add_argument(
         "--parked",
@@ -322,7 +325,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "default: the environment's, else on)",
     )
     args = parser.parse_args(argv)
-    if args.format == "avro":
+    if args.format in bench_formats.FORMATS:
         args.parsed = True
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     # The launch layer reads the switch for every job the bench starts (and the idle run's Airflow).
@@ -366,25 +369,26 @@ def main(argv: Sequence[str] | None = None) -> int:
         raise RuntimeError(f"bronze holds {bronze.records:,} rows, the topic {raw.records:,}")
     print(f"bronze drain: {bronze.records:,} rows in {bronze.wall_s:.1f}s", flush=True)
     formats = None
-    if args.format == "avro":
+    if args.format in bench_formats.FORMATS:
+        fmt = args.format
         json_rows = _files(topic.parsed_path)[0]
-        avro, avro_rows = avro_drain(
-            entry, workdir, broker.bootstrap_servers, settings, args.events, args.partitions, short
+        framed, framed_rows = registry_drain(
+            entry, workdir, broker.bootstrap_servers, settings, args.events, args.partitions, short, fmt
         )
-        for fmt, rows in (("json", json_rows), ("avro", avro_rows)):
+        for name_, rows in (("json", json_rows), (fmt, framed_rows)):
             if rows != raw.records:
-                raise RuntimeError(f"the {fmt} parsed table holds {rows:,} rows, the topic {raw.records:,}")
+                raise RuntimeError(f"the {name_} parsed table holds {rows:,} rows, the topic {raw.records:,}")
         formats = {
             "json": {**asdict(bronze), "records_per_s": bronze.records_per_s, "parsed_rows": json_rows},
-            "avro": {**asdict(avro), "records_per_s": avro.records_per_s, "parsed_rows": avro_rows},
-            "ratio_avro_to_json": avro.records_per_s / bronze.records_per_s,
+            fmt: {**asdict(framed), "records_per_s": framed.records_per_s, "parsed_rows": framed_rows},
+            f"ratio_{fmt}_to_json": framed.records_per_s / bronze.records_per_s,
         }
         print(
             f"parsed path, same events: json {bronze.records_per_s:,.0f} records/s ({bronze.wall_s:.1f}s), "
-            f"avro {avro.records_per_s:,.0f} records/s ({avro.wall_s:.1f}s): "
-            f"avro/json {avro.records_per_s / bronze.records_per_s:.2f}; processing only (after the first "
-            f"batch was planned): json {bronze.records / bronze.processing_s:,.0f}, avro "
-            f"{avro.records / avro.processing_s:,.0f} records/s",
+            f"{fmt} {framed.records_per_s:,.0f} records/s ({framed.wall_s:.1f}s): "
+            f"{fmt}/json {framed.records_per_s / bronze.records_per_s:.2f}; processing only (after the "
+            f"first batch was planned): json {bronze.records / bronze.processing_s:,.0f}, {fmt} "
+            f"{framed.records / framed.processing_s:,.0f} records/s",
             flush=True,
         )
     park = parked(entry, workdir, settings, raw.bytes) if args.parked else None

@@ -1,7 +1,9 @@
-"""bench --format avro: the Avro events are the JSON events, field for field, type for type."""
+"""bench --format avro | protobuf: the Avro and Protobuf events are the JSON events, field for field,
+type for type."""
 
 from __future__ import annotations
 
+import base64
 import io
 import json
 import random
@@ -25,6 +27,29 @@ def test_the_avro_schema_carries_every_field_of_the_json_event_with_its_value() 
         assert json.loads(bench_backlog.event_value(i, random.Random(i))) == event
 
 
+def test_the_protobuf_message_carries_every_field_of_the_json_event_with_its_value() -> None:
+    from google.protobuf import descriptor_pool, json_format, message_factory
+
+    from kafkalake.kafka import protobuf_schema
+    from kafkalake.kafka.schema_registry import RegisteredSchema
+
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(bench_formats.event_file())
+    cls = message_factory.GetMessageClass(pool.FindMessageTypeByName("kafkalake.bench.BenchEvent"))
+    as_registered = base64.b64encode(bench_formats.event_file().SerializeToString()).decode()
+    descriptors = protobuf_schema.resolve(RegisteredSchema(1, as_registered, "PROTOBUF"), lambda ref: None)
+    for i in (0, 7, 123_456):
+        event = bench_backlog.event(i, random.Random(i))
+        message = cls(**event)
+        assert json_format.MessageToDict(message, preserving_proto_field_name=True) == {
+            **event,
+            "ts": str(event["ts"]),  # json_format quotes int64
+        }
+        # What the job decodes (message index [0], the message): the event, ts a number.
+        name, text = protobuf_schema.decode(descriptors, b"\x00" + message.SerializeToString())
+        assert (name, json.loads(text)) == ("kafkalake.bench.BenchEvent", event)
+
+
 def test_the_avro_entry_is_the_json_one_in_the_registry_format() -> None:
     entry = {"name": "bench-10-p1", "freshness_sla": "1h", "spark_conf": {"a": "b"}, "parsed": False}
     avro = bench_formats.registry_entry(entry, "bench-avro-10-p1")
@@ -35,6 +60,8 @@ def test_the_avro_entry_is_the_json_one_in_the_registry_format() -> None:
         "registry_conn_id": bench_formats.REGISTRY_CONN_ID,
         "parsed": True,
     }
+    protobuf = bench_formats.registry_entry(entry, "bench-protobuf-10-p1", "protobuf")
+    assert protobuf == {**avro, "name": "bench-protobuf-10-p1", "format": "protobuf"}
 
 
 def test_the_registry_settings_file_is_private_and_read_once(tmp_path: Path) -> None:
