@@ -63,6 +63,8 @@ SHARED_SESSION = {
     "tests/integration/test_idempotent_append.py": "spark session 2",
     "tests/integration/test_ingest_properties.py": "spark session 2",
     "tests/integration/test_schema_registry.py": "spark session 2",
+    "tests/integration/test_registry_protobuf.py": "spark session 2",
+    "tests/integration/test_registry_keys.py": "spark session 2",
 }
 
 #: Modules that use one server started on first use (tests/integration/airflow_server.py): one
@@ -98,6 +100,8 @@ LONGEST_FIRST = (
     "tests/integration/test_idempotent_append.py",
     "tests/integration/test_ingest_properties.py",
     "tests/integration/test_schema_registry.py",
+    "tests/integration/test_registry_protobuf.py",
+    "tests/integration/test_registry_keys.py",
     "tests/integration/test_families.py",
     "tests/integration/test_object_store.py",
     "tests/integration/test_soak.py",

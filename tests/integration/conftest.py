@@ -34,6 +34,8 @@ from conftest import SHARED_BROKER_DIR
 from kafkalake.dev import local_airflow
 from kafkalake.dev.broker import SMALL_LOAD_JAVA_OPTIONS, LocalKafka
 from kafkalake.dev.s3_server import LocalS3
+from kafkalake.dev.schema_registry import LocalRegistry
+from kafkalake.kafka import schema_registry
 
 from . import airflow_server as servers
 from .airflow_server import airflow_server, deployed_airflow_server
@@ -167,6 +169,21 @@ def s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalS3]:
     (test_object_store.py) and stopped after it, not left running for the rest of the session."""
     server = LocalS3(tmp_path_factory.mktemp("s3"), bucket=S3_BUCKET).start()
     yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalRegistry]:
+    """A schema registry (Apicurio, in memory) for the module that asks (test_schema_registry,
+    test_registry_keys, test_registry_protobuf), stopped after it, as s3_server is: each test
+    registers under subjects of its own. It starts in 3-4 s.
+
+    The jobs' process-wide registry settings point at it for the module (the ingest job reads them
+    from the file its task hands over; the tests run the job's code in-process)."""
+    server = LocalRegistry(tmp_path_factory.mktemp("registry")).start()
+    schema_registry.use(schema_registry.RegistrySettings(url=server.url, conn_id="it_registry"))
+    yield server
+    schema_registry.use(schema_registry.RegistrySettings())
     server.stop()
 
 
