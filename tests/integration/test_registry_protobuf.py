@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import struct
 from dataclasses import replace
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -25,101 +24,9 @@ from kafkalake.lake.schema_history import SchemaHistory
 
 from .helpers import make_topic, read_rows
 from .helpers import run_ingest as run
-from .registry_helpers import in_header
+from .registry_helpers import as_message, in_header, order_classes, order_file, proto_order, proto_row
 
 pytestmark = [pytest.mark.integration, pytest.mark.registry]
-
-
-def order_file() -> Any:
-    """``shop/order.proto`` as a FileDescriptorProto, built here rather than by protoc: an Order
-    (nested message, repeated, map, enum, oneof, int64, bytes, a Timestamp) and a Shipment, the
-    file's second message (message index [1])."""
-    from google.protobuf import descriptor_pb2
-
-    F = descriptor_pb2.FieldDescriptorProto
-    file = descriptor_pb2.FileDescriptorProto(
-        name="shop/order.proto",
-        package="shop",
-        syntax="proto3",
-        dependency=["google/protobuf/timestamp.proto"],
-    )
-
-    def field(message: Any, name: str, number: int, kind: int, **more: Any) -> None:
-        message.field.add(
-            name=name, number=number, type=kind, label=more.pop("label", F.LABEL_OPTIONAL), **more
-        )
-
-    order = file.message_type.add(name="Order")
-    customer = order.nested_type.add(name="Customer")
-    field(customer, "name", 1, F.TYPE_STRING)
-    field(customer, "tier", 2, F.TYPE_ENUM, type_name=".shop.Order.Tier")
-    entry = order.nested_type.add(name="AttrsEntry")
-    entry.options.map_entry = True
-    field(entry, "key", 1, F.TYPE_STRING)
-    field(entry, "value", 2, F.TYPE_STRING)
-    tier = order.enum_type.add(name="Tier")
-    for number, symbol in enumerate(("TIER_UNSPECIFIED", "GOLD", "SILVER")):
-        tier.value.add(name=symbol, number=number)
-    order.oneof_decl.add(name="payment")
-    field(order, "id", 1, F.TYPE_INT64)
-    field(order, "customer", 2, F.TYPE_MESSAGE, type_name=".shop.Order.Customer")
-    field(order, "skus", 3, F.TYPE_STRING, label=F.LABEL_REPEATED)
-    field(order, "attrs", 4, F.TYPE_MESSAGE, type_name=".shop.Order.AttrsEntry", label=F.LABEL_REPEATED)
-    field(order, "card", 5, F.TYPE_STRING, oneof_index=0)
-    field(order, "voucher", 6, F.TYPE_INT64, oneof_index=0)
-    field(order, "created", 7, F.TYPE_MESSAGE, type_name=".google.protobuf.Timestamp")
-    field(order, "blob", 8, F.TYPE_BYTES)
-    shipment = file.message_type.add(name="Shipment")
-    field(shipment, "id", 1, F.TYPE_INT64)
-    field(shipment, "carrier", 2, F.TYPE_STRING)
-    return file
-
-
-def order_classes(file: Any = None) -> tuple[Any, Any]:
-    from google.protobuf import descriptor_pool, message_factory, timestamp_pb2
-
-    pool = descriptor_pool.DescriptorPool()
-    pool.AddSerializedFile(timestamp_pb2.DESCRIPTOR.serialized_pb)
-    pool.Add(file or order_file())
-    return tuple(
-        message_factory.GetMessageClass(pool.FindMessageTypeByName(f"shop.{n}"))
-        for n in ("Order", "Shipment")
-    )
-
-
-def proto_order(i: int) -> dict[str, Any]:
-    """An Order's values as the parsed row should hold them."""
-    return {
-        "id": 2**40 + i,
-        "customer": {"name": f"c{i}", "tier": "GOLD" if i % 2 else "SILVER"},
-        "skus": [f"s{i}-{j}" for j in range(i % 3)],
-        "attrs": {"src": "test", f"k{i}": str(i)},
-        "card": f"card{i}" if i % 2 else None,
-        "voucher": None if i % 2 else 10 * i,
-        "created": datetime(2026, 11, 28, 12, i % 60, 1, 250000, tzinfo=UTC),
-        "blob": bytes([i, 0, 255]),
-        "carrier": None,
-    }
-
-
-def as_message(cls: Any, values: dict[str, Any]) -> Any:
-    message = cls(id=values["id"], skus=values["skus"], attrs=values["attrs"], blob=values["blob"])
-    message.customer.name = values["customer"]["name"]
-    message.customer.tier = cls.Tier.Value(values["customer"]["tier"])
-    if values["card"] is not None:
-        message.card = values["card"]
-    else:
-        message.voucher = values["voucher"]
-    message.created.FromDatetime(values["created"])
-    return message
-
-
-def proto_row(row: dict[str, Any]) -> dict[str, Any]:
-    """A parsed row's fields, its map as a dict (delta-rs reads maps as pairs)."""
-    fields = {k: v for k, v in row.items() if not k.startswith("_")}
-    if fields["attrs"] is not None:
-        fields["attrs"] = dict(fields["attrs"])
-    return fields
 
 
 def test_protobuf_records_land_with_the_values_produced(spark, kafka, registry, tmp_path):

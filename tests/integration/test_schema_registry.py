@@ -43,7 +43,18 @@ from kafkalake.lake.schema_history import SchemaHistory
 
 from .helpers import PsWatcher, assert_exactly_once, files_containing, make_topic, read_rows
 from .helpers import run_ingest as run
-from .registry_helpers import ORDER_V1, ORDER_V2, as_produced, avro_topic, order, serialized
+from .registry_helpers import (
+    ORDER_V1,
+    ORDER_V2,
+    as_message,
+    as_produced,
+    avro_topic,
+    order,
+    order_classes,
+    proto_order,
+    proto_row,
+    serialized,
+)
 
 pytestmark = [pytest.mark.integration, pytest.mark.registry]
 
@@ -293,27 +304,61 @@ def test_mutual_tls_reads_schemas_with_the_client_certificate_and_names_a_refuse
     refused_then_caught_up(spark, kafka, topic, orders, (wrong, good), AuthenticationFailedError, says)
 
 
-def test_a_dag_run_leaves_the_registry_password_and_client_key_nowhere(
+def test_dag_runs_of_each_format_land_their_values_and_leave_the_secrets_nowhere(
     kafka: Any, registry: LocalRegistry, pki: Pki, mtls_registry: str, tmp_path: Path
 ) -> None:
-    """The topic's whole DAG run (``airflow dags test``: the ingest task hands the registry
-    connection to its spark-submit job, then the follow-ups), over mutual TLS, the connection's
-    password a canary and its client key a secret: neither in a command line (``ps``), the run
-    output, anything under AIRFLOW_HOME (task logs, the metadata DB: XCom, rendered fields,
-    serialized DAGs), the lake or the runs' temp folder, where the job's key file is gone too."""
+    """A whole DAG run (``airflow dags test``: the ingest task hands the registry connection to its
+    spark-submit job, then the follow-ups) of an Avro, a Protobuf and a JSON Schema topic, each
+    produced by confluent-kafka's own serializer: every record in its parsed table once, with the
+    values produced. Over mutual TLS, the connection's password a canary and its client key a
+    secret: neither in a command line (``ps``), the runs' output, anything under AIRFLOW_HOME (task
+    logs, the metadata DB: XCom, rendered fields, serialized DAGs), the lake or the runs' temp
+    folder, where the job's key file and protoc's folder are gone too."""
+    from confluent_kafka.schema_registry.json_schema import JSONSerializer
+    from confluent_kafka.schema_registry.protobuf import ProtobufSerializer
+
     canary = f"canary{uuid.uuid4().hex}"
     certificate, key = pki.client(PIPELINE_USER).pem()
     key_line = key.splitlines()[1]  # 64 characters of the key itself
-    name = "it-avro-handover"
-    producer.create_topic(kafka.bootstrap_servers, name, partitions=1)
+    names = {"avro": "it-avro-handover", "protobuf": "it-protobuf-dag", "json_schema": "it-json-schema-dag"}
+    for name in names.values():
+        producer.create_topic(kafka.bootstrap_servers, name, partitions=1)
     orders = [order(i) for i in range(1, 4)]
-    producer.produce(kafka.bootstrap_servers, name, serialized(registry.url, name, ORDER_V1, orders))
+    producer.produce(
+        kafka.bootstrap_servers, names["avro"], serialized(registry.url, names["avro"], ORDER_V1, orders)
+    )
+    client = SchemaRegistryClient({"url": registry.url})
+    order_cls, _ = order_classes()
+    # Orders only: no Shipment shares this table, so it has no Shipment's carrier column.
+    proto_orders = [{k: v for k, v in proto_order(i).items() if k != "carrier"} for i in range(1, 4)]
+    to_protobuf = ProtobufSerializer(order_cls, client, {"use.deprecated.format": False})
+    context = SerializationContext(names["protobuf"], MessageField.VALUE)
+    producer.produce(
+        kafka.bootstrap_servers,
+        names["protobuf"],
+        [Record(str(o["id"]).encode(), to_protobuf(as_message(order_cls, o), context)) for o in proto_orders],
+    )
+    events = [{"id": i, "tags": [f"t{i}"] * i} for i in range(1, 4)]
+    event_schema = {"type": "object", "properties": {"id": {"type": "integer"}, "tags": {"type": "array"}}}
+    to_json = JSONSerializer(json.dumps(event_schema), client)
+    context = SerializationContext(names["json_schema"], MessageField.VALUE)
+    producer.produce(
+        kafka.bootstrap_servers,
+        names["json_schema"],
+        [Record(str(e["id"]).encode(), to_json(e, context)) for e in events],
+    )
     paths = {part: tmp_path / part for part in ("lake", "airflow", "tmp")}
     for path in paths.values():
         path.mkdir()
     catalog = tmp_path / "topics.yaml"
-    entry = f"  - name: {name}\n    freshness_sla: 1h\n    format: avro\n    registry_conn_id: it_schemas\n"
-    catalog.write_text(f"topics:\n{entry}")
+    # JSON Schema's values are read after their frame, without the registry (the catalog refuses a
+    # registry_conn_id there).
+    entries = "".join(
+        f"  - name: {name}\n    freshness_sla: 1h\n    format: {fmt}\n"
+        + ("" if fmt == "json_schema" else "    registry_conn_id: it_schemas\n")
+        for fmt, name in names.items()
+    )
+    catalog.write_text(f"topics:\n{entries}")
     env = local_airflow.environment(
         paths["airflow"], kafka_bootstrap=kafka.bootstrap_servers, catalog=catalog, lake_root=paths["lake"]
     )
@@ -328,22 +373,31 @@ def test_a_dag_run_leaves_the_registry_password_and_client_key_nowhere(
     env["AIRFLOW_CONN_IT_SCHEMAS"] = json.dumps(connection)
     env["TMPDIR"] = str(paths["tmp"])  # the runs' own, so what they leave can be searched exactly
     env["KAFKALAKE_STRICT"] = "1"
-    topic = load_catalog(catalog, paths["lake"]).topic(name)
+    topics = {fmt: load_catalog(catalog, paths["lake"]).topic(name) for fmt, name in names.items()}
     with local_airflow.served_home(env) as served, PsWatcher() as ps:
-        run = local_airflow.test_dag(served, topic.dag_id, sync=False)
+        runs = {
+            fmt: local_airflow.test_dag(served, topic.dag_id, sync=False) for fmt, topic in topics.items()
+        }
 
-    assert run.task_states["ingest"] == "success"
-    rows = read_rows(Path(topic.parsed_path))
-    assert sorted((as_produced(r) for r in rows), key=lambda r: r["id"]) == orders
-    assert local_airflow.xcom_value(paths["airflow"], run, "ingest", "run_metrics")["rows"] == len(orders)
+    home = paths["airflow"]
+    for fmt, dag_run in runs.items():
+        assert dag_run.task_states["ingest"] == "success", (fmt, dag_run.task_states)
+        assert local_airflow.xcom_value(home, dag_run, "ingest", "run_metrics")["parsed_rows"] == 3, fmt
+    rows = {fmt: read_rows(Path(topic.parsed_path)) for fmt, topic in topics.items()}
+    assert sorted((as_produced(r) for r in rows["avro"]), key=lambda r: r["id"]) == orders
+    assert sorted((proto_row(r) for r in rows["protobuf"]), key=lambda r: r["id"]) == proto_orders
+    plain = [{k: v for k, v in r.items() if not k.startswith("_")} for r in rows["json_schema"]]
+    assert sorted(plain, key=lambda r: r["id"]) == events
     assert any("ingest_topic.py" in line for line in ps.lines), "ps never saw the job"
+    output = "".join(dag_run.output for dag_run in runs.values())
     for secret in (canary, key_line):
         assert ps.samples > 5 and not [line for line in ps.lines if secret in line]
-        assert secret not in run.output
+        assert secret not in output
         for where in paths.values():
             assert files_containing(where, secret) == [], where
     assert list(paths["tmp"].glob("kafkalake-secrets-*/*")) == []  # the settings file read and deleted
     assert list(paths["tmp"].glob("kafkalake-registry-tls-*")) == []  # the key file loaded and deleted
+    assert list(paths["tmp"].glob("kafkalake-protoc-*")) == []
 
 
 def test_registry_stopped_mid_run_parks_the_parsed_side_then_it_catches_up(
