@@ -107,7 +107,7 @@ LONGEST_FIRST = (
     "tests/integration/test_soak.py",
     "tests/integration/test_retries.py",
     "tests/integration/test_kill_and_rerun.py",
-    # Its own airflow standalone and a few minutes of watcher events (3m SLA: a heartbeat a minute).
+    # Its own airflow standalone and a few minutes of watcher events (3m SLA: a quiet minute and more).
     "tests/integration/test_freshness_schedule.py",
     "tests/integration/test_disk_full.py",
     "tests/integration/test_ingest_dag.py",

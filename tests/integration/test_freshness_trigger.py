@@ -19,6 +19,7 @@ from deltalake import CommitProperties, write_deltalake
 
 from kafkalake.airflow import freshness_trigger
 from kafkalake.airflow.freshness_trigger import FreshnessTrigger
+from kafkalake.config.freshness import decide
 from kafkalake.dev import producer
 from kafkalake.dev.broker import LocalKafka, free_port
 from kafkalake.dev.producer import Record
@@ -61,6 +62,15 @@ def land(path: Path, end: dict[int, int], rows: int) -> None:
     )
 
 
+async def observed(watcher: FreshnessTrigger) -> Any:
+    """One look of the watcher, on a connection of its own."""
+    shared = freshness_trigger._join(watcher.kafka_conn_id)
+    try:
+        return await watcher.observe(shared, None)
+    finally:
+        await freshness_trigger._leave(shared)
+
+
 def test_it_sees_what_waits_and_when_the_oldest_of_it_was_produced(tmp_path: Path, kafka: LocalKafka):
     topic = "fresh-probe"
     producer.create_topic(kafka.bootstrap_servers, topic, partitions=2)
@@ -75,14 +85,7 @@ def test_it_sees_what_waits_and_when_the_oldest_of_it_was_produced(tmp_path: Pat
     land(tmp_path / "table", {0: 1}, rows=1)
     watcher = trigger(tmp_path, topic, {"bootstrap.servers": kafka.bootstrap_servers}, "probe_conn")
 
-    async def look() -> Any:
-        shared = freshness_trigger._join(watcher.kafka_conn_id)
-        try:
-            return await watcher.observe(shared, None)
-        finally:
-            await freshness_trigger._leave(shared)
-
-    seen = asyncio.run(look())
+    seen = asyncio.run(observed(watcher))
     assert (dict(seen.high), dict(seen.committed or {})) == ({0: 2, 1: 2}, {0: 1})
     assert seen.lag() == {0: 1, 1: 2}
     # Not record "a" (landed 1.5 s earlier): the oldest waiting was produced after it.
@@ -139,3 +142,23 @@ def test_a_broker_that_does_not_answer_is_backed_off_for_every_topic_on_it(tmp_p
     assert backing_off
     assert first.high == {} and second.high == {}
     assert seconds < 1, "the second topic did not wait for the broker again"
+    # Blind, not "nothing waits": the heartbeat queues a run for its pre-flight to say why.
+    assert first.blind is not None and first.blind.startswith("Kafka (down_conn: ")
+    assert second.blind == "Kafka (down_conn)"
+    verdict = decide(second, one.budget(), second.now - one.budget().every)
+    assert verdict.run and "cannot see Kafka (down_conn)" in verdict.reason, verdict
+
+
+def test_a_table_whose_delta_log_cannot_be_read_is_blind_and_the_watcher_goes_on(
+    tmp_path: Path, kafka: LocalKafka
+):
+    topic = "fresh-broken-log"
+    producer.create_topic(kafka.bootstrap_servers, topic, partitions=1)
+    log_dir = tmp_path / "table" / "_delta_log"
+    log_dir.mkdir(parents=True)
+    (log_dir / "00000000000000000000.json").write_text("{not json")
+    watcher = trigger(tmp_path, topic, {"bootstrap.servers": kafka.bootstrap_servers}, "log_conn")
+
+    seen = asyncio.run(observed(watcher))
+    assert seen.blind is not None and seen.blind.startswith("the table's Delta log at "), seen
+    assert decide(seen, watcher.budget(), None).run

@@ -13,8 +13,11 @@ Its DAG is scheduled on one asset, ``<dag_id>.freshness`` (:func:`freshness_asse
 
 Many topics share one triggerer: triggers of one Kafka connection share one client, one thread and
 one backoff (:class:`_Connection`); a broker that does not answer is asked again after 2x the poll,
-then 4x, up to 5 minutes, for every topic on it at once. The heartbeat (a run at least every SLA / 3)
-does not wait for Kafka: its run's pre-flight says what is wrong, and the run deadline alerts.
+then 4x, up to 5 minutes, for every topic on it at once. While it cannot see Kafka or the table's
+Delta log, the watcher says so (``Observation.blind``) and the heartbeat (one run per SLA / 3, for
+what only a run can do) queues a run: its pre-flight says what is wrong, and the run's alerts fire.
+Whether table care is due is read from the tables' Delta logs (kafkalake.lake.care_due) every
+:data:`CARE_REREAD`, for the heartbeat too; nothing else makes it queue a run.
 
 The trigger's kwargs are stored in Airflow's metadata DB: they hold the connection's *id*, never its
 settings; the settings are looked up in the triggerer (``BaseHook.aget_connection``) and masked.
@@ -35,10 +38,12 @@ from airflow.sdk import Asset, AssetWatcher
 from airflow.triggers.base import BaseEventTrigger, TriggerEvent
 
 from kafkalake.config.freshness import DEFAULT_EXPECTED_RUN, Budget, Observation, decide
+from kafkalake.config.maintenance import MaintenanceConfig
+from kafkalake.config.tables import topic_tables
 from kafkalake.config.topic import TopicConfig, history_path
 from kafkalake.core.durations import format_duration
 from kafkalake.core.errors import TopicMissingError
-from kafkalake.lake import run_history
+from kafkalake.lake import care_due, run_history
 from kafkalake.lake.landing import Landing, read_landing
 
 log = logging.getLogger(__name__)
@@ -60,6 +65,8 @@ def poll_interval(sla: timedelta) -> timedelta:
 #: The runs the expected run time is learned from, and how often the watcher reads them again.
 HISTORY_WINDOW = timedelta(days=7)
 HISTORY_REREAD = timedelta(minutes=10)
+#: How often the watcher reads whether table care is due (its cadence is hours or days).
+CARE_REREAD = timedelta(minutes=10)
 
 
 def expected_run_time(
@@ -82,6 +89,7 @@ def freshness_asset(topic: TopicConfig, webhook_conn_id: str | None = None) -> A
     """The asset a ``schedule: freshness`` DAG is scheduled on, with its watcher (which posts a
     data-age SLA miss to ``webhook_conn_id``, as the run deadline alert does)."""
     assert topic.freshness is not None, f"topic {topic.name!r} is not on schedule: freshness"
+    every = topic.maintenance.optimize_every
     trigger = FreshnessTrigger(
         topic=topic.name,
         table_path=topic.path,
@@ -91,6 +99,9 @@ def freshness_asset(topic: TopicConfig, webhook_conn_id: str | None = None) -> A
         floor_seconds=topic.freshness.floor.total_seconds(),
         file_bytes=topic.freshness.file_bytes,
         webhook_conn_id=webhook_conn_id,
+        care_tables=[table.location for table in topic_tables(topic)],
+        optimize_every_seconds=None if every is None else every.total_seconds(),
+        care_properties=dict(topic.maintenance.properties),
     )
     return Asset(
         name=f"{topic.dag_id}.freshness",
@@ -169,6 +180,9 @@ class FreshnessTrigger(BaseEventTrigger):  # type: ignore[misc]  # mypy skips ai
         storage_conn_id: str | None = None,
         expected_run_seconds: float | None = None,
         webhook_conn_id: str | None = None,
+        care_tables: list[str] | None = None,
+        optimize_every_seconds: float | None = None,
+        care_properties: dict[str, str] | None = None,
     ) -> None:
         super().__init__()
         self.topic = topic
@@ -180,6 +194,12 @@ class FreshnessTrigger(BaseEventTrigger):  # type: ignore[misc]  # mypy skips ai
         self.file_bytes = file_bytes
         self.expected_run_seconds = expected_run_seconds
         self.webhook_conn_id = webhook_conn_id
+        #: The topic's tables (bronze first) and the cadence of their care, for the heartbeat.
+        self.care_tables = list(care_tables or [])
+        self.optimize_every_seconds = optimize_every_seconds
+        self.care_properties = dict(care_properties or {})
+        self._care_due = False
+        self._care_read_at: float | None = None
         self._landing: Landing | None = None
         #: The expected run time learned from the run history, and when it was last read.
         self._expected = DEFAULT_EXPECTED_RUN
@@ -203,6 +223,9 @@ class FreshnessTrigger(BaseEventTrigger):  # type: ignore[misc]  # mypy skips ai
                 "file_bytes": self.file_bytes,
                 "expected_run_seconds": self.expected_run_seconds,
                 "webhook_conn_id": self.webhook_conn_id,
+                "care_tables": self.care_tables,
+                "optimize_every_seconds": self.optimize_every_seconds,
+                "care_properties": self.care_properties,
             },
         )
 
@@ -236,11 +259,19 @@ class FreshnessTrigger(BaseEventTrigger):  # type: ignore[misc]  # mypy skips ai
             storage = await astorage_settings(self.topic, self.table_path, self.storage_conn_id)
             last_run = await self._remembered_run()
             if last_run is None:
-                self._landing = await asyncio.to_thread(read_landing, self.table_path, None, storage)
+                try:
+                    self._landing = await asyncio.to_thread(read_landing, self.table_path, None, storage)
+                except Exception as err:  # observe() says so each poll
+                    log.warning("topic %r: cannot read the table's Delta log: %s", self.topic, err)
                 last_run = self._landing.landed_at if self._landing else None
             while True:
                 await self._learn_run_time(storage)
-                seen = replace(await self.observe(shared, storage), high_when_queued=self._queued_high)
+                await self._learn_care_due()
+                seen = replace(
+                    await self.observe(shared, storage),
+                    high_when_queued=self._queued_high,
+                    care_due=self._care_due,
+                )
                 verdict = decide(seen, self.budget(), last_run)
                 await self._report_late(seen)
                 if verdict.run:
@@ -278,14 +309,45 @@ class FreshnessTrigger(BaseEventTrigger):  # type: ignore[misc]  # mypy skips ai
             expected_run_time, self.table_path, DEFAULT_EXPECTED_RUN, storage
         )
 
+    async def _learn_care_due(self) -> None:
+        """Read whether care is due on any of the topic's tables now and then (delta-rs, off the loop)."""
+        clock = time.monotonic()
+        if self._care_read_at is not None and clock - self._care_read_at < CARE_REREAD.total_seconds():
+            return
+        self._care_read_at = clock
+        self._care_due = await asyncio.to_thread(self.care_is_due, datetime.now(UTC))
+
+    def care_is_due(self, now: datetime) -> bool:
+        """Whether OPTIMIZE, VACUUM or a property change is due on one of the tables; False when a
+        log cannot be read (the watcher goes on; the table's unreadable log is reported anyway)."""
+        every = self.optimize_every_seconds
+        config = MaintenanceConfig(
+            optimize_every=None if every is None else timedelta(seconds=every),
+            properties=tuple(sorted(self.care_properties.items())),
+        )
+        try:
+            for location in self.care_tables:
+                state = care_due.read_state(location)
+                if state is not None and care_due.decide(state, config, now).run:
+                    return True
+        except Exception as err:  # only one of the heartbeat's reasons
+            log.warning("topic %r: cannot tell whether table care is due: %s", self.topic, err)
+        return False
+
     async def observe(self, shared: _Connection, storage: Any) -> Observation:
-        """What Kafka and the table say now; only the heartbeat's clock while Kafka is backed off."""
+        """What Kafka and the table say now. What the watcher could not see is ``blind``: then only
+        the heartbeat's clock counts (while Kafka is backed off, it is not asked)."""
         now = datetime.now(UTC)
-        self._landing = await asyncio.to_thread(read_landing, self.table_path, self._landing, storage)
+        blind_table = None
+        try:
+            self._landing = await asyncio.to_thread(read_landing, self.table_path, self._landing, storage)
+        except Exception as err:  # a store down, a broken log: the heartbeat's run says which
+            log.warning("topic %r: cannot read the table's Delta log: %s", self.topic, err)
+            blind_table = f"the table's Delta log at {self.table_path} ({type(err).__name__})"
         committed = self._landing.position.end if self._landing and self._landing.position else None
         landed_at = self._landing.landed_at if self._landing else None
         if shared.backing_off():
-            return Observation(now, {}, committed, landed_at=landed_at)
+            return Observation(now, {}, committed, landed_at=landed_at, blind=f"Kafka ({self.kafka_conn_id})")
         try:
             if shared.probe is None:
                 async with shared.opening:
@@ -294,11 +356,14 @@ class FreshnessTrigger(BaseEventTrigger):  # type: ignore[misc]  # mypy skips ai
             marks = await shared.call(shared.probe.watermarks, self.topic)
         except TopicMissingError as err:
             log.warning("topic %r: %s; the heartbeat's run will say so", self.topic, err)
-            return Observation(now, {}, committed, landed_at=landed_at)
+            return Observation(now, {}, committed, landed_at=landed_at, blind="the topic in Kafka (missing)")
         except Exception as err:  # broker down, TLS, ACLs: back off; the heartbeat's run reports it
             shared.failed(self.poll.total_seconds(), err)
-            return Observation(now, {}, committed, landed_at=landed_at)
+            blind = f"Kafka ({self.kafka_conn_id}: {type(err).__name__})"
+            return Observation(now, {}, committed, landed_at=landed_at, blind=blind)
         shared.answered()
+        if blind_table is not None:
+            return Observation(now, {}, committed, landed_at=landed_at, blind=blind_table)
         low = {p: lo for p, (lo, _hi) in marks.items()}
         high = {p: hi for p, (_lo, hi) in marks.items()}
         seen = Observation(now, high, committed, low, landed_at=landed_at)

@@ -2,14 +2,23 @@
 
 A pure function (:func:`decide`) of what the asset watcher saw (kafkalake.airflow.freshness_trigger):
 per partition Kafka's watermarks, the offsets the table holds, the timestamp of the oldest record not
-landed yet, the bytes waiting; and of the topic's settings (:class:`FreshnessSchedule`). It answers
-"queue a run now" or "look again in N seconds". The rules, first match wins:
+landed yet, the bytes waiting, whether the watcher could see Kafka and the table at all, whether table
+care is due; and of the topic's settings (:class:`FreshnessSchedule`). It answers "queue a run now"
+or "look again in N seconds". The rules, first match wins:
 
 1. **Floor**: never two runs closer than ``floor`` (a burst does not start a JVM per poll).
-2. **Heartbeat**: at least one run every ``heartbeat`` (default SLA / 3, the fixed schedule's
-   interval), whatever Kafka says or whether it answered: the table's age stays bounded when the
-   watcher sees nothing (timestamps unknown, broker unreachable), and table care keeps its due
-   check. Any run counts, so a data-driven run puts the next heartbeat off.
+2. **Heartbeat**: once ``heartbeat`` (default SLA / 3, the fixed schedule's interval) has passed
+   since the last run, a run for the jobs only a run can do, and for nothing else:
+
+   a. records wait whose time is unknown (producers that set none, or Kafka did not say): rule 5
+      cannot see their age, so the heartbeat bounds it (heartbeat + run time);
+   b. the watcher cannot see Kafka (unreachable, refused, the topic missing) or the table's Delta
+      log: the run's pre-flight then fails naming why, and the run's alerts fire;
+   c. table care is due (kafkalake.lake.care_due): the run's ``maintain_table`` does it.
+
+   A topic where nothing waits, with Kafka and the table in sight and no care due, takes no run: a
+   run then lands nothing and cannot make the table fresher (its data age is the age of its newest
+   record, which no run changes). Any run counts, so a data-driven run puts the next heartbeat off.
 3. **In flight**: after a run was queued, until the table has landed something since (or 2 x the
    expected run time + margin has passed: a run that found nothing new, or failed), only records
    produced after it was queued count, and only a file's worth of them queues another run: what
@@ -18,10 +27,9 @@ landed yet, the bytes waiting; and of the topic's settings (:class:`FreshnessSch
 5. **Budget**: the oldest unlanded record would be older than the SLA by the time a run started now
    finishes: fire at ``oldest + SLA - expected run time - margin``.
 
-Lag with no timestamp (producers that set none: -1) leaves rule 5 out: the heartbeat bounds the
-age then (heartbeat + run time). A partition Kafka has below the table's offsets (a re-created topic,
-a restored table) counts no lag: the heartbeat's run reaches the pre-flight, which says what happened
-(``topic_recreated``) instead of a watcher that keeps firing runs bound to fail.
+A partition Kafka has below the table's offsets (a re-created topic, a restored table) counts no lag,
+so it is no reason for a run: the next run's pre-flight, whatever queues it, says what happened
+(``topic_recreated``), instead of a watcher that keeps firing runs bound to fail.
 
 Times are wall-clock (record timestamps are); a clock that stepped back behind the last run counts
 as "just ran" (the floor holds), and a record stamped in the future counts as produced now.
@@ -72,6 +80,11 @@ class Observation:
     landed_at: datetime | None = None
     #: Kafka's end offsets when the last run was queued; None: not known.
     high_when_queued: Mapping[int, int] | None = None
+    #: What the watcher could not see this time ("Kafka: ...", "the table's Delta log: ..."); None:
+    #: it saw both. Blind, ``high`` is empty: nothing is known to wait.
+    blind: str | None = None
+    #: Table care is due on one of the topic's tables.
+    care_due: bool = False
 
     def since_queued(self) -> int:
         """Records produced since the last run was queued (0 when not known)."""
@@ -126,23 +139,33 @@ class Budget:
 def decide(seen: Observation, budget: Budget, last_run: datetime | None) -> Verdict:
     """Queue a run now, or when to look again (see the module's rules).
 
-    ``last_run``: when the watcher last queued a run (or the table last landed one); None: never.
+    ``last_run``: when the watcher last queued a run (or the table last landed one); None: never,
+    which leaves the heartbeat due.
     """
     now = seen.now
-    if last_run is None:
-        return Verdict(True, f"no run known: at least one every {budget.every}", timedelta(0))
     # A clock stepped back behind the last run: treat it as having just run.
-    since = max(timedelta(0), now - last_run)
-    if since < budget.floor:
+    since = None if last_run is None else max(timedelta(0), now - last_run)
+    if since is not None and since < budget.floor:
         return Verdict(False, f"within the floor of {budget.floor} since the last run", budget.floor - since)
-    heartbeat_in = budget.every - since
-    if heartbeat_in <= timedelta(0):
-        return Verdict(True, f"no run for {since}: at least one every {budget.every}", timedelta(0))
+    heartbeat_in = budget.every - since if since is not None else timedelta(0)
     waiting = sum(seen.lag().values())
+    if heartbeat_in <= timedelta(0):
+        job = heartbeat_job(seen, waiting)
+        if job is not None:
+            ran = "no run known" if since is None else f"no run for {since}"
+            return Verdict(True, f"heartbeat ({ran}, one at least every {budget.every}): {job}", timedelta(0))
+    # Nothing for the heartbeat now: look again by the poll (the caller's) or when it is due.
+    later = heartbeat_in if heartbeat_in > timedelta(0) else budget.every
+    if seen.blind is not None:
+        return Verdict(False, f"cannot see {seen.blind}: the heartbeat's run will report it", later)
     if waiting == 0:
-        return Verdict(False, "nothing waits in Kafka", heartbeat_in)
-    in_flight = budget.in_flight - since
-    if in_flight > timedelta(0) and (seen.landed_at is None or seen.landed_at < last_run):
+        return Verdict(False, "nothing waits in Kafka", later)
+    in_flight = budget.in_flight - since if since is not None else timedelta(0)
+    if (
+        last_run is not None
+        and in_flight > timedelta(0)
+        and (seen.landed_at is None or seen.landed_at < last_run)
+    ):
         newer = seen.since_queued()
         per_record = (seen.bytes_waiting or 0) / waiting
         if newer and per_record and newer * per_record >= budget.file_bytes:
@@ -152,7 +175,7 @@ def decide(seen: Observation, budget: Budget, last_run: datetime | None) -> Verd
                 f"({budget.file_bytes})",
                 timedelta(0),
             )
-        return Verdict(False, f"the run queued {since} ago has not landed yet", min(in_flight, heartbeat_in))
+        return Verdict(False, f"the run queued {since} ago has not landed yet", min(in_flight, later))
     if seen.committed is None:
         return Verdict(True, f"{waiting} records wait and the table does not exist yet", timedelta(0))
     if seen.bytes_waiting is not None and seen.bytes_waiting >= budget.file_bytes:
@@ -162,9 +185,7 @@ def decide(seen: Observation, budget: Budget, last_run: datetime | None) -> Verd
             timedelta(0),
         )
     if seen.oldest_unlanded is None:
-        return Verdict(
-            False, f"{waiting} records wait, their time unknown: the heartbeat bounds them", heartbeat_in
-        )
+        return Verdict(False, f"{waiting} records wait, their time unknown: the heartbeat bounds them", later)
     # A record stamped ahead of this clock counts as produced now.
     oldest = min(seen.oldest_unlanded, now)
     due_in = oldest + budget.wait_allowed - now
@@ -175,4 +196,15 @@ def decide(seen: Observation, budget: Budget, last_run: datetime | None) -> Verd
             f"the SLA of {budget.sla} (expected run {budget.expected_run})",
             timedelta(0),
         )
-    return Verdict(False, f"{waiting} records wait, the oldest {now - oldest} old", min(due_in, heartbeat_in))
+    return Verdict(False, f"{waiting} records wait, the oldest {now - oldest} old", min(due_in, later))
+
+
+def heartbeat_job(seen: Observation, waiting: int) -> str | None:
+    """What a heartbeat's run would do that no other rule queues a run for (rule 2), or None."""
+    if seen.blind is not None:
+        return f"cannot see {seen.blind}: the run's pre-flight reports why"
+    if waiting and seen.oldest_unlanded is None:
+        return f"{waiting} records wait, their time unknown"
+    if seen.care_due:
+        return "table care is due"
+    return None

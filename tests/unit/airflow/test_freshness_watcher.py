@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 from airflow.sdk import Asset
 from airflow.serialization.serialized_objects import DagSerialization
@@ -133,3 +134,32 @@ def test_the_expected_run_time_is_learned_from_the_topics_run_history(tmp_path):
     (tmp_path / "broken").mkdir()
     (tmp_path / "broken" / "_kafkalake").write_text("not a folder")
     assert expected_run_time(str(tmp_path / "broken")) == timedelta(seconds=60)
+
+
+def test_the_heartbeat_knows_when_table_care_is_due_from_the_delta_logs(tmp_path):
+    """care_is_due reads each table's log (delta-rs): OPTIMIZE and VACUUM count from the table's
+    creation until they first run; a catalog property the table lacks is due at once."""
+    import pyarrow as pa
+    from deltalake import write_deltalake
+
+    text = CATALOG.replace("file_bytes: 4096}", "file_bytes: 4096}\n    maintenance: {optimize_every: 1h}")
+    file = tmp_path / "topics.yaml"
+    file.write_text(text)
+    topic = load_catalog(file, tmp_path / "lake", strict=True).topic("fresh-a")
+    trigger = schedule_of(topic)[0].watchers[0].trigger
+    assert trigger.care_tables[0] == topic.path and trigger.optimize_every_seconds == 3600
+    assert FreshnessTrigger(**trigger.serialize()[1]).care_tables == trigger.care_tables
+    now = datetime.now(UTC)
+    assert not trigger.care_is_due(now + timedelta(hours=2)), "no table yet: nothing to care for"
+    write_deltalake(
+        topic.path,
+        pa.table({"value": [b"x"]}),
+        configuration=dict(topic.maintenance.properties) or None,
+    )
+    assert not trigger.care_is_due(now)
+    assert trigger.care_is_due(now + timedelta(hours=2))
+    trigger.care_properties = {**trigger.care_properties, "delta.logRetentionDuration": "interval 9 days"}
+    assert trigger.care_is_due(now), "a property the table lacks is due now"
+    # A log that cannot be read: not due (and a warning), the watcher goes on.
+    (Path(topic.path) / "_delta_log" / "00000000000000000001.json").write_text("{not json")
+    assert not trigger.care_is_due(now + timedelta(hours=2))

@@ -1,10 +1,13 @@
 """``schedule: freshness``'s decision (kafkalake.config.freshness.decide), table-driven: the floor,
-the heartbeat, a file's worth, the SLA budget; empty topics, a re-created topic, unknown timestamps,
-clocks that step back or records stamped in the future; and the catalog's ``schedule`` field."""
+the heartbeat (only for unknown record times, a watcher that cannot see Kafka or the table, care
+due: never for a topic where nothing waits), a file's worth, the SLA budget; empty topics, a
+re-created topic, clocks that step back or records stamped in the future; and the catalog's
+``schedule`` field."""
 
 from __future__ import annotations
 
 import itertools
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -30,19 +33,81 @@ def seen(
     low: dict[int, int] | None = None,
     landed: datetime | None = NOW,
     queued: dict[int, int] | None = None,
+    blind: str | None = None,
+    care: bool = False,
 ) -> Observation:
     """What the watcher saw at NOW; by default the table landed something just now."""
-    return Observation(NOW, high, committed, low, oldest, bytes_waiting, landed, queued)
+    return Observation(NOW, high, committed, low, oldest, bytes_waiting, landed, queued, blind, care)
+
+
+#: What the watcher sees while its Kafka connection is backed off.
+BLIND = "Kafka (kafka_default: KafkaException)"
 
 
 CASES = [
     # (id, observation, last run, run?, recheck, words in the reason)
-    ("empty topic, never ran: heartbeat due", seen({0: 0}, None), None, True, 0 * S, "at least one"),
+    ("empty topic, never ran: no run", seen({0: 0}, None), None, False, 10 * M, "nothing waits"),
     ("empty topic, ran 2m ago", seen({0: 0}, None), NOW - 2 * M, False, 8 * M, "nothing waits"),
     ("no partitions at all", seen({}, {}), NOW - 2 * M, False, 8 * M, "nothing waits"),
     ("all landed", seen({0: 5, 1: 7}, {0: 5, 1: 7}), NOW - 3 * M, False, 7 * M, "nothing waits"),
-    ("heartbeat at exactly SLA/3", seen({0: 5}, {0: 5}), NOW - 10 * M, True, 0 * S, "at least one every"),
-    ("heartbeat even when the broker said nothing", seen({}, None), NOW - 11 * M, True, 0 * S, "at least"),
+    (
+        "SLA/3 since the last run, nothing waits: no run",
+        seen({0: 5}, {0: 5}),
+        NOW - 10 * M,
+        False,
+        10 * M,
+        "nothing",
+    ),
+    (
+        "hours since the last run, nothing waits: no run",
+        seen({0: 5}, {0: 5}),
+        NOW - 5 * 60 * M,
+        False,
+        10 * M,
+        "nothing",
+    ),
+    (
+        "heartbeat: Kafka cannot be seen",
+        seen({}, {0: 5}, blind=BLIND),
+        NOW - 10 * M,
+        True,
+        0 * S,
+        "cannot see Kafka",
+    ),
+    (
+        "heartbeat: never ran, Kafka cannot be seen",
+        seen({}, None, blind=BLIND),
+        None,
+        True,
+        0 * S,
+        "no run known",
+    ),
+    (
+        "Kafka cannot be seen, heartbeat later",
+        seen({}, {0: 5}, blind=BLIND),
+        NOW - 4 * M,
+        False,
+        6 * M,
+        "cannot see",
+    ),
+    ("floor beats the blind heartbeat", seen({}, {0: 5}, blind=BLIND), NOW - 30 * S, False, 30 * S, "floor"),
+    ("heartbeat: care due", seen({0: 5}, {0: 5}, care=True), NOW - 10 * M, True, 0 * S, "table care is due"),
+    (
+        "care due, heartbeat later",
+        seen({0: 5}, {0: 5}, care=True),
+        NOW - 4 * M,
+        False,
+        6 * M,
+        "nothing waits",
+    ),
+    (
+        "heartbeat: lag, timestamps unknown",
+        seen({0: 9}, {0: 5}),
+        NOW - 10 * M,
+        True,
+        0 * S,
+        "4 records wait, their time unknown",
+    ),
     (
         "floor beats a file's worth",
         seen({0: 90}, {0: 0}, bytes_waiting=10**6),
@@ -209,32 +274,48 @@ def test_an_expected_run_longer_than_the_sla_runs_whenever_anything_waits():
 
 def test_the_heartbeat_can_be_set_apart_from_the_sla():
     budget = Budget(sla=30 * M, heartbeat=20 * M)
-    assert not decide(seen({0: 5}, {0: 5}), budget, NOW - 15 * M).run
-    assert decide(seen({0: 5}, {0: 5}), budget, NOW - 20 * M).run
+    assert not decide(seen({0: 9}, {0: 5}), budget, NOW - 15 * M).run
+    assert decide(seen({0: 9}, {0: 5}), budget, NOW - 20 * M).run
 
 
-def test_never_more_often_than_the_floor_nor_less_than_the_heartbeat():
-    """A burst that keeps a file's worth waiting: runs one floor apart; a quiet topic: one per heartbeat."""
-    for observation, gap in (
-        (seen({0: 10**6}, {0: 0}, bytes_waiting=10**9), DEFAULT_FLOOR),
-        (seen({0: 5}, {0: 5}), 10 * M),
-    ):
-        runs, last, t = [], None, NOW
-        while t < NOW + 60 * M:
-            verdict = decide(
-                # Each run lands at once: the next poll sees the table moved.
-                Observation(
-                    t, observation.high, observation.committed, None, None, observation.bytes_waiting, t
-                ),
-                BUDGET,
-                last,
-            )
-            if verdict.run:
-                runs.append(t)
-                last = t
-            t += 10 * S
-        assert len(runs) >= 6
-        assert all(b - a == gap for a, b in itertools.pairwise(runs)), runs[:5]
+def runs_in_an_hour(observation: Observation) -> list[datetime]:
+    """When decide() queues runs over an hour of polls 10 s apart, each run landing at once."""
+    runs: list[datetime] = []
+    last, t = None, NOW
+    while t < NOW + 60 * M:
+        # Each run lands at once: the next poll sees the table moved.
+        verdict = decide(replace(observation, now=t, landed_at=t), BUDGET, last)
+        if verdict.run:
+            runs.append(t)
+            last = t
+        t += 10 * S
+    return runs
+
+
+@pytest.mark.parametrize(
+    ("observation", "gap"),
+    [
+        (seen({0: 10**6}, {0: 0}, bytes_waiting=10**9), DEFAULT_FLOOR),  # a burst: a file's worth waits
+        (seen({0: 9}, {0: 5}), 10 * M),  # records of unknown time wait
+        (seen({}, {0: 5}, blind=BLIND), 10 * M),  # the broker does not answer
+        (seen({0: 5}, {0: 5}, care=True), 10 * M),  # care due (its run would clear it)
+    ],
+    ids=["burst", "unknown times", "blind", "care due"],
+)
+def test_never_more_often_than_the_floor_nor_less_than_the_heartbeat(observation, gap):
+    runs = runs_in_an_hour(observation)
+    assert len(runs) >= 6
+    assert all(b - a == gap for a, b in itertools.pairwise(runs)), runs[:5]
+
+
+@pytest.mark.parametrize(
+    "observation",
+    [seen({0: 5}, {0: 5}), seen({0: 0}, None), seen({}, {}), seen({0: 2}, {0: 500})],
+    ids=["all landed", "empty topic, no table", "no partitions", "Kafka below the table"],
+)
+def test_a_topic_where_nothing_waits_takes_no_run(observation):
+    """The fixed schedule would run it 6 times an hour here; a run landing nothing makes no table fresher."""
+    assert runs_in_an_hour(observation) == []
 
 
 def test_schedule_defaults_to_the_interval(tmp_path, lake_root):
