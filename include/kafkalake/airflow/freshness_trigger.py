@@ -266,7 +266,7 @@ class FreshnessTrigger(BaseEventTrigger):  # type: ignore[misc]  # mypy skips ai
                 last_run = self._landing.landed_at if self._landing else None
             while True:
                 await self._learn_run_time(storage)
-                await self._learn_care_due()
+                await self._learn_care_due(storage)
                 seen = replace(
                     await self.observe(shared, storage),
                     high_when_queued=self._queued_high,
@@ -309,15 +309,15 @@ class FreshnessTrigger(BaseEventTrigger):  # type: ignore[misc]  # mypy skips ai
             expected_run_time, self.table_path, DEFAULT_EXPECTED_RUN, storage
         )
 
-    async def _learn_care_due(self) -> None:
+    async def _learn_care_due(self, storage: Any) -> None:
         """Read whether care is due on any of the topic's tables now and then (delta-rs, off the loop)."""
         clock = time.monotonic()
         if self._care_read_at is not None and clock - self._care_read_at < CARE_REREAD.total_seconds():
             return
         self._care_read_at = clock
-        self._care_due = await asyncio.to_thread(self.care_is_due, datetime.now(UTC))
+        self._care_due = await asyncio.to_thread(self.care_is_due, datetime.now(UTC), storage)
 
-    def care_is_due(self, now: datetime) -> bool:
+    def care_is_due(self, now: datetime, storage: Any = None) -> bool:
         """Whether OPTIMIZE, VACUUM or a property change is due on one of the tables; False when a
         log cannot be read (the watcher goes on; the table's unreadable log is reported anyway)."""
         every = self.optimize_every_seconds
@@ -327,7 +327,7 @@ class FreshnessTrigger(BaseEventTrigger):  # type: ignore[misc]  # mypy skips ai
         )
         try:
             for location in self.care_tables:
-                state = care_due.read_state(location)
+                state = care_due.read_state(location, storage)
                 if state is not None and care_due.decide(state, config, now).run:
                     return True
         except Exception as err:  # only one of the heartbeat's reasons

@@ -87,9 +87,10 @@ def _utc(millis: Any) -> datetime:
     return datetime.fromtimestamp(int(millis) / 1000, tz=UTC)
 
 
-def read_state(path: str) -> TableState | None:
-    """The table's maintenance history and properties; None when there is no Delta table."""
-    table = store_settings.open_delta(path)
+def read_state(path: str, settings: store_settings.StorageSettings | None = None) -> TableState | None:
+    """The table's maintenance history and properties; None when there is no Delta table.
+    ``settings``: the store's, when not the process's (the freshness watcher's)."""
+    table = store_settings.open_delta(path, settings)
     if table is None:
         return None
     history = table.history()
