@@ -159,26 +159,34 @@ def test_a_full_disk_fails_the_run_clearly_and_the_next_run_after_freeing_space_
     assert assert_every_table_holds_each_offset_once(topic, kafka.bootstrap_servers) == n
 
 
-SCHEMA_TOPIC = "it-disk-full-schemas"
-CHECKPOINT_TOPIC = "it-disk-full-checkpoint"
+#: The parsed topic of the two tests below, each of which fills one folder of its tables alone.
+SMALL_TOPIC = "it-disk-full-folders"
 
 
 @contextlib.contextmanager
 def alone_on_a_full_disk(folder: Path) -> Iterator[Path]:
     """``folder`` moved onto its own 1 MiB tmpfs (what it holds copied in), filled to the last
-    byte; yields the filler file. The rest of the lake keeps its space."""
+    byte; yields the filler file. The rest of the lake keeps its space. On the way out what the
+    tmpfs holds (the filler aside) moves back to the lake's disk: the module's next test runs on
+    the folder as the last run left it, not on the copy from before the mount."""
     kept = folder.with_name(folder.name + ".kept")
     shutil.copytree(folder, kept)
     mounted = subprocess.run(
         ["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(folder)], capture_output=True
     )
     if mounted.returncode != 0:
+        shutil.rmtree(kept)
         cannot_mount(mounted.stderr)
+    back = folder.with_name(folder.name + ".back")
     try:
         shutil.copytree(kept, folder, dirs_exist_ok=True)
         yield fill(folder, 0)
     finally:
+        shutil.copytree(folder, back, ignore=shutil.ignore_patterns("filler"))
         subprocess.run(["umount", "-l", str(folder)], check=False)
+        shutil.rmtree(folder)
+        shutil.rmtree(kept)
+        back.rename(folder)
 
 
 class SmallTopic:
@@ -193,13 +201,18 @@ class SmallTopic:
         self.settings = tmp_path / "kafka.json"
         self.settings.write_text(json.dumps({"bootstrap.servers": kafka.bootstrap_servers}))
         producer.create_topic(kafka.bootstrap_servers, name, partitions=2)
+        #: Records produced so far; their ``n`` are 0 up to it.
+        self.produced = 0
 
-    def produce(self, start: int, count: int, extra: dict[str, str]) -> None:
+    def produce(self, count: int, extra: dict[str, str]) -> range:
+        """``count`` records numbered on from the last; their ``n``."""
+        numbers = range(self.produced, self.produced + count)
         records = [
-            Record(f"k{i % 7}".encode(), json.dumps({"n": i, **extra}).encode(), i % 2)
-            for i in range(start, start + count)
+            Record(f"k{i % 7}".encode(), json.dumps({"n": i, **extra}).encode(), i % 2) for i in numbers
         ]
         producer.produce(self.kafka.bootstrap_servers, self.topic.name, records)
+        self.produced += count
+        return numbers
 
     def ingest_succeeds(self) -> None:
         done = run_ingest(self.topic, self.catalog, self.lake, self.settings)
@@ -214,54 +227,61 @@ class SmallTopic:
         return sorted(r["n"] for r in read_rows(Path(self.topic.parsed_path)))
 
 
+@pytest.fixture(scope="module")
+def small(kafka: LocalKafka, tmp_path_factory: pytest.TempPathFactory) -> SmallTopic:
+    """Landed once, so its tables, checkpoint and schema history exist before a folder fills: one
+    first run (a JVM) serves both tests."""
+    small = SmallTopic(SMALL_TOPIC, kafka, tmp_path_factory.mktemp("small-topic"))
+    small.produce(200, {})
+    small.ingest_succeeds()
+    return small
+
+
 def test_no_space_for_the_schema_history_bronze_still_lands_and_the_parsed_side_catches_up(
-    kafka: LocalKafka, tmp_path
+    small: SmallTopic, kafka: LocalKafka
 ):
     """Only the schema history's folder is full when a new field needs a version: bronze lands
     the run's records, the run says disk_full, no version is half written, and once space is back
     the parsed side catches up with the new field."""
-    small = SmallTopic(SCHEMA_TOPIC, kafka, tmp_path)
-    small.produce(0, 200, {})
-    small.ingest_succeeds()
     schemas = Path(small.topic.schema_dir)
     kept = sorted(p.name for p in schemas.iterdir())
-    assert "000001.json" in kept
+    assert "000001.json" in kept and "000002.json" not in kept
 
     with alone_on_a_full_disk(schemas) as filler:
-        small.produce(200, 500, {"coupon": "SAVE10"})  # a new field: addNewColumns wants version 2
+        # A new field: addNewColumns wants version 2.
+        with_coupon = small.produce(500, {"coupon": "SAVE10"})
         small.ingest_fails_disk_full()
         # Bronze did not wait for the parsed side: every record is there, once.
-        assert_exactly_once(read_rows(Path(small.topic.path)), SCHEMA_TOPIC, kafka.bootstrap_servers)
+        assert_exactly_once(read_rows(Path(small.topic.path)), SMALL_TOPIC, kafka.bootstrap_servers)
         assert sorted(p.name for p in schemas.iterdir() if p != filler) == kept
 
         filler.unlink()  # space is back
         small.ingest_succeeds()
         assert "000002.json" in {p.name for p in schemas.iterdir()}
 
-    assert small.parsed_ns() == list(range(700))
+    assert small.parsed_ns() == list(range(small.produced))
     parsed = read_rows(Path(small.topic.parsed_path))
-    assert {r["coupon"] for r in parsed if r["n"] >= 200} == {"SAVE10"}
+    assert {r["coupon"] for r in parsed if r["n"] in with_coupon} == {"SAVE10"}
     assert all(r["_rescued_data"] is None for r in parsed)
 
 
 def test_no_space_for_the_checkpoint_fails_clearly_and_the_next_run_lands_every_offset_once(
-    kafka: LocalKafka, tmp_path
+    small: SmallTopic,
 ):
     """Only the streaming checkpoint's folder is full when the next batch is planned: the run says
     disk_full, the tables hold only whole batches, and once space is back the next run lands the
     rest, every offset once."""
-    small = SmallTopic(CHECKPOINT_TOPIC, kafka, tmp_path)
-    small.produce(0, 200, {})
-    small.ingest_succeeds()
     checkpoint = Path(small.topic.checkpoint_path)
+    held = len(read_rows(Path(small.topic.path)))
+    assert held >= 200
 
     with alone_on_a_full_disk(checkpoint) as filler:
-        small.produce(200, 700, {})
+        small.produce(700, {})
         small.ingest_fails_disk_full()
         bronze = read_rows(Path(small.topic.path))
-        assert len({(r["partition"], r["offset"]) for r in bronze}) == len(bronze) >= 200
+        assert len({(r["partition"], r["offset"]) for r in bronze}) == len(bronze) >= held
 
         filler.unlink()  # space is back
         small.ingest_succeeds()
 
-    assert small.parsed_ns() == list(range(900))
+    assert small.parsed_ns() == list(range(small.produced))
