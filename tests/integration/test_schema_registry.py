@@ -102,6 +102,68 @@ def test_avro_records_land_once_with_the_values_produced(spark, kafka, registry,
     assert len(kept) == 1 and json.loads(json.loads(kept[0].read_text())["schema"])["name"] == "Order"
 
 
+def test_avro_schema_references_are_inlined_into_one_schema(spark, kafka, registry, tmp_path):
+    """A schema that uses named types another subject defines (Confluent's schema references),
+    registered by confluent-kafka's AvroSerializer: each record lands decoded, the referenced
+    types' fields as nested columns; the writer schema kept for replays is self-contained."""
+    from confluent_kafka.schema_registry import SchemaReference
+
+    name = "it-avro-references"
+    topic = avro_topic(kafka, tmp_path, name, partitions=1)
+    customer = {
+        "type": "record",
+        "name": "Customer",
+        "namespace": "com.acme.people",
+        "fields": [
+            {"name": "name", "type": "string"},
+            {"name": "tier", "type": {"type": "enum", "name": "Tier", "symbols": ["GOLD", "SILVER"]}},
+        ],
+    }
+    order_schema = {
+        "type": "record",
+        "name": "Order",
+        "namespace": "com.acme.shop",
+        "fields": [
+            {"name": "id", "type": "long"},
+            {"name": "buyer", "type": "com.acme.people.Customer"},
+            {"name": "payer", "type": ["null", "com.acme.people.Customer"], "default": None},
+            {"name": "tiers", "type": {"type": "array", "items": "com.acme.people.Tier"}},
+        ],
+    }
+    client = SchemaRegistryClient({"url": registry.url})
+    version = client.register_schema("com.acme.people.Customer", Schema(json.dumps(customer), "AVRO"))
+    assert version > 0
+    reference = SchemaReference("com.acme.people.Customer", "com.acme.people.Customer", 1)
+    serialize = AvroSerializer(client, Schema(json.dumps(order_schema), "AVRO", [reference]))
+    context = SerializationContext(name, MessageField.VALUE)
+    orders = [
+        {
+            "id": i,
+            "buyer": {"name": f"b{i}", "tier": "GOLD"},
+            "payer": None if i % 2 else {"name": f"p{i}", "tier": "SILVER"},
+            "tiers": ["GOLD", "SILVER"][: i % 3],
+        }
+        for i in range(1, 5)
+    ]
+    producer.produce(
+        kafka.bootstrap_servers, name, [Record(str(o["id"]).encode(), serialize(o, context)) for o in orders]
+    )
+    # Registered with its reference: alone, the writer schema names a type it does not define.
+    schema_id = client.get_latest_version(f"{name}-value").schema_id
+    assert client.get_schema(schema_id).references[0].subject == "com.acme.people.Customer"
+
+    run(spark, topic, kafka.bootstrap_servers)
+
+    rows = read_rows(Path(topic.parsed_path))
+    assert (
+        sorted(({k: v for k, v in r.items() if not k.startswith("_")} for r in rows), key=lambda r: r["id"])
+        == orders
+    )
+    assert not Path(topic.dead_letter_path).exists() or read_rows(Path(topic.dead_letter_path)) == []
+    kept = json.loads((Path(topic.registry_schema_dir) / f"{schema_id}.json").read_text())
+    fastavro.parse_schema(json.loads(kept["schema"]))  # self-contained: parses with no named types given
+
+
 def test_a_schema_evolved_between_runs_lands_both_versions(spark, kafka, registry, tmp_path):
     name = "it-avro-evolving"
     topic = avro_topic(kafka, tmp_path, name, partitions=1)

@@ -465,6 +465,8 @@ class RegistryClient:
 
 
 _SERIALIZED = "?format=serialized"
+#: How deep references of references may go before a schema is refused as a cycle.
+MAX_REFERENCE_DEPTH = 32
 
 
 class WriterSchemas:
@@ -519,8 +521,43 @@ class WriterSchemas:
             found = self.resolved(found, subject)
             if found.descriptors is not None:
                 small_files.write_text(self._file(schema_id), found.kept())
+        elif found.schema_type.upper() == "AVRO" and found.references:
+            inlined = self.self_contained(found)
+            if inlined.schema != found.schema:
+                small_files.write_text(self._file(schema_id), inlined.kept())
+            found = inlined
         self._known[schema_id] = found
         return found
+
+    def self_contained(self, schema: RegisteredSchema, depth: int = 0) -> RegisteredSchema:
+        """An Avro ``schema`` with every named type its references define inlined at its first use
+        (:func:`kafkalake.kafka.avro_references.inline`), references of references too: one schema
+        ``from_avro`` can parse. What is kept is this form, so a replay needs no registry.
+
+        Raises:
+            UnusableSchemaError: a reference the registry does not have, one that is not a named
+                Avro type, or references nested deeper than 32 (a cycle).
+            RegistryUnreachableError: a reference is not kept here and the registry did not answer.
+        """
+        from kafkalake.kafka import avro_references
+
+        if not schema.references:
+            return schema
+        named = f"schema id {schema.id}" if schema.id >= 0 else f"subject {schema.subject!r}"
+        if depth > MAX_REFERENCE_DEPTH:
+            raise UnusableSchemaError(
+                f"{named}: its references nest deeper than {MAX_REFERENCE_DEPTH} (a cycle?)"
+            )
+        try:
+            texts = {
+                ref.name: self.self_contained(self.reference(ref, protobuf=False), depth + 1).schema
+                for ref in schema.references
+            }
+            return replace(schema, schema=avro_references.inline(schema.schema, texts))
+        except UnusableSchemaError as err:
+            if str(err).startswith(("schema id ", "subject ")):
+                raise
+            raise UnusableSchemaError(f"{named}: {err}") from None
 
     def resolved(self, schema: RegisteredSchema, subject: str | None = None) -> RegisteredSchema:
         """A Protobuf ``schema`` with its ``descriptors``, or with the ``problem`` that kept them
@@ -540,8 +577,9 @@ class WriterSchemas:
             log.warning("the registry's Protobuf %s", problem)
             return replace(schema, problem=problem)
 
-    def reference(self, ref: SchemaReference) -> RegisteredSchema:
+    def reference(self, ref: SchemaReference, protobuf: bool = True) -> RegisteredSchema:
         """The subject version a reference names: this run's, kept, or the registry's (then kept).
+        ``protobuf``: asked in the serialized form (:meth:`RegistryClient.version`).
 
         Raises:
             UnusableSchemaError: the registry has no such version.
@@ -556,7 +594,7 @@ class WriterSchemas:
         if kept is not None:
             found = RegisteredSchema.from_dict(json.loads(kept))
         else:
-            answer = self.client.version(ref.subject, ref.version, protobuf=True)
+            answer = self.client.version(ref.subject, ref.version, protobuf=protobuf)
             if answer is None:
                 raise UnusableSchemaError(
                     f"its reference {ref.name!r} (subject {ref.subject!r} version {ref.version}) is not "

@@ -308,6 +308,9 @@ class AvroTopicParser(TopicParser):
                 f"topic {self.topic.name!r}: subject {subject!r} holds a {latest.schema_type} schema, "
                 f"not {schema_type} (format: {self.topic.format})"
             )
+        if schema_type == "AVRO":
+            # The reader schema, with the named types its references define (writers' are, by get()).
+            return self.writer_schemas.self_contained(latest)
         return latest
 
     def _set_reader(self, latest: RegisteredSchema, source: str) -> None:

@@ -19,6 +19,7 @@ from kafkalake.core.errors import (
     AuthorizationFailedError,
     BadConfigError,
     RegistryUnreachableError,
+    UnusableSchemaError,
 )
 from kafkalake.dev.broker import free_port
 from kafkalake.kafka import schema_registry
@@ -220,4 +221,39 @@ def test_a_missing_reference_is_a_problem_of_that_schema(server, tmp_path: Path)
     assert found is not None and found.problem == (
         "schema id 7 (subject 'o-value'): its reference 'shop/tier.proto' (subject 'tiers' version 3) "
         "is not in the registry"
+    )
+
+
+AVRO_TIER = '{"type": "enum", "name": "Tier", "namespace": "shop", "symbols": ["GOLD", "SILVER"]}'
+AVRO_ORDER = (
+    '{"type": "record", "name": "Order", "namespace": "shop", "fields": ['
+    '{"name": "id", "type": "long"}, {"name": "tier", "type": "shop.Tier"}]}'
+)
+AVRO_TIER_REF = {"name": "shop.Tier", "subject": "tiers", "version": 3}
+
+
+def test_avro_references_are_inlined_once_and_the_kept_schema_needs_no_registry(server, tmp_path: Path):
+    Registry.answers = {
+        "/apis/ccompat/v7/schemas/ids/5": (200, {"schema": AVRO_ORDER, "references": [AVRO_TIER_REF]}),
+        "/apis/ccompat/v7/subjects/tiers/versions/3": (200, {"id": 4, "schema": AVRO_TIER, "version": 3}),
+    }
+    found = WriterSchemas(str(tmp_path), RegistrySettings(server)).get(5)
+    assert found is not None
+    tier = json.loads(found.schema)["fields"][1]["type"]
+    assert tier == json.loads(AVRO_TIER)
+    asked = [path for path, _ in Registry.seen]
+    assert asked == ["/apis/ccompat/v7/schemas/ids/5", "/apis/ccompat/v7/subjects/tiers/versions/3"]
+    # Another run, the registry gone: the kept schema (inlined) and reference are enough.
+    gone = RegistrySettings(f"http://127.0.0.1:{free_port()}")
+    assert WriterSchemas(str(tmp_path), gone).get(5) == found
+
+
+def test_a_missing_avro_reference_refuses_the_schema_naming_it(server, tmp_path: Path):
+    Registry.answers = {
+        "/apis/ccompat/v7/schemas/ids/5": (200, {"schema": AVRO_ORDER, "references": [AVRO_TIER_REF]}),
+    }
+    with pytest.raises(UnusableSchemaError) as refused:
+        WriterSchemas(str(tmp_path), RegistrySettings(server)).get(5)
+    assert str(refused.value) == (
+        "schema id 5: its reference 'shop.Tier' (subject 'tiers' version 3) is not in the registry"
     )
