@@ -41,11 +41,11 @@ def lake(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("lake")
 
 
-#: Modules that use the in-process SparkSession (the ``spark`` fixture), in two work units: each
+#: Modules that use the in-process SparkSession (the ``spark`` fixture), in three work units: each
 #: worker that runs one of them starts a session of its own (a JVM, ~1 GiB, its own JIT and code
 #: generation warm-up), and with modules handed out one by one all four workers did (five sessions in
 #: a full run, ~520 CPU-s between them). Two units of about equal length (module times of a full
-#: run, 2026-11-25) keep it to two.
+#: run, 2026-11-25) kept it to two; test_families is a third (below).
 SHARED_SESSION = {
     "tests/integration/test_reingest.py": "spark session 1",
     "tests/integration/test_parsed_tables.py": "spark session 1",
@@ -65,6 +65,11 @@ SHARED_SESSION = {
     "tests/integration/test_schema_registry.py": "spark session 2",
     "tests/integration/test_registry_protobuf.py": "spark session 2",
     "tests/integration/test_registry_keys.py": "spark session 2",
+    # A unit of its own: in session 2's it would make that worker's the suite's longest (module times
+    # of d324181: families 942 s before its runs moved in-process, session 2's modules ~1,700 s).
+    # Its own session (one JVM more, ~1 GiB) still costs less than the six spark-submits it replaced
+    # (the module alone, cgroup CPU-s: 286 with them, 247-256 with the session).
+    "tests/integration/test_families.py": "spark session 3",
 }
 
 #: Modules that use one server started on first use (tests/integration/airflow_server.py): one

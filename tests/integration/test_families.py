@@ -7,6 +7,10 @@ gaps in two members. After each, every
 again: the pre-flight stops the run (topic_recreated), no JVM; a full refresh of the family, and
 every member lands again once; and with fail_on_data_loss false, a member's records Kafka deleted
 before they were read are in the gaps table.
+
+The DAG runs and the killed jobs are Airflow's and spark-submit's; the runs that only land (after
+a kill, a lost checkpoint, a full refresh, a loss accepted) are the job's own run (IngestRun) in
+the session's SparkSession, a JVM start each saved.
 """
 
 from __future__ import annotations
@@ -42,7 +46,7 @@ from kafkalake.lake.table_position import read_position, standard_topic_id
 from kafkalake.launch import jobs
 from kafkalake.launch.handover import ENV_CLIENT_CONFIG_FILE, ENV_KEEP_CLIENT_CONFIG_FILE
 
-from .helpers import offsets_read_by_runs, read_rows, table_version
+from .helpers import offsets_read_by_runs, read_rows, run_ingest, table_version
 
 pytestmark = [pytest.mark.integration, pytest.mark.families]
 
@@ -194,7 +198,7 @@ def test_a_member_created_between_runs_is_read_and_a_deleted_one_reported(
 
 
 def test_sigkill_mid_run_then_rerun_lands_every_offset_once(
-    catalog_file, lake, kafka, family, deleted, tmp_path
+    spark, catalog_file, lake, kafka, family, deleted, tmp_path
 ):
     for name, partitions in (("it-fam-a", 2), ("it-fam-b", 1), (NEW_MEMBER, 2)):
         produce(kafka, name, 12, partitions)  # 36 records: four batches of at most 10
@@ -213,16 +217,16 @@ def test_sigkill_mid_run_then_rerun_lands_every_offset_once(
     partial = read_rows(Path(family.path))
     assert before < len(partial) < before + 36
 
-    assert run_job(family, catalog_file, lake, kafka, tmp_path) == 0
+    run_ingest(spark, family, kafka.bootstrap_servers)
     assert len(assert_every_spot_once(family, kafka, deleted)) == before + 36
 
 
-def test_a_lost_checkpoint_is_rebuilt_from_the_table(catalog_file, lake, kafka, family, deleted, tmp_path):
+def test_a_lost_checkpoint_is_rebuilt_from_the_table(spark, kafka, family, deleted, tmp_path):
     produce(kafka, "it-fam-b", 3, 1)
     produce(kafka, NEW_MEMBER, 4, 2)
     shutil.move(family.checkpoint_path, tmp_path / "lost-checkpoint")
 
-    assert run_job(family, catalog_file, lake, kafka, tmp_path) == 0
+    run_ingest(spark, family, kafka.bootstrap_servers)
 
     rows = assert_every_spot_once(family, kafka, deleted)
     assert Counter(r["topic"] for r in rows)["it-fam-b"] == 6 + 12 + 3
@@ -274,7 +278,7 @@ def test_a_member_deleted_and_created_again_stops_the_run_before_any_jvm(airflow
 
 
 def test_a_full_refresh_of_the_family_lands_every_member_again_once(
-    catalog_file, lake, kafka, family, tmp_path, capsys, monkeypatch
+    spark, catalog_file, lake, kafka, family, capsys, monkeypatch
 ):
     monkeypatch.setenv("KAFKALAKE_CATALOG", str(catalog_file))
     monkeypatch.setenv("KAFKALAKE_LAKE_ROOT", str(lake))
@@ -286,13 +290,13 @@ def test_a_full_refresh_of_the_family_lands_every_member_again_once(
     assert "every record of the 4 members of 'it_family'" in capsys.readouterr().out
     assert not Path(family.path).exists()
 
-    assert run_job(family, catalog_file, lake, kafka, tmp_path) == 0
+    run_ingest(spark, family, kafka.bootstrap_servers)
     rows = assert_every_spot_once(family, kafka, deleted={})
     assert Counter(r["topic"] for r in rows)["it-fam-c"] == 2
 
 
 def test_with_fail_on_data_loss_false_a_members_expired_records_are_in_the_gaps_table(
-    catalog_file, lake, kafka, family, tmp_path
+    spark, catalog_file, lake, kafka, family, tmp_path
 ):
     # Last: Kafka then holds less than each member's start, which a re-ingest or full refresh refuses.
     produce(kafka, "it-fam-b", 5, 1)
@@ -306,9 +310,11 @@ def test_with_fail_on_data_loss_false_a_members_expired_records_are_in_the_gaps_
             "    table: it_family\n", "    table: it_family\n    fail_on_data_loss: false\n"
         )
     )
+    accepting_family = load_catalog(accepting, lake).topic(FAMILY)
+    assert accepting_family.fail_on_data_loss is False
     before = {(r["topic"], r["partition"], r["offset"]) for r in read_rows(Path(family.path))}
 
-    assert run_job(family, accepting, lake, kafka, tmp_path) == 0
+    run_ingest(spark, accepting_family, kafka.bootstrap_servers)
 
     rows = read_rows(Path(family.path))
     landed = Counter((r["topic"], r["partition"], r["offset"]) for r in rows)
@@ -358,7 +364,7 @@ def assert_parsed_once(parsed_family: TopicConfig, kafka: LocalKafka) -> None:
 
 
 def test_a_parsed_family_lands_each_record_once_across_a_kill_and_a_lost_checkpoint(
-    catalog_file, lake, kafka, tmp_path
+    spark, catalog_file, lake, kafka, tmp_path
 ):
     parsed_family = load_catalog(catalog_file, lake).topic("it_pfamily")
     for name, partitions in PARSED_MEMBERS.items():
@@ -375,7 +381,7 @@ def test_a_parsed_family_lands_each_record_once_across_a_kill_and_a_lost_checkpo
         -9,
         137,
     )
-    assert run_job(parsed_family, catalog_file, lake, kafka, tmp_path) == 0
+    run_ingest(spark, parsed_family, kafka.bootstrap_servers)
     assert_parsed_once(parsed_family, kafka)
 
     # Killed after a bronze commit again, and the checkpoint lost: the new checkpoint starts after
@@ -386,7 +392,7 @@ def test_a_parsed_family_lands_each_record_once_across_a_kill_and_a_lost_checkpo
         137,
     )
     shutil.move(parsed_family.checkpoint_path, tmp_path / "lost-checkpoint")
-    assert run_job(parsed_family, catalog_file, lake, kafka, tmp_path) == 0
+    run_ingest(spark, parsed_family, kafka.bootstrap_servers)
     assert_parsed_once(parsed_family, kafka)
     latest = {
         (r["_kafka"]["topic"], r["_kafka"]["key"]): r["n"] for r in read_rows(Path(parsed_family.latest_path))

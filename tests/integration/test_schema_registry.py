@@ -437,8 +437,16 @@ def test_dag_runs_of_each_format_land_their_values_and_leave_the_secrets_nowhere
     env["KAFKALAKE_STRICT"] = "1"
     topics = {fmt: load_catalog(catalog, paths["lake"]).topic(name) for fmt, name in names.items()}
     with local_airflow.served_home(env) as served, PsWatcher() as ps:
+        # The Avro topic's run does its follow-ups too (a first run's registration: one more JVM);
+        # the others' are marked done, the registry is the ingest's alone.
         runs = {
-            fmt: local_airflow.test_dag(served, topic.dag_id, sync=False) for fmt, topic in topics.items()
+            fmt: local_airflow.test_dag(
+                served,
+                topic.dag_id,
+                sync=False,
+                mark_success=None if fmt == "avro" else "register_table|maintain_table",
+            )
+            for fmt, topic in topics.items()
         }
 
     home = paths["airflow"]
