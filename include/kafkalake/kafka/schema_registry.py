@@ -545,9 +545,7 @@ class WriterSchemas:
             return schema
         named = f"schema id {schema.id}" if schema.id >= 0 else f"subject {schema.subject!r}"
         if depth > MAX_REFERENCE_DEPTH:
-            raise UnusableSchemaError(
-                f"{named}: its references nest deeper than {MAX_REFERENCE_DEPTH} (a cycle?)"
-            )
+            raise UnusableSchemaError(f"its references nest deeper than {MAX_REFERENCE_DEPTH} (a cycle?)")
         try:
             texts = {
                 ref.name: self.self_contained(self.reference(ref, protobuf=False), depth + 1).schema
@@ -555,7 +553,7 @@ class WriterSchemas:
             }
             return replace(schema, schema=avro_references.inline(schema.schema, texts))
         except UnusableSchemaError as err:
-            if str(err).startswith(("schema id ", "subject ")):
+            if depth:  # named once, by the schema the records name
                 raise
             raise UnusableSchemaError(f"{named}: {err}") from None
 
