@@ -28,7 +28,7 @@ from kafkalake.lake import run_history
 from kafkalake.lake.run_history import RunRecord
 
 from .airflow_server import BACKFILL_TOPIC, START_TIMEOUT, VIEWER, AirflowServer
-from .test_airflow_ui import page  # noqa: F401  (the Chromium page fixture)
+from .test_airflow_ui import follow_link, page  # noqa: F401  (page: the Chromium page fixture)
 
 pytestmark = [pytest.mark.integration, pytest.mark.browser]
 
@@ -125,8 +125,8 @@ def test_the_view_shows_the_run_history_to_a_reader_and_refuses_anonymous_reques
     assert page.locator('meta[http-equiv="refresh"]').get_attribute("content") == "60"
     page.screenshot(path=str(tmp_path / "freshness-fleet.png"), full_page=True)
 
-    row.get_by_role("link", name=BACKFILL_TOPIC).click()
-    page.wait_for_url(re.compile(rf"/kafkalake/freshness/dags/{dag_id}$"))
+    topic_link = row.get_by_role("link", name=BACKFILL_TOPIC)
+    follow_link(page, topic_link, re.compile(rf"/kafkalake/freshness/dags/{dag_id}$"))
     runs = page.locator("table.runs tbody tr")
     assert runs.count() == len(written)
     newest_first = [runs.nth(i).inner_text() for i in range(runs.count())]
@@ -152,13 +152,13 @@ def test_the_view_shows_the_run_history_to_a_reader_and_refuses_anonymous_reques
     # From Airflow's own UI: the DAG's "Freshness" tab shows the topic page in a frame, and the
     # navigation's "Freshness" the fleet page (the UI's routes: plugin/<url_route>).
     page.goto(f"{url}/dags/{dag_id}")
-    page.locator(f'a[href$="/dags/{dag_id}/plugin/kafkalake-freshness-dag"]').first.click()
-    page.wait_for_url(re.compile(rf"/dags/{dag_id}/plugin/kafkalake-freshness-dag$"))
+    dag_tab = page.locator(f'a[href$="/dags/{dag_id}/plugin/kafkalake-freshness-dag"]').first
+    follow_link(page, dag_tab, re.compile(rf"/dags/{dag_id}/plugin/kafkalake-freshness-dag$"))
     frame = page.frame_locator("iframe").first
     frame.locator("table.runs tbody tr").first.wait_for()
     assert frame.locator("h1").inner_text() == BACKFILL_TOPIC
-    page.locator('a[href$="/plugin/kafkalake-freshness"]').first.click()
-    page.wait_for_url(re.compile(r"/plugin/kafkalake-freshness$"))
+    nav_link = page.locator('a[href$="/plugin/kafkalake-freshness"]').first
+    follow_link(page, nav_link, re.compile(r"/plugin/kafkalake-freshness$"))
     page.frame_locator("iframe").first.locator(f'tr[data-topic="{BACKFILL_TOPIC}"]').wait_for()
 
     if os.environ.get(KEEP_SCREENSHOTS) == "1":
