@@ -267,7 +267,8 @@ def test_protobuf_schemas_registered_as_proto_text_are_compiled(spark, kafka, re
 
 
 def customer_files() -> tuple[Any, Any]:
-    """``shop/customer.proto`` (a Customer) and ``shop/ordered.proto``, whose Ordered imports it."""
+    """``shop/customer.proto`` (a Customer) and ``shop/ordered.proto``, whose Ordered imports it and
+    Google's ``google/type/date.proto``, which confluent-kafka registers no reference for."""
     from google.protobuf import descriptor_pb2
 
     F = descriptor_pb2.FieldDescriptorProto
@@ -276,12 +277,18 @@ def customer_files() -> tuple[Any, Any]:
     person.field.add(name="name", number=1, type=F.TYPE_STRING, label=F.LABEL_OPTIONAL)
     person.field.add(name="vip", number=2, type=F.TYPE_BOOL, label=F.LABEL_OPTIONAL)
     ordered = descriptor_pb2.FileDescriptorProto(
-        name="shop/ordered.proto", package="shop", syntax="proto3", dependency=["shop/customer.proto"]
+        name="shop/ordered.proto",
+        package="shop",
+        syntax="proto3",
+        dependency=["shop/customer.proto", "google/type/date.proto"],
     )
     message = ordered.message_type.add(name="Ordered")
     message.field.add(name="id", number=1, type=F.TYPE_INT64, label=F.LABEL_OPTIONAL)
     message.field.add(
         name="buyer", number=2, type=F.TYPE_MESSAGE, type_name=".shop.Customer", label=F.LABEL_OPTIONAL
+    )
+    message.field.add(
+        name="placed", number=4, type=F.TYPE_MESSAGE, type_name=".google.type.Date", label=F.LABEL_OPTIONAL
     )
     return customer, ordered
 
@@ -289,10 +296,12 @@ def customer_files() -> tuple[Any, Any]:
 def test_protobuf_schema_references_are_resolved(spark, kafka, registry, tmp_path):
     """A message importing another user .proto: confluent-kafka's serializer registers the imported
     file under its own subject and the message's schema with a reference to it; the job resolves
-    it (kept beside the writer schemas). A text schema referencing that subject resolves too."""
+    it (kept beside the writer schemas). A text schema referencing that subject resolves too. Both
+    import google/type/date.proto, which no reference names: the job takes it from its package."""
     from confluent_kafka.schema_registry import SchemaReference
     from confluent_kafka.schema_registry.protobuf import ProtobufSerializer
     from google.protobuf import descriptor_pool, message_factory
+    from google.type import date_pb2
 
     name = "it-protobuf-references"
     producer.create_topic(kafka.bootstrap_servers, name, partitions=1)
@@ -301,6 +310,7 @@ def test_protobuf_schema_references_are_resolved(spark, kafka, registry, tmp_pat
     )
     client = SchemaRegistryClient({"url": registry.url})
     pool = descriptor_pool.DescriptorPool()
+    pool.AddSerializedFile(date_pb2.DESCRIPTOR.serialized_pb)
     for file in customer_files():
         pool.Add(file)
     ordered_cls = message_factory.GetMessageClass(pool.FindMessageTypeByName("shop.Ordered"))
@@ -311,6 +321,7 @@ def test_protobuf_schema_references_are_resolved(spark, kafka, registry, tmp_pat
     for i, who, vip in values:
         message = ordered_cls(id=i)
         message.buyer.name, message.buyer.vip = who, vip
+        message.placed.year, message.placed.month, message.placed.day = 2026, 12, i
         records.append(Record(f"o{i}".encode(), framed(message, context)))
     writer_id = struct.unpack(">I", records[0].value[1:5])[0]
     registered = client.get_schema(writer_id)
@@ -319,8 +330,9 @@ def test_protobuf_schema_references_are_resolved(spark, kafka, registry, tmp_pat
     ]
     # The same file as text, referencing the subject the serializer registered (a hand's way).
     text = (
-        'syntax = "proto3"; package shop; import "shop/customer.proto";'
-        " message Ordered { int64 id = 1; Customer buyer = 2; string channel = 3; }"
+        'syntax = "proto3"; package shop; import "shop/customer.proto"; import "google/type/date.proto";'
+        " message Ordered { int64 id = 1; Customer buyer = 2; string channel = 3;"
+        " google.type.Date placed = 4; }"
     )
     reference = SchemaReference(
         "shop/customer.proto", "shop/customer.proto", registered.references[0].version
@@ -336,10 +348,15 @@ def test_protobuf_schema_references_are_resolved(spark, kafka, registry, tmp_pat
         for r in read_rows(Path(topic.parsed_path))
     }
     expected = {
-        f"o{i}".encode(): {"id": i, "buyer": {"name": who, "vip": vip}, "channel": None}
+        f"o{i}".encode(): {
+            "id": i,
+            "buyer": {"name": who, "vip": vip},
+            "placed": {"year": 2026, "month": 12, "day": i},
+            "channel": None,
+        }
         for i, who, vip in values
     }
-    assert rows == {**expected, b"text": {"id": 2, "buyer": {"name": "buyer2", "vip": False}, "channel": ""}}
+    assert rows == {**expected, b"text": {**expected[b"o2"], "channel": ""}}
     assert not Path(topic.dead_letter_path).exists() or read_rows(Path(topic.dead_letter_path)) == []
     kept = Path(topic.registry_schema_dir, "references", "shop%2Fcustomer.proto")
     assert [p.name for p in kept.iterdir()] == [f"{reference.version}.json"]

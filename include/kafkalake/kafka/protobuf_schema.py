@@ -24,8 +24,10 @@ RFC 3339 text, a message field that is not set as null, scalars without presence
 from __future__ import annotations
 
 import base64
+import importlib
 import json
 import math
+import re
 from collections.abc import Callable, Iterator
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
@@ -37,17 +39,21 @@ if TYPE_CHECKING:
 
     from kafkalake.kafka.schema_registry import RegisteredSchema, SchemaReference
 
-#: Google's well-known types a registered file may import: they come from the protobuf package's
-#: own descriptors, not from the registry (Confluent's serializer registers no reference for them).
-_WELL_KNOWN = (
-    "any_pb2",
-    "duration_pb2",
-    "empty_pb2",
-    "field_mask_pb2",
-    "struct_pb2",
-    "timestamp_pb2",
-    "wrappers_pb2",
+#: Files a registered schema may import without naming a reference for them: Confluent's serializer
+#: treats them as built in (confluent-kafka's ``_is_builtin``) and registers no reference, so they come
+#: from local packages: Google's well-known types (protobuf), Google's common types such as
+#: ``google/type/date.proto`` (googleapis-common-protos) and Confluent's own (confluent-kafka). The file
+#: ``google/type/date.proto`` is the module ``google.type.date_pb2``.
+BUILTIN_PACKAGES = (
+    ("google/protobuf/", "google.protobuf."),
+    ("google/type/", "google.type."),
+    ("confluent/", "confluent_kafka.schema_registry.confluent."),
 )
+#: A built-in file's name: a path of module names, so that no other module is ever imported by it.
+_BUILTIN_NAME = re.compile(r"(?:[a-z][a-z0-9_]*/)*[a-z][a-z0-9_]*\.proto")
+#: The files a ``.proto`` text imports (``import "a/b.proto";``, ``import public``, ``import weak``),
+#: one to a line or not; one in a comment too, which only hands protoc a file it does not need.
+_TEXT_IMPORT = re.compile(r'\bimport\s+(?:public\s+|weak\s+)?"([^"]+)"\s*;')
 TIMESTAMP = "google.protobuf.Timestamp"
 #: Nested message types deeper than this, or a type that contains itself, are kept as JSON text.
 MAX_DEPTH = 16
@@ -85,18 +91,49 @@ def message_indexes(payload: bytes) -> tuple[list[int], int]:
     return values, position
 
 
-def _well_known() -> list[Any]:
-    import importlib
-
+@lru_cache(maxsize=256)
+def _builtin_file(name: str) -> Any | None:
+    """The ``FileDescriptorProto`` of the built-in file ``name`` (:data:`BUILTIN_PACKAGES`), or None
+    when ``name`` is none of them or its package is not installed."""
     from google.protobuf import descriptor_pb2
 
-    files = []
-    for module_name in _WELL_KNOWN:
-        module = importlib.import_module(f"google.protobuf.{module_name}")
-        known = descriptor_pb2.FileDescriptorProto()
-        module.DESCRIPTOR.CopyToProto(known)
-        files.append(known)
-    return files
+    for prefix, package in BUILTIN_PACKAGES:
+        if name.startswith(prefix) and _BUILTIN_NAME.fullmatch(name):
+            module_name = package + name[len(prefix) : -len(".proto")].replace("/", ".") + "_pb2"
+            try:
+                module = importlib.import_module(module_name)
+            except ImportError:
+                return None
+            if getattr(getattr(module, "DESCRIPTOR", None), "name", None) != name:
+                return None
+            proto = descriptor_pb2.FileDescriptorProto()
+            module.DESCRIPTOR.CopyToProto(proto)
+            return proto
+    return None
+
+
+def is_builtin(name: str) -> bool:
+    """Whether the file ``name`` comes with the local packages (:data:`BUILTIN_PACKAGES`)."""
+    return _builtin_file(name) is not None
+
+
+def builtin_files(names: Iterator[str] | list[str], have: set[str]) -> list[Any]:
+    """The built-in files among ``names`` and the files they import, each after what it imports,
+    leaving out those in ``have`` (which grows by the files returned). Names that are not built in
+    are left for the caller to find or refuse."""
+    found: list[Any] = []
+
+    def add(name: str) -> None:
+        if name in have or (proto := _builtin_file(name)) is None:
+            return
+        have.add(name)
+        for dependency in proto.dependency:
+            add(dependency)
+        found.append(proto)
+
+    for name in names:
+        add(name)
+    return found
 
 
 def file_proto(schema: str, name: str | None, dependencies: list[Any]) -> Any:
@@ -117,7 +154,9 @@ def file_proto(schema: str, name: str | None, dependencies: list[Any]) -> Any:
     except Exception:  # binascii.Error, or the protobuf runtime's DecodeError: not that form
         from kafkalake.kafka.protobuf_compile import compile_text
 
-        return compile_text(name or "registry-schema.proto", schema, [*_well_known(), *dependencies])
+        given = {d.name for d in dependencies}
+        imported = builtin_files(_TEXT_IMPORT.findall(schema), given)
+        return compile_text(name or "registry-schema.proto", schema, [*imported, *dependencies])
     if name is not None:
         proto.name = name
     return proto
@@ -130,8 +169,9 @@ def resolve(
 ) -> str:
     """The descriptors of ``schema`` and of the files it imports, its ``references`` resolved
     (recursively, by ``referenced``), as the base64 of a ``FileDescriptorSet``: each file after the
-    files it imports, ``schema``'s own last. Google's well-known types are not referenced: they
-    come from the protobuf package.
+    files it imports, ``schema``'s own last. The built-in files it imports (:data:`BUILTIN_PACKAGES`)
+    are not referenced: they come from the local packages, into the set too, so that the set is
+    whole for any runtime that reads it.
 
     Raises:
         UnusableSchemaError: a file that does not read or compile, a missing or circular reference.
@@ -142,13 +182,15 @@ def resolve(
 
     def visit(current: RegisteredSchema, file_name: str | None, trail: tuple[str, ...]) -> Any:
         for ref in current.references:
-            if ref.name in files or ref.name.startswith("google/protobuf/"):
+            if ref.name in files or is_builtin(ref.name):
                 continue
             if ref.name in trail:
                 raise UnusableSchemaError(f"its references import each other: {' -> '.join(trail)}")
             files[ref.name] = visit(referenced(ref), ref.name, (*trail, ref.name))
         proto = file_proto(current.schema, file_name, list(files.values()))
-        missing = [d for d in proto.dependency if d not in files and not d.startswith("google/protobuf/")]
+        for builtin in builtin_files(list(proto.dependency), set(files)):
+            files[builtin.name] = builtin
+        missing = [d for d in proto.dependency if d not in files]
         if missing:
             raise UnusableSchemaError(
                 f"{proto.name!r} imports {', '.join(missing)}, which its registry entry names no "
@@ -164,8 +206,9 @@ def resolve(
 
 @lru_cache(maxsize=64)
 def _pool_and_file(descriptors: str) -> tuple[Any, Any]:
-    """A descriptor pool holding the files of ``descriptors`` (:func:`resolve`) and the well-known
-    types they import; and the last file's descriptor (the schema's own)."""
+    """A descriptor pool holding the files of ``descriptors`` (:func:`resolve`) and the built-in
+    files they import that the set lacks (a set resolved before those were put in it); and the last
+    file's descriptor (the schema's own)."""
     from google.protobuf import descriptor_pb2, descriptor_pool
 
     try:
@@ -177,10 +220,11 @@ def _pool_and_file(descriptors: str) -> tuple[Any, Any]:
     if not files:
         raise UnusableSchemaError("not a resolved Protobuf schema: no file")
     pool = descriptor_pool.DescriptorPool()
-    for known in _well_known():
-        pool.Add(known)
+    added = {proto.name for proto in files}
     try:
         for proto in files:
+            for builtin in builtin_files(list(proto.dependency), added):
+                pool.Add(builtin)
             pool.Add(proto)
     except Exception as err:  # the pool's own errors (TypeError, KeyError) differ by implementation
         raise UnusableSchemaError(

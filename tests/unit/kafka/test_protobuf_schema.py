@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 from typing import Any
 
 import pytest
@@ -220,3 +221,99 @@ def test_an_import_without_its_reference_is_named() -> None:
     # A serialized file (no compiler to say it) that imports a file its entry names no reference for.
     with pytest.raises(UnusableSchemaError, match=r"imports shop/customer.proto, which its registry entry"):
         ps.resolve(RegisteredSchema(15, _with_import(), "PROTOBUF"), lambda r: None)
+
+
+def _day_file() -> descriptor_pb2.FileDescriptorProto:
+    """A file of Google's and Confluent's built-in types, which confluent-kafka registers without
+    references (its ``_is_builtin``): nothing in the registry says where they come from."""
+    file = descriptor_pb2.FileDescriptorProto(
+        name="unit/day.proto",
+        package="unit",
+        syntax="proto3",
+        dependency=["google/type/date.proto", "confluent/type/decimal.proto", "confluent/meta.proto"],
+    )
+    day = file.message_type.add(name="Day")
+    day.field.add(
+        name="on", number=1, type=F.TYPE_MESSAGE, type_name=".google.type.Date", label=F.LABEL_OPTIONAL
+    )
+    day.field.add(
+        name="amount",
+        number=2,
+        type=F.TYPE_MESSAGE,
+        type_name=".confluent.type.Decimal",
+        label=F.LABEL_OPTIONAL,
+    )
+    return file
+
+
+DAY_TEXT = """syntax = "proto3"; package unit; import "google/type/date.proto";
+import   public "confluent/type/decimal.proto";
+import "confluent/meta.proto";
+message Day {
+  google.type.Date on = 1;
+  confluent.type.Decimal amount = 2 [(confluent.field_meta).params = {key: "precision", value: "9"}];
+}
+"""
+
+
+@pytest.mark.parametrize("form", ["serialized", "text"])
+def test_google_and_confluent_built_in_types_need_no_reference(form: str) -> None:
+    from confluent_kafka.schema_registry.confluent.type import decimal_pb2
+    from google.type import date_pb2
+
+    registered = (
+        base64.b64encode(_day_file().SerializeToString()).decode() if form == "serialized" else DAY_TEXT
+    )
+    resolved = ps.resolve(
+        RegisteredSchema(21, registered, "PROTOBUF"), lambda ref: pytest.fail(f"asked {ref}")
+    )
+    files = [f.name for f in descriptor_pb2.FileDescriptorSet.FromString(base64.b64decode(resolved)).file]
+    # The set is whole: each built-in file the schema imports, after what it imports, then the schema.
+    assert files[-1] == "registry-schema-21.proto"
+    assert set(files[:-1]) == {
+        "google/type/date.proto",
+        "confluent/type/decimal.proto",
+        "confluent/meta.proto",
+        "google/protobuf/descriptor.proto",
+    }
+    assert files.index("google/protobuf/descriptor.proto") < files.index("confluent/meta.proto")
+    kind = ps.message_type(resolved, [0])
+    assert ps.spark_type(kind)["fields"][0]["type"]["fields"][0]["name"] == "year"
+    message = message_factory.GetMessageClass(kind)()
+    # Written with the packages' own classes, as a producer does: the same bytes on the wire.
+    message.on.MergeFromString(date_pb2.Date(year=2026, month=12, day=1).SerializeToString())
+    message.amount.MergeFromString(
+        decimal_pb2.Decimal(value=b"\x04\xd2", precision=9, scale=2).SerializeToString()
+    )
+    name, text = ps.decode(resolved, b"\x00" + message.SerializeToString())
+    assert (name, json.loads(text)) == (
+        "unit.Day",
+        {
+            "on": {"year": 2026, "month": 12, "day": 1},
+            "amount": {"value": "BNI=", "precision": 9, "scale": 2},
+        },
+    )
+
+
+@pytest.mark.parametrize(
+    "imported", ["google/type/../../os.proto", "google/type/no_such_type.proto", "confluent/Meta.proto"]
+)
+def test_a_name_under_a_built_in_folder_that_is_no_built_in_file_needs_its_reference(imported: str) -> None:
+    file = _day_file()
+    file.dependency.append(imported)
+    registered = base64.b64encode(file.SerializeToString()).decode()
+    with pytest.raises(
+        UnusableSchemaError, match=rf"imports {re.escape(imported)}, which its registry entry"
+    ):
+        ps.resolve(RegisteredSchema(22, registered, "PROTOBUF"), lambda r: None)
+
+
+def test_a_set_resolved_without_its_well_known_files_still_decodes() -> None:
+    """Sets kept in a schema history before the built-in files went into them."""
+    old = descriptor_pb2.FileDescriptorSet()
+    old.file.append(_file())
+    kept = base64.b64encode(old.SerializeToString()).decode()
+    event = _event_class()(id=5)
+    event.at.FromJsonString("2026-12-01T00:00:00Z")
+    payload = b"\x00" + event.SerializeToString()
+    assert ps.decode(kept, payload) == ps.decode(SCHEMA, payload)
