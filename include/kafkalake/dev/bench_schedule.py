@@ -17,6 +17,13 @@ runs, runs that started a Spark job for the ingest, JVM-seconds (the summed time
 started a JVM: ingest, schema refresh, registration, table care), the records' data age at landing
 (bronze's ``ingested_at`` minus ``kafka_timestamp``: median and max) and SLA misses (records that
 landed older than the SLA). Results go to ``.bench/schedule/results.json``.
+
+The day is compressed, its sizes are not: a burst of 1,000 small records is about 35 KB, where a real
+day's burst is many files of the default ``file_bytes`` (128 MiB), so rule 4 of
+kafkalake.config.freshness (a file's worth waits: run now) would never fire and every burst would
+wait for the budget (SLA - expected run - margin). So the freshness topics' ``file_bytes`` (the
+catalog field) is scaled to the day: a burst is ``--burst-files`` files' worth (its records' value
+bytes / burst files), said in the output and in results.json. ``--burst-files 0`` keeps the default.
 """
 
 from __future__ import annotations
@@ -44,6 +51,8 @@ from kafkalake.dev.standalone_airflow import StandaloneAirflow, free_port, wait_
 from kafkalake.kafka.offsets import end_offsets
 
 SHAPES = ("burst", "trickle", "quiet")
+#: What the replay's record value takes (``{"t": <epoch seconds>, "i": <index>}``), for a burst's size.
+RECORD_BYTES = len(json.dumps({"t": 1764633600.123456, "i": 999}).encode())
 #: Tasks that start a Spark application (the pre-flight does not).
 JVM_TASKS = ("ingest", "refresh_schema", "register_table", "maintain_table")
 
@@ -53,6 +62,29 @@ class Produce:
     at_s: float
     topic: int
     count: int
+
+
+def burst_records(rate: float) -> int:
+    return max(1, int(2000 * rate))
+
+
+def scaled_file_bytes(rate: float, burst_files: float) -> int | None:
+    """The freshness topics' ``file_bytes``: a burst is ``burst_files`` files' worth, as a real
+    day's burst is many; None (the catalog's default) when ``burst_files`` is 0."""
+    if burst_files <= 0:
+        return None
+    return max(1, int(burst_records(rate) * RECORD_BYTES / burst_files))
+
+
+def catalog_entries(
+    topics: list[str], schedule: str, sla: str, file_bytes: int | None
+) -> list[dict[str, Any]]:
+    """The bench's catalog: bronze only, one schedule for every topic; ``file_bytes`` on freshness
+    topics only (the interval refuses it)."""
+    mode: str | dict[str, Any] = "interval"
+    if schedule == "freshness":
+        mode = "freshness" if file_bytes is None else {"mode": "freshness", "file_bytes": file_bytes}
+    return [{"name": t, "freshness_sla": sla, "parsed": False, "schedule": mode} for t in topics]
 
 
 def day(topics: int, seconds: float, rate: float, seed: int = 7) -> list[Produce]:
@@ -66,7 +98,7 @@ def day(topics: int, seconds: float, rate: float, seed: int = 7) -> list[Produce
         shape = SHAPES[index % len(SHAPES)]
         if shape == "burst":
             for _ in range(3):
-                plan.append(Produce(rng.uniform(0.05, 0.9) * seconds, index, max(1, int(2000 * rate))))
+                plan.append(Produce(rng.uniform(0.05, 0.9) * seconds, index, burst_records(rate)))
         elif shape == "trickle":
             gap = 1 / max(rate, 1e-3)
             t = rng.uniform(0, gap)
@@ -150,15 +182,8 @@ def run_schedule(
     folder.mkdir(parents=True)
     stamp = time.strftime("%H%M%S")
     topics = [f"day-{schedule}-{stamp}-{i}" for i in range(args.topics)]
-    entries: list[dict[str, Any]] = [
-        {
-            "name": t,
-            "freshness_sla": args.sla,
-            "parsed": False,
-            "schedule": schedule if schedule == "freshness" else "interval",
-        }
-        for t in topics
-    ]
+    file_bytes = scaled_file_bytes(args.rate, args.burst_files)
+    entries = catalog_entries(topics, schedule, args.sla, file_bytes)
     catalog, lake = folder / "catalog.yaml", folder / "lake"
     catalog.write_text(json.dumps({"topics": entries}))
     loaded = load_catalog(catalog, lake, strict=True)
@@ -181,6 +206,8 @@ def run_schedule(
         for dag_id in dag_ids:
             server.api("PATCH", f"/dags/{dag_id}", json={"is_paused": False})
         print(f"{schedule}: replaying a {args.minutes}-minute day on {len(topics)} topics", flush=True)
+        if schedule == "freshness":
+            print(f"freshness: {file_bytes_note(args)}", flush=True)
         replay(plan, broker.bootstrap_servers, topics, time.monotonic())
         wait_for(
             lambda: landed(catalog, lake, topics, broker.bootstrap_servers),
@@ -197,6 +224,18 @@ def run_schedule(
         server.stop()
 
 
+def file_bytes_note(args: argparse.Namespace) -> str:
+    size = scaled_file_bytes(args.rate, args.burst_files)
+    if size is None:
+        return "file_bytes is the catalog's default (128 MiB): no burst of this day is a file's worth"
+    burst = burst_records(args.rate)
+    return (
+        f"file_bytes {size:,} (scaled to the compressed day: a burst of {burst:,} records, "
+        f"{burst * RECORD_BYTES:,} value bytes, is {args.burst_files:g} files' worth, as a real day's "
+        "burst is many files of the default 128 MiB)"
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--topics", type=int, default=5)
@@ -207,6 +246,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument(
         "--drain-minutes", type=float, default=15, help="how long the last records may take to land"
+    )
+    parser.add_argument(
+        "--burst-files",
+        type=float,
+        default=3,
+        help="a burst's size in files of the freshness topics' file_bytes (0: the default 128 MiB)",
     )
     parser.add_argument("--schedules", default="interval,freshness")
     parser.add_argument("--port", type=int, default=9192)
@@ -263,10 +308,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     results = {
         "args": {k: str(v) for k, v in vars(args).items()},
         "cores": os.cpu_count(),
+        "freshness_file_bytes": scaled_file_bytes(args.rate, args.burst_files),
+        "freshness_file_bytes_note": file_bytes_note(args),
         "topics": [asdict(o) for o in outcomes],
     }
     out = workdir / "results.json"
     out.write_text(json.dumps(results, indent=2))
+    if "freshness" in args.schedules.split(","):
+        print(f"freshness: {file_bytes_note(args)}")
     print(f"results written to {out}")
     return 0
 
