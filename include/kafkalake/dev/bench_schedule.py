@@ -18,12 +18,12 @@ started a JVM: ingest, schema refresh, registration, table care), the records' d
 (bronze's ``ingested_at`` minus ``kafka_timestamp``: median and max) and SLA misses (records that
 landed older than the SLA). Results go to ``.bench/schedule/results.json``.
 
-The day is compressed, its sizes are not: a burst of 1,000 small records is about 35 KB, where a real
-day's burst is many files of the default ``file_bytes`` (128 MiB), so rule 4 of
+The day is compressed, its sizes are not: a burst of 1,000 small records is about 11 KB in bronze,
+where a real day's burst is many files of the default ``file_bytes`` (128 MiB), so rule 4 of
 kafkalake.config.freshness (a file's worth waits: run now) would never fire and every burst would
 wait for the budget (SLA - expected run - margin). So the freshness topics' ``file_bytes`` (the
-catalog field) is scaled to the day: a burst is ``--burst-files`` files' worth (its records' value
-bytes / burst files), said in the output and in results.json. ``--burst-files 0`` keeps the default.
+catalog field) is scaled to the day: a burst is ``--burst-files`` files' worth (its records' bytes in
+bronze / burst files), said in the output and in results.json. ``--burst-files 0`` keeps the default.
 """
 
 from __future__ import annotations
@@ -51,8 +51,10 @@ from kafkalake.dev.standalone_airflow import StandaloneAirflow, free_port, wait_
 from kafkalake.kafka.offsets import end_offsets
 
 SHAPES = ("burst", "trickle", "quiet")
-#: What the replay's record value takes (``{"t": <epoch seconds>, "i": <index>}``), for a burst's size.
-RECORD_BYTES = len(json.dumps({"t": 1764633600.123456, "i": 999}).encode())
+#: What one of the replay's records takes in bronze, as the watcher sizes what waits (the table's bytes
+#: per row): 10.3 to 12.5 in the 1,000-record commits of the 2026-12-01 23:18 run. Its JSON value alone
+#: is 34 bytes; sized by that, a burst meant to be 3 files' worth was about one (docs/benchmarks.md).
+BRONZE_RECORD_BYTES = 10
 #: Tasks that start a Spark application (the pre-flight does not).
 JVM_TASKS = ("ingest", "refresh_schema", "register_table", "maintain_table")
 
@@ -73,7 +75,7 @@ def scaled_file_bytes(rate: float, burst_files: float) -> int | None:
     day's burst is many; None (the catalog's default) when ``burst_files`` is 0."""
     if burst_files <= 0:
         return None
-    return max(1, int(burst_records(rate) * RECORD_BYTES / burst_files))
+    return max(1, int(burst_records(rate) * BRONZE_RECORD_BYTES / burst_files))
 
 
 def catalog_entries(
@@ -231,8 +233,8 @@ def file_bytes_note(args: argparse.Namespace) -> str:
     burst = burst_records(args.rate)
     return (
         f"file_bytes {size:,} (scaled to the compressed day: a burst of {burst:,} records, "
-        f"{burst * RECORD_BYTES:,} value bytes, is {args.burst_files:g} files' worth, as a real day's "
-        "burst is many files of the default 128 MiB)"
+        f"about {burst * BRONZE_RECORD_BYTES:,} bytes in bronze, is {args.burst_files:g} files' worth, "
+        "as a real day's burst is many files of the default 128 MiB)"
     )
 
 
@@ -250,7 +252,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--burst-files",
         type=float,
-        default=3,
+        default=2,
         help="a burst's size in files of the freshness topics' file_bytes (0: the default 128 MiB)",
     )
     parser.add_argument("--schedules", default="interval,freshness")

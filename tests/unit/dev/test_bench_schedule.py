@@ -8,7 +8,7 @@ import json
 from kafkalake.config.catalog import load_catalog
 from kafkalake.config.freshness import DEFAULT_FILE_BYTES
 from kafkalake.dev.bench_schedule import (
-    RECORD_BYTES,
+    BRONZE_RECORD_BYTES,
     burst_records,
     catalog_entries,
     day,
@@ -30,8 +30,8 @@ def test_the_day_is_reproducible_ordered_and_shaped():
 def test_a_burst_is_the_files_worth_the_bench_says_and_the_catalog_takes_it(tmp_path):
     """The freshness topics' file_bytes is scaled so a burst is --burst-files files' worth (rule 4 can
     fire as on a real day); validated by the real catalog loader; the interval topics carry none."""
-    size = scaled_file_bytes(0.5, 3)
-    assert size is not None and size * 3 <= burst_records(0.5) * RECORD_BYTES < size * 4
+    size = scaled_file_bytes(0.5, 2)
+    assert size is not None and size * 2 <= burst_records(0.5) * BRONZE_RECORD_BYTES < size * 3
     assert scaled_file_bytes(0.5, 0) is None
     for schedule, file_bytes in (("freshness", size), ("freshness", None), ("interval", size)):
         catalog = tmp_path / f"{schedule}-{file_bytes}.yaml"
