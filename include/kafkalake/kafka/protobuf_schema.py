@@ -18,7 +18,9 @@ Decoding gives plain JSON-ready values, typed as :func:`spark_type` says: int64 
 (``json_format`` would print them as strings), enums as their names (the number where the writer
 knew no name), bytes as base64 (Spark's ``from_json`` reads base64 into binary), a Timestamp as
 RFC 3339 text, a message field that is not set as null, scalars without presence at their default
-(as ``always_print_fields_with_no_presence``), each member of a ``oneof`` a nullable field of its own.
+(as ``always_print_fields_with_no_presence``), each member of a ``oneof`` a nullable field of its own,
+a map's entries by key. kafkalake's JVM extension writes the same JSON byte for byte
+(``spark/jvm/KafkalakeProtobuf.scala``; tests/fixtures/protobuf_vectors.py holds the cases both run).
 """
 
 from __future__ import annotations
@@ -374,6 +376,9 @@ def _plain_value(field: FieldDescriptor, value: Any) -> Any:
         return known.name if known is not None else str(value)
     if field.type == F.TYPE_BYTES:
         return base64.b64encode(value).decode()
+    if field.type == F.TYPE_STRING and isinstance(value, bytes):
+        # upb checks no UTF-8 in a proto2 string field and hands over the bytes instead.
+        raise ValueError(f"string field {field.full_name} is not valid UTF-8")
     if isinstance(value, float) and not math.isfinite(value):
         return str(value)  # NaN, Infinity: Spark's JSON reader takes them quoted
     return value
@@ -386,7 +391,8 @@ def plain(message: Any) -> dict[str, Any]:
         value = getattr(message, field.name)
         if _is_map(field):
             entry = field.message_type.fields_by_name["value"]
-            result[field.name] = {str(k): _plain_value(entry, v) for k, v in value.items()}
+            # By key: upb's map iterates in its hash table's order, which no other decoder shares.
+            result[field.name] = {str(k): _plain_value(entry, v) for k, v in sorted(value.items())}
         elif _repeated(field):
             result[field.name] = [_plain_value(field, v) for v in value]
         elif field.has_presence and not message.HasField(field.name):
@@ -394,6 +400,31 @@ def plain(message: Any) -> dict[str, Any]:
         else:
             result[field.name] = _plain_value(field, value)
     return result
+
+
+def well_known_used(schema: str) -> set[str]:
+    """The full names of Google's well-known types that the messages of ``schema`` (resolved
+    descriptors) hold, at any depth."""
+    from google.protobuf.descriptor import FieldDescriptor as F
+
+    _, file = _pool_and_file(schema)
+    used: set[str] = set()
+    seen: set[str] = set()
+    todo = list(file.message_types_by_name.values())
+    while todo:
+        kind = todo.pop()
+        if kind.full_name in seen:
+            continue
+        seen.add(kind.full_name)
+        todo.extend(kind.nested_types)
+        for field in kind.fields:
+            if field.type != F.TYPE_MESSAGE:
+                continue
+            if field.message_type.full_name.startswith("google.protobuf."):
+                used.add(field.message_type.full_name)
+            else:
+                todo.append(field.message_type)
+    return used
 
 
 def decode(schema: str, payload: bytes) -> tuple[str, str]:

@@ -81,7 +81,7 @@ def pyspark_jars_dir() -> Path:
 
 
 def spark_coordinates() -> list[Coordinate]:
-    """Delta and the Kafka connector, named from the installed Python packages.
+    """Delta and the Kafka connector, named from the installed Python packages; protobuf-java.
 
     Same rule as ``delta.pip_utils.configure_spark_with_delta_pip``: the Delta artifact carries the
     Spark major.minor, so Python package and jar can never drift apart.
@@ -91,6 +91,9 @@ def spark_coordinates() -> list[Coordinate]:
     return [
         Coordinate("io.delta", f"delta-spark_{spark_minor}_{SCALA_BINARY}", version("delta-spark")),
         Coordinate("org.apache.spark", f"spark-sql-kafka-0-10_{SCALA_BINARY}", spark_version),
+        # kafkalake's JVM extension decodes format: protobuf with it (and compiles against it);
+        # pyspark ships none (only ORC's shaded copy), so nothing on Spark's classpath clashes.
+        Coordinate("com.google.protobuf", "protobuf-java", jvm_extension.PROTOBUF_JAVA_VERSION),
     ]
 
 

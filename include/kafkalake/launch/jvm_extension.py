@@ -5,8 +5,9 @@ jars), against pyspark's own jars and the Delta jars set-up resolved into the sa
 machine needs only Java and the venv, and nothing more is fetched. The jar lands with the ``spark``
 jar set (``.jars/spark``), so everything that hands that set to Spark (``spark-submit --jars``, the
 tests' session, the class archive's training run) has it. Its name carries a digest of the source
-and of pyspark's and delta-spark's versions: a changed source, another Spark or another Delta makes
-``make setup`` build again, and the class archive (keyed by the jars' names, sizes and times) follows.
+and of pyspark's, delta-spark's and protobuf-java's versions: a changed source, another Spark, Delta
+or protobuf-java makes ``make setup`` build again, and the class archive (keyed by the jars' names,
+sizes and times) follows.
 
 The extension is behind a switch, :data:`ENV_JVM_EXTENSION` (``on`` by default, ``off``): it reaches
 into Spark's and Delta's internals (``private[sql]``, ``private[delta]``, reflection), so a Spark or
@@ -44,6 +45,9 @@ _PREFIX = "kafkalake-spark-"
 #: Delta's public APIs only, for an upgrade that breaks the extension; docs/scale.md).
 ENV_JVM_EXTENSION = "KAFKALAKE_JVM_EXTENSION"
 SWITCH_VALUES = ("on", "off")
+#: The protobuf-java the ``spark`` set carries (:mod:`.jars`): KafkalakeProtobuf.scala decodes
+#: ``format: protobuf`` records with it, so the build compiles against it.
+PROTOBUF_JAVA_VERSION = "4.36.2"
 
 
 def enabled(environ: Mapping[str, str] | None = None) -> bool:
@@ -79,7 +83,7 @@ def _sources() -> list[Path]:
 
 def digest() -> str:
     """Of the sources and the Spark and Delta they are compiled against."""
-    h = hashlib.sha256(f"{version('pyspark')} {version('delta-spark')}".encode())
+    h = hashlib.sha256(f"{version('pyspark')} {version('delta-spark')} {PROTOBUF_JAVA_VERSION}".encode())
     for source in _sources():
         h.update(source.name.encode() + b"\0" + source.read_bytes())
     return h.hexdigest()[:12]
@@ -94,8 +98,9 @@ def is_built(target: Path | None = None) -> bool:
 
 
 def delta_jars(spark_set: Path) -> list[Path]:
-    """The Delta jars of a resolved ``spark`` set (IdempotentAppend.scala compiles against them)."""
-    return sorted(spark_set.glob("delta-*.jar"))
+    """The jars of a resolved ``spark`` set that the sources compile against beside pyspark's: Delta's
+    (IdempotentAppend.scala) and protobuf-java (KafkalakeProtobuf.scala)."""
+    return sorted([*spark_set.glob("delta-*.jar"), *spark_set.glob("protobuf-java-*.jar")])
 
 
 def build(target: Path | None = None, *, pyspark_jars: Path, delta: list[Path] | None = None) -> Path:
@@ -112,7 +117,7 @@ def build(target: Path | None = None, *, pyspark_jars: Path, delta: list[Path] |
         raise JarsMissingError("java is not on PATH: install a JDK 17 and set JAVA_HOME")
     jar.parent.mkdir(parents=True, exist_ok=True)
     delta = delta_jars(jar.parent) if delta is None else delta
-    if not delta:
+    if not any(p.name.startswith("delta-") for p in delta):
         raise JarsMissingError(
             f"no Delta jars in {jar.parent} to compile kafkalake's JVM extension against: "
             "run `make setup` (or `python -m kafkalake.launch.jars`)"

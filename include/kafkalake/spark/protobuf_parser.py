@@ -3,7 +3,11 @@
 A value is the magic byte 0, the writer schema's id (4 bytes), the message indexes (which message
 type of the schema's file, :mod:`kafkalake.kafka.protobuf_schema`), then the message. Open-source
 Spark's ``from_protobuf`` is not on the Maven mirror the project resolves from, so a micro-batch is
-decoded in Python, vectorised (one ``pandas_udf`` over the batch):
+decoded by kafkalake's JVM extension (``kafkalake_protobuf_decode``, ``spark/jvm/KafkalakeProtobuf.scala``,
+on protobuf-java), or, in a session without it (``KAFKALAKE_JVM_EXTENSION=off``) or where a writer's
+messages hold a well-known type other than Timestamp, in Python, vectorised (one ``pandas_udf``
+over the batch). Both give the same JSON byte for byte and the same dead-letter reasons
+(tests/unit/kafka/protobuf_vectors.py):
 
 * the batch's distinct schema ids are read on the driver and each writer schema fetched once a run
   and kept beside the schema history (as for Avro: :class:`~kafkalake.kafka.schema_registry.WriterSchemas`);
@@ -27,7 +31,8 @@ from typing import TYPE_CHECKING, Any
 from kafkalake.core.errors import UnusableSchemaError
 from kafkalake.kafka import protobuf_schema
 from kafkalake.kafka.schema_registry import RegisteredSchema
-from kafkalake.spark import parse_columns, registry_keys, wire_format
+from kafkalake.spark import json_functions, parse_columns, registry_keys, wire_format
+from kafkalake.spark.extension import resolve
 from kafkalake.spark.parse_columns import DETAIL, KAFKA_COLUMN, REASON, VALUE
 from kafkalake.spark.registry_parser import (
     SCHEMA_ID,
@@ -76,10 +81,81 @@ def _vectorised(function: Any, return_type: str, returns: type) -> Any:
     return pandas_udf(function, return_type)
 
 
-def decoded(writers: dict[int, RegisteredSchema | None], sid: Column, payload: Column) -> Column:
+def _readable(writers: dict[int, RegisteredSchema | None]) -> dict[int, str]:
+    """The resolved descriptors of the writers that are Protobuf schemas which resolved."""
+    return {
+        i: w.descriptors
+        for i, w in writers.items()
+        if w is not None and w.schema_type.upper() == "PROTOBUF" and w.descriptors is not None
+    }
+
+
+#: The well-known types the JVM decoder writes as :func:`protobuf_schema.plain` does; any other
+#: (Duration, wrappers, Struct, Any...) is printed by protobuf's json_format, which it does not mirror.
+_JVM_WELL_KNOWN = {protobuf_schema.TIMESTAMP}
+
+
+def jvm_decodes(writers: dict[int, RegisteredSchema | None], *, use_extension: bool | None = None) -> bool:
+    """Whether :func:`decoded` runs in the JVM for these writers: the session has kafkalake's
+    extension and no writer's messages hold a well-known type it does not write."""
+    if not resolve(use_extension):
+        return False
+    for descriptors in _readable(writers).values():
+        try:
+            if protobuf_schema.well_known_used(descriptors) - _JVM_WELL_KNOWN:
+                return False
+        except UnusableSchemaError:
+            continue  # its records are dead letters either way
+    return True
+
+
+def _jvm_call(
+    writers: dict[int, RegisteredSchema | None], sid: Column, payload: Column, *, names_only: bool
+) -> Column:
+    """kafkalake_protobuf_decode over the readable writers, handed as a literal map of schema id to
+    FileDescriptorSet bytes (once per batch plan). The other known writers' records get
+    :func:`_decode_one`'s reason and detail; with ``names_only``, a null name, as
+    :func:`message_type_names` gives them."""
+    import base64
+
+    from pyspark.sql import functions as F
+
+    readable = _readable(writers)
+    pairs = [
+        c for i, d in sorted(readable.items()) for c in (F.lit(i), F.lit(bytearray(base64.b64decode(d))))
+    ]
+    literal = F.create_map(*pairs) if pairs else F.create_map().cast("map<int,binary>")
+    result = F.call_function("kafkalake_protobuf_decode", sid, payload, literal, F.lit(names_only))
+    if names_only:
+        return result["name"]
+    none = F.lit(None).cast("string")
+    for i, writer in sorted(writers.items()):
+        if writer is not None and i not in readable:
+            _, _, reason, detail = _decode_one(writer, i, b"")
+            unread = F.struct(
+                none.alias("name"),
+                none.alias("json"),
+                F.lit(reason).alias("reason"),
+                F.lit(detail).alias("detail"),
+            )
+            result = F.when(sid == i, unread).otherwise(result)
+    return result
+
+
+def decoded(
+    writers: dict[int, RegisteredSchema | None],
+    sid: Column,
+    payload: Column,
+    *,
+    use_extension: bool | None = None,
+) -> Column:
     """A struct per record: its message type's full name and its values as JSON, or the reason
-    (and detail) it did not decode; all null where there is no known schema id or no payload."""
+    (and detail) it did not decode; all null where there is no known schema id or no payload.
+    In the JVM where :func:`jvm_decodes`, else in a Python UDF; the same results."""
     import pandas as pd
+
+    if jvm_decodes(writers, use_extension=use_extension):
+        return _jvm_call(writers, sid, payload, names_only=False)
 
     def decode(ids: pd.Series, payloads: pd.Series) -> pd.DataFrame:
         rows = [
@@ -91,9 +167,19 @@ def decoded(writers: dict[int, RegisteredSchema | None], sid: Column, payload: C
     return _vectorised(decode, _DECODED_TYPE, pd.DataFrame)(sid, payload)
 
 
-def message_type_names(writers: dict[int, RegisteredSchema | None], sid: Column, payload: Column) -> Column:
-    """The full name of each record's message type; null where its indexes name none."""
+def message_type_names(
+    writers: dict[int, RegisteredSchema | None],
+    sid: Column,
+    payload: Column,
+    *,
+    use_extension: bool | None = None,
+) -> Column:
+    """The full name of each record's message type; null where its indexes name none. In the JVM
+    where the session has kafkalake's extension (the message is not read, so any type will do)."""
     import pandas as pd
+
+    if resolve(use_extension):
+        return _jvm_call(writers, sid, payload, names_only=True)
 
     def name(schema: RegisteredSchema | None, payload: bytes | None) -> str | None:
         if schema is None or payload is None or schema.descriptors is None:
@@ -201,7 +287,7 @@ class ProtobufTopicParser(AvroTopicParser):
         detail = detail.otherwise(result["detail"])
         frame = frame.select("*", reason.alias(REASON), detail.alias(DETAIL))
         table_type = StructType.fromJson(self.schema)
-        values = F.from_json(result["json"], table_type)
+        values = json_functions.from_json(result["json"], table_type)
         columns = [F.col(KAFKA_COLUMN)]
         columns += [F.when(F.col(REASON).isNull(), values[f.name]).alias(f.name) for f in table_type.fields]
         frame = frame.select(*columns, F.col(REASON), F.col(DETAIL), F.col(VALUE))

@@ -129,7 +129,7 @@ def test_ivy_module_xml_is_well_formed_with_one_dependency_per_coordinate():
         (c.org, c.name, c.rev, f"{conf}->default(runtime)") for conf, coords in sets.items() for c in coords
     ]
     assert dependencies == expected
-    assert len(dependencies) == 5
+    assert len(dependencies) == 6
 
 
 def test_the_metastore_set_brings_its_tarball_one_intransitive_jar_and_leaves_out_what_breaks_it():
@@ -165,6 +165,7 @@ def test_spark_coordinates_follow_the_installed_python_packages():
     assert [str(c) for c in spark_coordinates()] == [
         f"io.delta:delta-spark_{spark_minor}_2.13:{version('delta-spark')}",
         f"org.apache.spark:spark-sql-kafka-0-10_2.13:{pyspark_version}",
+        "com.google.protobuf:protobuf-java:4.36.2",
     ]
 
 
@@ -175,6 +176,7 @@ def test_spark_coordinates_for_the_pinned_versions():
     assert [str(c) for c in spark_coordinates()] == [
         "io.delta:delta-spark_4.2_2.13:4.4.0",
         "org.apache.spark:spark-sql-kafka-0-10_2.13:4.2.0",
+        "com.google.protobuf:protobuf-java:4.36.2",
     ]
 
 

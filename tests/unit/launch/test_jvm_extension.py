@@ -11,7 +11,7 @@ from kafkalake.core.paths import jars_dir
 from kafkalake.launch import jvm_extension
 from kafkalake.launch.jars import pyspark_jars_dir
 
-#: The Delta jars set-up resolved: the build compiles against them.
+#: The Delta jars and protobuf-java set-up resolved: the build compiles against them.
 DELTA = jvm_extension.delta_jars(jars_dir() / "spark")
 
 
@@ -30,6 +30,7 @@ def test_the_build_compiles_the_source_once_and_removes_older_builds(tmp_path):
     package = "org/apache/spark/sql/kafkalake/"
     assert f"{package}KafkalakeExtensions.class" in names
     assert {f"{package}KafkalakeFromJson.class", f"{package}KafkalakeFromJsonKeyed.class"} <= names
+    assert f"{package}KafkalakeProtobufDecode.class" in names
     assert jvm_extension.EXTENSION_CLASS.replace(".", "/") + ".class" in names
     assert "org/apache/spark/sql/delta/kafkalake/IdempotentAppend.class" in names
     assert not stale.exists() and other.exists()

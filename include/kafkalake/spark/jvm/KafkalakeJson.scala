@@ -357,6 +357,12 @@ class KafkalakeExtensions extends (SparkSessionExtensions => Unit) {
         case _ => throw new IllegalArgumentException(
           "kafkalake_from_json_keyed takes two arguments: the JSON text and its struct schema as a string literal")
       }))
+    // KafkalakeProtobuf.scala: loaded on first use only, so a session without protobuf-java on its
+    // classpath still has the other functions.
+    extensions.injectFunction((
+      FunctionIdentifier("kafkalake_protobuf_decode"),
+      new ExpressionInfo("org.apache.spark.sql.kafkalake.KafkalakeProtobufDecode", "kafkalake_protobuf_decode"),
+      (args: Seq[Expression]) => KafkalakeProtobufDecode(args)))
   }
 }
 

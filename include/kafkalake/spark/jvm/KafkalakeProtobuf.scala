@@ -1,0 +1,494 @@
+// kafkalake's Protobuf decoder for Spark: a record of a schema registry's Protobuf wire format
+// (message indexes, then the message) to its message type's full name and its values as JSON text,
+// the JSON byte for byte what the Python decoder writes (kafkalake.kafka.protobuf_schema.decode:
+// json.dumps of plain()), so the parsed path reads either with the same from_json.
+//
+// Why: the Python decoder runs in a pandas UDF, whose records cross to a Python worker and back
+// (bench --format protobuf: 0.56x the JSON parsed path). Here they stay in the JVM.
+//
+// What it mirrors, and where it stops: protobuf-java's DynamicMessage parses as upb does (unknown
+// fields and fields of another wire type skipped, a closed enum's unknown number an unknown field);
+// the JSON is Python's json.dumps (", " and ": ", ASCII only with \u escapes, floats as repr, NaN and
+// infinities as the quoted str()) of plain()'s values. Of Google's well-known types only Timestamp
+// is written (as ToJsonString); the Python side sends a batch whose writers' messages hold any other
+// to the Python decoder (kafkalake.spark.protobuf_parser). The reasons are the Python decoder's; the
+// detail of a payload protobuf-java refuses is upb's two texts, "Wire format was corrupt" and
+// "String field had bad UTF-8", by the kind of refusal.
+//
+// Built at set-up against the pyspark jars and protobuf-java (kafkalake.launch.jvm_extension).
+package org.apache.spark.sql.kafkalake
+
+import java.util.{Base64, HashMap => JHashMap}
+
+import scala.jdk.CollectionConverters._
+import scala.util.control.NonFatal
+
+import com.google.protobuf.{ByteString, CodedInputStream, DescriptorProtos, Descriptors, DynamicMessage, InvalidProtocolBufferException}
+import com.google.protobuf.Descriptors.{Descriptor, EnumValueDescriptor, FieldDescriptor, FileDescriptor}
+import com.google.protobuf.Descriptors.FieldDescriptor.JavaType
+
+import org.apache.spark.sql.catalyst.InternalRow
+import org.apache.spark.sql.catalyst.expressions.{Expression, GenericInternalRow}
+import org.apache.spark.sql.catalyst.expressions.codegen.CodegenFallback
+import org.apache.spark.sql.types.{DataType, StringType, StructField, StructType}
+import org.apache.spark.unsafe.types.UTF8String
+
+/** A record the Python decoder would not decode: its reason and detail (the dead letter's). */
+final class NotDecoded(val reason: String, val detail: String) extends Exception(detail, null, false, false)
+
+/** What the Python decoder writes of a value (protobuf_schema.plain, then json.dumps). */
+object PythonJson {
+  final val Timestamp = "google.protobuf.Timestamp"
+
+  /** json.dumps' string: ASCII, `\"`, `\\`, the five short escapes, \u00xx lowercase for the rest. */
+  def string(out: java.lang.StringBuilder, s: String): Unit = {
+    out.append('"')
+    var i = 0
+    while (i < s.length) {
+      val c = s.charAt(i)
+      c match {
+        case '"' => out.append("\\\"")
+        case '\\' => out.append("\\\\")
+        case '\n' => out.append("\\n")
+        case '\r' => out.append("\\r")
+        case '\t' => out.append("\\t")
+        case '\b' => out.append("\\b")
+        case '\f' => out.append("\\f")
+        case _ if c >= ' ' && c <= '~' => out.append(c)
+        case _ =>
+          val hex = Integer.toHexString(c)
+          out.append("\\u")
+          var pad = 4 - hex.length
+          while (pad > 0) { out.append('0'); pad -= 1 }
+          out.append(hex)
+      }
+      i += 1
+    }
+    out.append('"')
+  }
+
+  /** repr(float) of a finite double: its shortest round-trip digits, fixed where the decimal point
+   *  falls within -4 < decpt <= 16 (with ".0" for a whole number), else d[.ddd]e+XX. Java 17's
+   *  Double.toString is not always shortest (JDK-4511638): its digit count is a start, and one digit
+   *  fewer is tried on the exact value. */
+  def double(out: java.lang.StringBuilder, d: Double): Unit = {
+    if (d == 0.0) { out.append(if (1.0 / d < 0) "-0.0" else "0.0"); return }
+    if (d < 0) out.append('-')
+    val exact = new java.math.BigDecimal(math.abs(d))
+    val shortish = new java.math.BigDecimal(java.lang.Double.toString(math.abs(d))).stripTrailingZeros
+    var digits = shortish.precision
+    var best = exact.round(new java.math.MathContext(digits, java.math.RoundingMode.HALF_EVEN))
+    var shorter = true
+    while (shorter && digits > 1) {
+      val candidate = exact.round(new java.math.MathContext(digits - 1, java.math.RoundingMode.HALF_EVEN))
+      if (candidate.doubleValue == math.abs(d)) { best = candidate; digits -= 1 } else shorter = false
+    }
+    best = best.stripTrailingZeros
+    val text = best.unscaledValue.toString
+    val decpt = text.length - best.scale
+    if (decpt > -4 && decpt <= 16) {
+      if (decpt <= 0) {
+        out.append("0.")
+        var z = -decpt
+        while (z > 0) { out.append('0'); z -= 1 }
+        out.append(text)
+      } else if (decpt >= text.length) {
+        out.append(text)
+        var z = decpt - text.length
+        while (z > 0) { out.append('0'); z -= 1 }
+        out.append(".0")
+      } else {
+        out.append(text, 0, decpt).append('.').append(text, decpt, text.length)
+      }
+    } else {
+      out.append(text.charAt(0))
+      if (text.length > 1) out.append('.').append(text, 1, text.length)
+      val e = decpt - 1
+      out.append(if (e < 0) "e-" else "e+")
+      if (math.abs(e) < 10) out.append('0')
+      out.append(math.abs(e))
+    }
+  }
+
+  private def float(out: java.lang.StringBuilder, d: Double): Unit =
+    if (d.isNaN) out.append("\"nan\"")
+    else if (d.isInfinite) out.append(if (d > 0) "\"inf\"" else "\"-inf\"")
+    else double(out, d)
+
+  /** Timestamp.ToJsonString, with its range checks (their ValueError texts). */
+  def timestamp(out: java.lang.StringBuilder, message: DynamicMessage): Unit = {
+    val kind = message.getDescriptorForType
+    val seconds = message.getField(kind.findFieldByName("seconds")).asInstanceOf[java.lang.Long].longValue
+    val nanos = message.getField(kind.findFieldByName("nanos")).asInstanceOf[java.lang.Integer].intValue
+    if (seconds < -62135596800L || seconds > 253402300799L) throw new NotDecoded("undecodable",
+      s"Timestamp is not valid: Seconds $seconds must be in range [-62135596800, 253402300799].")
+    if (nanos < 0 || nanos >= 1000000000) throw new NotDecoded("undecodable",
+      s"Timestamp is not valid: Nanos $nanos must be in a range [0, 999999].")
+    val t = java.time.LocalDateTime.ofEpochSecond(seconds, 0, java.time.ZoneOffset.UTC)
+    out.append('"')
+    out.append(f"${t.getYear}%04d-${t.getMonthValue}%02d-${t.getDayOfMonth}%02dT")
+    out.append(f"${t.getHour}%02d:${t.getMinute}%02d:${t.getSecond}%02d")
+    if (nanos % 1000000 == 0) { if (nanos != 0) out.append(f".${nanos / 1000000}%03d") }
+    else if (nanos % 1000 == 0) out.append(f".${nanos / 1000}%06d")
+    else out.append(f".$nanos%09d")
+    out.append("Z\"")
+  }
+
+  /** _plain_value of one value of `field` (an element of a repeated one). */
+  def value(out: java.lang.StringBuilder, field: FieldDescriptor, v: Any): Unit = field.getJavaType match {
+    case JavaType.MESSAGE =>
+      val m = v.asInstanceOf[DynamicMessage]
+      if (field.getMessageType.getFullName == Timestamp) timestamp(out, m) else message(out, m)
+    case JavaType.ENUM =>
+      val e = v.asInstanceOf[EnumValueDescriptor]
+      // An open enum's number its writer knew no name for: protobuf-java makes up a descriptor.
+      val known = field.getEnumType.findValueByNumber(e.getNumber)
+      string(out, if (known != null) known.getName else Integer.toString(e.getNumber))
+    case JavaType.BYTE_STRING => string(out, Base64.getEncoder.encodeToString(v.asInstanceOf[ByteString].toByteArray))
+    case JavaType.STRING => v match {
+      case s: String => string(out, s)
+      // A string field without UTF-8 checks (proto2) keeps its bytes: upb gives Python bytes then.
+      case b: ByteString =>
+        if (!b.isValidUtf8) throw new NotDecoded("undecodable", s"string field ${field.getFullName} is not valid UTF-8")
+        string(out, b.toStringUtf8)
+    }
+    case JavaType.DOUBLE => float(out, v.asInstanceOf[java.lang.Double].doubleValue)
+    case JavaType.FLOAT => float(out, v.asInstanceOf[java.lang.Float].doubleValue)
+    case JavaType.BOOLEAN => out.append(if (v.asInstanceOf[java.lang.Boolean].booleanValue) "true" else "false")
+    case JavaType.INT =>
+      val i = v.asInstanceOf[java.lang.Integer].intValue
+      if (unsigned(field)) out.append(Integer.toUnsignedString(i)) else out.append(i)
+    case JavaType.LONG =>
+      val l = v.asInstanceOf[java.lang.Long].longValue
+      if (unsigned(field)) out.append(java.lang.Long.toUnsignedString(l)) else out.append(l)
+  }
+
+  private def unsigned(field: FieldDescriptor): Boolean = field.getType match {
+    case FieldDescriptor.Type.UINT32 | FieldDescriptor.Type.FIXED32 | FieldDescriptor.Type.UINT64 |
+        FieldDescriptor.Type.FIXED64 => true
+    case _ => false
+  }
+
+  /** A map key as str() writes it (True/False for bools), and the order entries are written in:
+   *  by key (numbers as numbers, unsigned ones unsigned, strings by code point), as plain() sorts. */
+  private def keyText(field: FieldDescriptor, k: Any): String = field.getJavaType match {
+    case JavaType.BOOLEAN => if (k.asInstanceOf[java.lang.Boolean].booleanValue) "True" else "False"
+    case JavaType.INT =>
+      val i = k.asInstanceOf[java.lang.Integer].intValue
+      if (unsigned(field)) Integer.toUnsignedString(i) else Integer.toString(i)
+    case JavaType.LONG =>
+      val l = k.asInstanceOf[java.lang.Long].longValue
+      if (unsigned(field)) java.lang.Long.toUnsignedString(l) else java.lang.Long.toString(l)
+    case _ => k.toString
+  }
+
+  private def keyOrder(field: FieldDescriptor): Ordering[Any] = field.getJavaType match {
+    case JavaType.BOOLEAN => Ordering.by((k: Any) => k.asInstanceOf[java.lang.Boolean].booleanValue)
+    case JavaType.INT if unsigned(field) =>
+      (a: Any, b: Any) => Integer.compareUnsigned(a.asInstanceOf[java.lang.Integer], b.asInstanceOf[java.lang.Integer])
+    case JavaType.INT => Ordering.by((k: Any) => k.asInstanceOf[java.lang.Integer].intValue)
+    case JavaType.LONG if unsigned(field) =>
+      (a: Any, b: Any) => java.lang.Long.compareUnsigned(a.asInstanceOf[java.lang.Long], b.asInstanceOf[java.lang.Long])
+    case JavaType.LONG => Ordering.by((k: Any) => k.asInstanceOf[java.lang.Long].longValue)
+    case _ => (a: Any, b: Any) => codePointCompare(a.toString, b.toString)
+  }
+
+  private def codePointCompare(a: String, b: String): Int = {
+    var i = 0
+    var j = 0
+    while (i < a.length && j < b.length) {
+      val x = a.codePointAt(i)
+      val y = b.codePointAt(j)
+      if (x != y) return Integer.compare(x, y)
+      i += Character.charCount(x)
+      j += Character.charCount(y)
+    }
+    Integer.compare(a.length - i, b.length - j)
+  }
+
+  /** The full name of the first string field, in plain()'s order, whose value holds U+FFFD (what
+   *  protobuf-java's unchecked decoding puts for bytes that are not UTF-8). */
+  def firstReplaced(kind: Descriptor, m: DynamicMessage): Option[String] = {
+    def in(field: FieldDescriptor, v: Any): Option[String] = v match {
+      case s: String if field.getJavaType == JavaType.STRING && s.indexOf('\uFFFD') >= 0 => Some(field.getFullName)
+      case sub: DynamicMessage => firstReplaced(sub.getDescriptorForType, sub)
+      case _ => None
+    }
+    kind.getFields.asScala.iterator.flatMap { field =>
+      if (field.isMapField) m.getField(field).asInstanceOf[java.util.List[_]].asScala.iterator.flatMap { e =>
+        val entry = e.asInstanceOf[DynamicMessage]
+        entry.getDescriptorForType.getFields.asScala.iterator.flatMap(f => in(f, entry.getField(f)))
+      }
+      else if (field.isRepeated) (0 until m.getRepeatedFieldCount(field)).iterator.flatMap(i => in(field, m.getRepeatedField(field, i)))
+      else if (field.hasPresence && !m.hasField(field)) Iterator.empty
+      else in(field, m.getField(field))
+    }.nextOption()
+  }
+
+  /** plain(message) as json.dumps writes it. */
+  def message(out: java.lang.StringBuilder, m: DynamicMessage): Unit = {
+    out.append('{')
+    var first = true
+    for (field <- m.getDescriptorForType.getFields.asScala) {
+      if (!first) out.append(", ")
+      first = false
+      string(out, field.getName)
+      out.append(": ")
+      if (field.isMapField) {
+        val entryType = field.getMessageType
+        val keyField = entryType.findFieldByNumber(1)
+        val valueField = entryType.findFieldByNumber(2)
+        // The wire's entries, a key given twice once with its last value (a map's meaning).
+        val entries = new java.util.LinkedHashMap[Any, Any]
+        for (e <- m.getField(field).asInstanceOf[java.util.List[_]].asScala) {
+          val entry = e.asInstanceOf[DynamicMessage]
+          entries.put(entry.getField(keyField), entry.getField(valueField))
+        }
+        out.append('{')
+        var firstEntry = true
+        for (k <- entries.keySet.asScala.toSeq.sorted(keyOrder(keyField))) {
+          if (!firstEntry) out.append(", ")
+          firstEntry = false
+          string(out, keyText(keyField, k))
+          out.append(": ")
+          value(out, valueField, entries.get(k))
+        }
+        out.append('}')
+      } else if (field.isRepeated) {
+        out.append('[')
+        val n = m.getRepeatedFieldCount(field)
+        var i = 0
+        while (i < n) {
+          if (i > 0) out.append(", ")
+          value(out, field, m.getRepeatedField(field, i))
+          i += 1
+        }
+        out.append(']')
+      } else if (field.hasPresence && !m.hasField(field)) {
+        out.append("null")
+      } else {
+        value(out, field, m.getField(field))
+      }
+    }
+    out.append('}')
+  }
+}
+
+/** The writer schemas of one plan: schema id -> FileDescriptorSet bytes (protobuf_schema.resolve's,
+ *  the schema's own file last), each built once per task's decoder. */
+final class ProtobufDecoder(writers: Map[Int, Array[Byte]]) {
+  private val files = new JHashMap[Integer, Either[String, FileDescriptor]]
+  private val uncheckedFiles = new JHashMap[Integer, Either[String, FileDescriptor]]
+  private val types = new JHashMap[(Int, Seq[BigInt]), Descriptor]
+
+  private lazy val wellKnown: Map[String, FileDescriptor] = Seq(
+    com.google.protobuf.AnyProto.getDescriptor,
+    com.google.protobuf.DurationProto.getDescriptor,
+    com.google.protobuf.EmptyProto.getDescriptor,
+    com.google.protobuf.FieldMaskProto.getDescriptor,
+    com.google.protobuf.StructProto.getDescriptor,
+    com.google.protobuf.TimestampProto.getDescriptor,
+    com.google.protobuf.WrappersProto.getDescriptor).map(f => f.getName -> f).toMap
+
+  /** The schema's own file, built from the set; `checked`: every string field checked for UTF-8
+   *  as it is parsed (java_string_check_utf8 on each file), proto2's too, which upb leaves to
+   *  plain() (and protobuf-java would decode lossily). */
+  private def build(bytes: Array[Byte], checked: Boolean): FileDescriptor = {
+    val set = DescriptorProtos.FileDescriptorSet.parseFrom(bytes)
+    var built = wellKnown
+    var last: FileDescriptor = null
+    for (given <- set.getFileList.asScala) {
+      val proto =
+        if (!checked) given
+        else given.toBuilder.setOptions(given.getOptions.toBuilder.setJavaStringCheckUtf8(true)).build()
+      val deps = proto.getDependencyList.asScala.map(built).toArray
+      last = FileDescriptor.buildFrom(proto, deps)
+      built += proto.getName -> last
+    }
+    if (last == null) throw new IllegalArgumentException("no file")
+    last
+  }
+
+  private def file(sid: Int, checked: Boolean = true): FileDescriptor = {
+    val cache = if (checked) files else uncheckedFiles
+    var found = cache.get(sid)
+    if (found == null) {
+      found = try Right(build(writers(sid), checked)) catch {
+        case NonFatal(err) => Left(s"the registry's Protobuf schema does not build: $err")
+      }
+      cache.put(sid, found)
+    }
+    found match {
+      case Right(f) => f
+      case Left(problem) => throw new NotDecoded("undecodable", problem)
+    }
+  }
+
+  /** The message type of that name in the schema's files as given (strings unchecked). */
+  private def unchecked(sid: Int, name: String): Descriptor = {
+    def find(kinds: java.util.List[Descriptor]): Descriptor = kinds.asScala.iterator.map { k =>
+      if (k.getFullName == name) k else if (name.startsWith(k.getFullName + ".")) find(k.getNestedTypes) else null
+    }.find(_ != null).orNull
+    def inFile(f: FileDescriptor, seen: Set[String]): Descriptor =
+      if (seen(f.getName)) null
+      else Option(find(f.getMessageTypes)).getOrElse(
+        f.getDependencies.asScala.iterator.map(inFile(_, seen + f.getName)).find(_ != null).orNull)
+    inFile(file(sid, checked = false), Set.empty)
+  }
+
+  /** Where the checked parse refused a string: parsed again unchecked, the first string field
+   *  (in plain()'s order) that the lossy decoding changed names the field as plain() would; where
+   *  the unchecked parse fails too, a proto3 string was refused, as upb refuses it. */
+  private def badString(sid: Int, kind: Descriptor, payload: Array[Byte], start: Int): NotDecoded = {
+    val lenient = unchecked(sid, kind.getFullName)
+    val corrupt = new NotDecoded("undecodable",
+      s"Error parsing message with type '${kind.getFullName}': String field had bad UTF-8")
+    if (lenient == null) return corrupt
+    try {
+      PythonJson.firstReplaced(lenient, DynamicMessage.parseFrom(lenient,
+        CodedInputStream.newInstance(payload, start, payload.length - start))) match {
+        case Some(field) => new NotDecoded("undecodable", s"string field $field is not valid UTF-8")
+        case None => corrupt
+      }
+    } catch { case NonFatal(_) => corrupt }
+  }
+
+  /** protobuf_schema.message_indexes: a zigzag varint count (0: the list [0]), then each index,
+   *  as Python's unbounded ints. */
+  private def indexes(payload: Array[Byte]): (Seq[BigInt], Int) = {
+    if (payload.length > 0 && payload(0) == 0) return (First, 1)
+    var position = 0
+    def varint(): BigInt = {
+      var shift = 0
+      var result = BigInt(0)
+      while (true) {
+        if (position >= payload.length || shift > 63)
+          throw new NotDecoded("unknown_message_index", "the message-index list is cut short")
+        val byte = payload(position) & 0xff
+        position += 1
+        result |= BigInt(byte & 0x7f) << shift
+        shift += 7
+        if ((byte & 0x80) == 0) return (result >> 1) ^ -(result & 1)
+      }
+      throw new IllegalStateException
+    }
+    val count = varint()
+    if (count == 0) return (First, position)
+    if (count < 0 || count > 16) throw new NotDecoded("unknown_message_index",
+      s"message-index count $count is not a path of message types")
+    (Seq.fill(count.toInt)(varint()), position)
+  }
+
+  private val First = Seq(BigInt(0))
+
+  /** Python's repr of a file name. */
+  private def pythonRepr(s: String): String =
+    if (s.contains('\'') && !s.contains('"')) "\"" + s + "\""
+    else "'" + s.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+  private def messageType(sid: Int, path: Seq[BigInt]): Descriptor = {
+    val key = (sid, path)
+    var found = types.get(key)
+    if (found == null) {
+      val f = file(sid)
+      var kinds: java.util.List[Descriptor] = f.getMessageTypes
+      for (index <- path) {
+        if (index < 0 || index >= kinds.size) throw new NotDecoded("unknown_message_index",
+          s"message index ${path.mkString("[", ", ", "]")} names no message of ${pythonRepr(f.getName)}")
+        found = kinds.get(index.toInt)
+        kinds = found.getNestedTypes
+      }
+      types.put(key, found)
+    }
+    found
+  }
+
+  /** The full name of the record's message type; null where its indexes name none (or its schema
+   *  does not build), as protobuf_parser.message_type_names gives it. */
+  def name(sid: Int, payload: Array[Byte]): InternalRow = {
+    val found = if (!writers.contains(sid)) null else try {
+      UTF8String.fromString(messageType(sid, indexes(payload)._1).getFullName)
+    } catch { case _: NotDecoded => null }
+    row(found, null, null, null)
+  }
+
+  /** (name, json, reason, detail) of one record, as protobuf_parser._decode_one gives them. */
+  def decode(sid: Int, payload: Array[Byte]): InternalRow = {
+    if (!writers.contains(sid)) return new GenericInternalRow(4)
+    try {
+      val (path, start) = indexes(payload)
+      val kind = messageType(sid, path)
+      val message = try {
+        val input = CodedInputStream.newInstance(payload, start, payload.length - start)
+        DynamicMessage.parseFrom(kind, input)
+      } catch {
+        case e: InvalidProtocolBufferException if String.valueOf(e.getMessage).contains("UTF-8") =>
+          throw badString(sid, kind, payload, start)
+        case _: InvalidProtocolBufferException =>
+          throw new NotDecoded("undecodable", s"Error parsing message with type '${kind.getFullName}': Wire format was corrupt")
+      }
+      val out = new java.lang.StringBuilder(256)
+      PythonJson.message(out, message)
+      row(UTF8String.fromString(kind.getFullName), UTF8String.fromString(out.toString), null, null)
+    } catch {
+      case e: NotDecoded =>
+        val detail = e.reason match {
+          case "unknown_message_index" => s"schema id $sid: ${e.detail}"
+          case _ => s"the payload does not decode with writer schema id $sid: ${e.detail}"
+        }
+        row(null, null, UTF8String.fromString(e.reason), UTF8String.fromString(detail))
+    }
+  }
+
+  private def row(values: Any*): InternalRow = new GenericInternalRow(values.toArray)
+}
+
+/** kafkalake_protobuf_decode(schema_id, payload, writers[, names_only]): a struct of the record's
+ *  message type (`name`), its values as JSON (`json`), or the `reason` and `detail` it did not
+ *  decode; all null where the id is null, not among `writers` (a literal map of schema id to
+ *  FileDescriptorSet bytes, handed from the driver), or the payload is null. With `names_only`
+ *  (a literal true), only `name`, from the message indexes, the message left unread. */
+case class KafkalakeProtobufDecode(
+    sid: Expression,
+    payload: Expression,
+    writers: Map[Int, Array[Byte]],
+    namesOnly: Boolean = false)
+    extends Expression with CodegenFallback {
+
+  override def children: Seq[Expression] = Seq(sid, payload)
+  override def nullable: Boolean = false
+  override def dataType: DataType = KafkalakeProtobufDecode.Result
+
+  @transient private lazy val decoder = new ProtobufDecoder(writers)
+
+  override def eval(input: InternalRow): Any = {
+    val id = sid.eval(input)
+    val bytes = payload.eval(input)
+    if (id == null || bytes == null) new GenericInternalRow(4)
+    else if (namesOnly) decoder.name(id.asInstanceOf[Int], bytes.asInstanceOf[Array[Byte]])
+    else decoder.decode(id.asInstanceOf[Int], bytes.asInstanceOf[Array[Byte]])
+  }
+
+  override protected def withNewChildrenInternal(newChildren: IndexedSeq[Expression]): Expression =
+    copy(sid = newChildren(0), payload = newChildren(1))
+
+  // The plan's text names the schema ids, not their descriptors' bytes.
+  override def toString: String = s"kafkalake_protobuf_decode($sid, $payload, ids ${writers.keys.toSeq.sorted.mkString(",")})"
+}
+
+object KafkalakeProtobufDecode {
+  val Result: StructType = StructType(Seq("name", "json", "reason", "detail").map(StructField(_, StringType)))
+
+  /** The writers argument: a foldable map<int, binary>, evaluated once where the plan is built. */
+  def apply(args: Seq[Expression]): KafkalakeProtobufDecode = args match {
+    case Seq(sid, payload, writers) => apply(Seq(sid, payload, writers, org.apache.spark.sql.catalyst.expressions.Literal(false)))
+    case Seq(sid, payload, writers, namesOnly) if writers.foldable && namesOnly.foldable =>
+      val data = writers.eval().asInstanceOf[org.apache.spark.sql.catalyst.util.MapData]
+      val keys = data.keyArray()
+      val values = data.valueArray()
+      val map = (0 until data.numElements()).map(i => keys.getInt(i) -> values.getBinary(i)).toMap
+      KafkalakeProtobufDecode(sid, payload, map, namesOnly.eval() == true)
+    case _ => throw new IllegalArgumentException(
+      "kafkalake_protobuf_decode takes three or four arguments: the schema id, the payload, a literal map of schema id to FileDescriptorSet bytes, and a literal boolean names_only")
+  }
+}

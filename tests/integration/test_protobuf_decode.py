@@ -1,0 +1,103 @@
+"""kafkalake_protobuf_decode (kafkalake's JVM extension) gives the Python decoder's results on the
+shared vectors (tests/unit/kafka/protobuf_vectors.py): the JSON byte for byte, each dead letter's
+reason and detail; and protobuf_parser.decoded() gives the same whichever way it runs (the JVM, or
+the pandas UDF of a session without the extension).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from unit.kafka.protobuf_vectors import ALL, LEGACY, doubles_payload, random_doubles, schemas, vectors
+
+from kafkalake.kafka.schema_registry import RegisteredSchema
+from kafkalake.spark import extension
+from kafkalake.spark.protobuf_parser import decoded, jvm_decodes, message_type_names
+
+pytestmark = pytest.mark.integration
+
+#: A known id whose writer is no Protobuf schema, one whose schema could not be resolved.
+AVRO, UNRESOLVED = 9, 10
+
+
+def _writers() -> dict[int, RegisteredSchema | None]:
+    return {
+        ALL: RegisteredSchema(ALL, "", "PROTOBUF", descriptors=schemas()[ALL]),
+        LEGACY: RegisteredSchema(LEGACY, "", "PROTOBUF", descriptors=schemas()[LEGACY]),
+        AVRO: RegisteredSchema(AVRO, "{}", "AVRO"),
+        UNRESOLVED: RegisteredSchema(UNRESOLVED, "x", "PROTOBUF", problem="protoc: syntax error"),
+    }
+
+
+@pytest.fixture
+def with_extension(spark) -> None:
+    if not extension.loaded(spark):
+        pytest.skip("this session runs without kafkalake's JVM extension (KAFKALAKE_JVM_EXTENSION=off)")
+
+
+def _decode_both(spark, rows: list[tuple[int | None, bytes | None]]) -> tuple[list[Any], list[Any]]:
+    """decoded() of each (schema id, payload) in the JVM and in the Python UDF, in row order."""
+    from pyspark.sql import functions as F
+
+    frame = spark.createDataFrame(
+        [(i, sid, payload) for i, (sid, payload) in enumerate(rows)], "n int, sid int, payload binary"
+    )
+    writers = _writers()
+    out = []
+    for use in (True, False):
+        result = decoded(writers, F.col("sid"), F.col("payload"), use_extension=use)
+        names = message_type_names(writers, F.col("sid"), F.col("payload"), use_extension=use)
+        got = frame.select("n", result.alias("r"), names.alias("t")).orderBy("n").collect()
+        out.append([(*tuple(r["r"]), r["t"]) for r in got])
+    return out[0], out[1]
+
+
+def test_the_jvm_decoder_gives_each_vector_s_result(spark, with_extension):
+    cases = vectors()
+    rows: list[tuple[int | None, bytes | None]] = [(v.schema_id, v.payload) for v in cases]
+    rows += [(None, b"\x00"), (ALL, None), (12345, b"\x00"), (AVRO, b"\x00"), (UNRESOLVED, b"\x00")]
+    jvm, python = _decode_both(spark, rows)
+    for vector, got in zip(cases, jvm, strict=False):
+        assert got[:4] == (vector.name, vector.json, vector.reason, vector.detail), vector.case
+    assert jvm[len(cases) :] == [
+        (None,) * 5,
+        (None,) * 5,
+        (None,) * 5,
+        (None, None, "undecodable", f"schema id {AVRO} is a AVRO schema, not Protobuf", None),
+        (None, None, "undecodable", "the writer schema cannot be read: protoc: syntax error", None),
+    ]
+    # Every row as the Python UDF gives it, the message type names too (a name wherever the indexes
+    # name a type, the message read or not).
+    assert jvm == python
+    assert [t for *_, t in jvm[:3]] == ["vectors.All", "vectors.All", "vectors.Small"]
+
+
+def test_random_doubles_print_as_python_s_repr(spark, with_extension):
+    payloads = [doubles_payload(random_doubles(seed, 200)) for seed in range(20)]
+    jvm, python = _decode_both(spark, [(ALL, p) for p in payloads])
+    assert [r[1] for r in jvm] == [r[1] for r in python]
+    assert all(r[1] is not None for r in jvm)
+
+
+def test_a_well_known_type_the_jvm_does_not_write_goes_to_python(spark, with_extension):
+    from google.protobuf import descriptor_pb2
+
+    from kafkalake.kafka import protobuf_schema
+
+    file = descriptor_pb2.FileDescriptorProto(
+        name="w.proto", package="w", syntax="proto3", dependency=["google/protobuf/duration.proto"]
+    )
+    file.message_type.add(name="W").field.add(
+        name="d", number=1, type=11, label=1, type_name=".google.protobuf.Duration"
+    )
+    import base64
+
+    text = base64.b64encode(file.SerializeToString()).decode()
+    with_duration = RegisteredSchema(3, text, "PROTOBUF")
+    with_duration = RegisteredSchema(
+        3, text, "PROTOBUF", descriptors=protobuf_schema.resolve(with_duration, lambda r: None)
+    )
+    assert jvm_decodes(_writers(), use_extension=True)
+    assert not jvm_decodes({**_writers(), 3: with_duration}, use_extension=True)
+    assert not jvm_decodes(_writers(), use_extension=False)
