@@ -122,9 +122,11 @@ def _jvm_call(
 
     readable = _readable(writers)
     pairs = [
-        c for i, d in sorted(readable.items()) for c in (F.lit(i), F.lit(bytearray(base64.b64decode(d))))
+        c
+        for i, d in sorted(readable.items())
+        for c in (F.lit(i).cast("long"), F.lit(bytearray(base64.b64decode(d))))
     ]
-    literal = F.create_map(*pairs) if pairs else F.create_map().cast("map<int,binary>")
+    literal = F.create_map(*pairs) if pairs else F.create_map().cast("map<bigint,binary>")
     result = F.call_function("kafkalake_protobuf_decode", sid, payload, literal, F.lit(names_only))
     if names_only:
         return result["name"]

@@ -120,7 +120,7 @@ def checked_keys(
         if protobuf:
             from kafkalake.spark.protobuf_parser import decoded
 
-            # Decoded as a value is (the same UDF): its reason, its detail behind "key: ".
+            # Decoded as a value is (the same decoder): its reason, its detail behind "key: ".
             result = decoded(
                 dict(known), F.when(checked & is_known, sid), F.when(checked & is_known, payload)
             )

@@ -276,10 +276,10 @@ object PythonJson {
 
 /** The writer schemas of one plan: schema id -> FileDescriptorSet bytes (protobuf_schema.resolve's,
  *  the schema's own file last), each built once per task's decoder. */
-final class ProtobufDecoder(writers: Map[Int, Array[Byte]]) {
-  private val files = new JHashMap[Integer, Either[String, FileDescriptor]]
-  private val uncheckedFiles = new JHashMap[Integer, Either[String, FileDescriptor]]
-  private val types = new JHashMap[(Int, Seq[BigInt]), Descriptor]
+final class ProtobufDecoder(writers: Map[Long, Array[Byte]]) {
+  private val files = new JHashMap[java.lang.Long, Either[String, FileDescriptor]]
+  private val uncheckedFiles = new JHashMap[java.lang.Long, Either[String, FileDescriptor]]
+  private val types = new JHashMap[(Long, Seq[BigInt]), Descriptor]
 
   private lazy val wellKnown: Map[String, FileDescriptor] = Seq(
     com.google.protobuf.AnyProto.getDescriptor,
@@ -309,7 +309,7 @@ final class ProtobufDecoder(writers: Map[Int, Array[Byte]]) {
     last
   }
 
-  private def file(sid: Int, checked: Boolean = true): FileDescriptor = {
+  private def file(sid: Long, checked: Boolean = true): FileDescriptor = {
     val cache = if (checked) files else uncheckedFiles
     var found = cache.get(sid)
     if (found == null) {
@@ -325,7 +325,7 @@ final class ProtobufDecoder(writers: Map[Int, Array[Byte]]) {
   }
 
   /** The message type of that name in the schema's files as given (strings unchecked). */
-  private def unchecked(sid: Int, name: String): Descriptor = {
+  private def unchecked(sid: Long, name: String): Descriptor = {
     def find(kinds: java.util.List[Descriptor]): Descriptor = kinds.asScala.iterator.map { k =>
       if (k.getFullName == name) k else if (name.startsWith(k.getFullName + ".")) find(k.getNestedTypes) else null
     }.find(_ != null).orNull
@@ -339,7 +339,7 @@ final class ProtobufDecoder(writers: Map[Int, Array[Byte]]) {
   /** Where the checked parse refused a string: parsed again unchecked, the first string field
    *  (in plain()'s order) that the lossy decoding changed names the field as plain() would; where
    *  the unchecked parse fails too, a proto3 string was refused, as upb refuses it. */
-  private def badString(sid: Int, kind: Descriptor, payload: Array[Byte], start: Int): NotDecoded = {
+  private def badString(sid: Long, kind: Descriptor, payload: Array[Byte], start: Int): NotDecoded = {
     val lenient = unchecked(sid, kind.getFullName)
     val corrupt = new NotDecoded("undecodable",
       s"Error parsing message with type '${kind.getFullName}': String field had bad UTF-8")
@@ -386,7 +386,7 @@ final class ProtobufDecoder(writers: Map[Int, Array[Byte]]) {
     if (s.contains('\'') && !s.contains('"')) "\"" + s + "\""
     else "'" + s.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
-  private def messageType(sid: Int, path: Seq[BigInt]): Descriptor = {
+  private def messageType(sid: Long, path: Seq[BigInt]): Descriptor = {
     val key = (sid, path)
     var found = types.get(key)
     if (found == null) {
@@ -405,7 +405,7 @@ final class ProtobufDecoder(writers: Map[Int, Array[Byte]]) {
 
   /** The full name of the record's message type; null where its indexes name none (or its schema
    *  does not build), as protobuf_parser.message_type_names gives it. */
-  def name(sid: Int, payload: Array[Byte]): InternalRow = {
+  def name(sid: Long, payload: Array[Byte]): InternalRow = {
     val found = if (!writers.contains(sid)) null else try {
       UTF8String.fromString(messageType(sid, indexes(payload)._1).getFullName)
     } catch { case _: NotDecoded => null }
@@ -413,7 +413,7 @@ final class ProtobufDecoder(writers: Map[Int, Array[Byte]]) {
   }
 
   /** (name, json, reason, detail) of one record, as protobuf_parser._decode_one gives them. */
-  def decode(sid: Int, payload: Array[Byte]): InternalRow = {
+  def decode(sid: Long, payload: Array[Byte]): InternalRow = {
     if (!writers.contains(sid)) return new GenericInternalRow(4)
     try {
       val (path, start) = indexes(payload)
@@ -451,7 +451,7 @@ final class ProtobufDecoder(writers: Map[Int, Array[Byte]]) {
 case class KafkalakeProtobufDecode(
     sid: Expression,
     payload: Expression,
-    writers: Map[Int, Array[Byte]],
+    writers: Map[Long, Array[Byte]],
     namesOnly: Boolean = false)
     extends Expression with CodegenFallback {
 
@@ -465,8 +465,8 @@ case class KafkalakeProtobufDecode(
     val id = sid.eval(input)
     val bytes = payload.eval(input)
     if (id == null || bytes == null) new GenericInternalRow(4)
-    else if (namesOnly) decoder.name(id.asInstanceOf[Int], bytes.asInstanceOf[Array[Byte]])
-    else decoder.decode(id.asInstanceOf[Int], bytes.asInstanceOf[Array[Byte]])
+    else if (namesOnly) decoder.name(id.asInstanceOf[Number].longValue, bytes.asInstanceOf[Array[Byte]])
+    else decoder.decode(id.asInstanceOf[Number].longValue, bytes.asInstanceOf[Array[Byte]])
   }
 
   override protected def withNewChildrenInternal(newChildren: IndexedSeq[Expression]): Expression =
@@ -479,14 +479,14 @@ case class KafkalakeProtobufDecode(
 object KafkalakeProtobufDecode {
   val Result: StructType = StructType(Seq("name", "json", "reason", "detail").map(StructField(_, StringType)))
 
-  /** The writers argument: a foldable map<int, binary>, evaluated once where the plan is built. */
+  /** The writers argument: a foldable map<bigint, binary>, evaluated once where the plan is built. */
   def apply(args: Seq[Expression]): KafkalakeProtobufDecode = args match {
     case Seq(sid, payload, writers) => apply(Seq(sid, payload, writers, org.apache.spark.sql.catalyst.expressions.Literal(false)))
     case Seq(sid, payload, writers, namesOnly) if writers.foldable && namesOnly.foldable =>
       val data = writers.eval().asInstanceOf[org.apache.spark.sql.catalyst.util.MapData]
       val keys = data.keyArray()
       val values = data.valueArray()
-      val map = (0 until data.numElements()).map(i => keys.getInt(i) -> values.getBinary(i)).toMap
+      val map = (0 until data.numElements()).map(i => keys.getLong(i) -> values.getBinary(i)).toMap
       KafkalakeProtobufDecode(sid, payload, map, namesOnly.eval() == true)
     case _ => throw new IllegalArgumentException(
       "kafkalake_protobuf_decode takes three or four arguments: the schema id, the payload, a literal map of schema id to FileDescriptorSet bytes, and a literal boolean names_only")
