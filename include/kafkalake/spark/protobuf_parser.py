@@ -48,6 +48,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 _DECODED = "_kafka_decoded"
+_VALUES = "_kafka_values"
 _DECODED_TYPE = "name string, json string, reason string, detail string"
 
 
@@ -67,6 +68,10 @@ def _decode_one(schema: RegisteredSchema | None, sid: int, payload: bytes | None
         return None, None, "unknown_message_index", f"schema id {sid}: {err}"
     except (DecodeError, ValueError, UnusableSchemaError) as err:
         return None, None, "undecodable", f"the payload does not decode with writer schema id {sid}: {err}"
+    except Exception as err:  # anything else one record makes the decoder raise
+        # A dead letter of its own, never a failed UDF: that would fail every later run on this record.
+        detail = f"the payload does not decode with writer schema id {sid}: {type(err).__name__}: {err}"
+        return None, None, "undecodable", detail
     return name, text, None, None
 
 
@@ -287,11 +292,16 @@ class ProtobufTopicParser(AvroTopicParser):
         reason, detail = frame_checks(config, id_header, known, indexes=True)
         reason = reason.when(result["reason"].isNotNull(), result["reason"])
         detail = detail.otherwise(result["detail"])
-        frame = frame.select("*", reason.alias(REASON), detail.alias(DETAIL))
         table_type = StructType.fromJson(self.schema)
+        # The JSON read once a record, into a column of its own: written inline in each field's
+        # column, the optimizer gives every field a from_json of its own (pruned to that field),
+        # and a table of N columns parsed each record N times.
         values = json_functions.from_json(result["json"], table_type)
+        frame = frame.select("*", reason.alias(REASON), detail.alias(DETAIL), values.alias(_VALUES))
         columns = [F.col(KAFKA_COLUMN)]
-        columns += [F.when(F.col(REASON).isNull(), values[f.name]).alias(f.name) for f in table_type.fields]
+        columns += [
+            F.when(F.col(REASON).isNull(), F.col(_VALUES)[f.name]).alias(f.name) for f in table_type.fields
+        ]
         frame = frame.select(*columns, F.col(REASON), F.col(DETAIL), F.col(VALUE))
         if self.topic.key_format is not None:
             frame = registry_keys.checked_keys(frame, self.topic.key_format, self._key_writers)

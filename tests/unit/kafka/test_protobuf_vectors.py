@@ -36,3 +36,16 @@ def test_random_doubles_print_as_python_s_repr() -> None:
     values = random_doubles(11, 300)
     _, text = protobuf_schema.decode(schemas()[ALL], doubles_payload(values))
     assert text.endswith(f'"doubles": [{", ".join(repr(v) for v in values)}]}}')
+
+
+def test_an_error_the_decoder_was_not_expected_to_raise_is_the_record_s_dead_letter(monkeypatch) -> None:
+    def broken(schema: str, payload: bytes) -> tuple[str, str]:
+        raise RecursionError("too deep")
+
+    monkeypatch.setattr(protobuf_schema, "decode", broken)
+    assert _decode_one(_writer(ALL), ALL, b"\x00") == (
+        None,
+        None,
+        "undecodable",
+        f"the payload does not decode with writer schema id {ALL}: RecursionError: too deep",
+    )

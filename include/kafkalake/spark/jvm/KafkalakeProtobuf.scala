@@ -437,6 +437,11 @@ final class ProtobufDecoder(writers: Map[Long, Array[Byte]]) {
           case _ => s"the payload does not decode with writer schema id $sid: ${e.detail}"
         }
         row(null, null, UTF8String.fromString(e.reason), UTF8String.fromString(detail))
+      // Anything else this record makes the decoder throw is a dead letter of its own, never a
+      // failed task: a failed task would fail every later run on the same record.
+      case NonFatal(e) =>
+        val detail = s"the payload does not decode with writer schema id $sid: ${e.getClass.getSimpleName}: ${e.getMessage}"
+        row(null, null, UTF8String.fromString("undecodable"), UTF8String.fromString(detail))
     }
   }
 
