@@ -1,0 +1,169 @@
+"""Where a command's CPU goes, by kind of process: for the test suite's time (docs/benchmarks.md).
+
+    python -m kafkalake.dev.suite_cpu --out cpu.json -- make test
+
+runs the command and reads /proc twice a second: every process below it, its kind from its command
+line (a job's Spark driver JVM by job, the tests' in-process Spark sessions, the broker, Airflow by
+command, pytest's workers, ...), and its CPU-seconds so far. A process that execs another program
+keeps its pid (spark-submit is a bash script that execs java): its kind is read again whenever its
+command name changes, and the CPU goes to the kind it had last. What a process spends after the
+last read before it ends (under half a second's worth) is not counted; the total printed beside
+the command's own (``resource``) says how much that was.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kafkalake.dev.process_tree import children_cpu_s
+
+#: Seconds between two reads of /proc.
+INTERVAL = 0.5
+_TICK = os.sysconf("SC_CLK_TCK")
+_JOB = re.compile(r"jobs/(\w+)\.py")
+#: (what a JVM's command line holds, its kind), first match wins.
+_JVMS = (
+    ("kafka.Kafka", "broker"),
+    ("StorageTool", "broker (format)"),
+    ("ConnectStandalone", "kafka connect"),
+    ("ConnectDistributed", "kafka connect"),
+    ("HiveMetaStore", "hive metastore"),
+    ("s3proxy", "s3proxy"),
+    ("quarkus", "schema registry"),
+    ("apicurio", "schema registry"),
+    ("scala.tools.nsc", "scalac"),
+    ("deploy.master.Master", "spark master"),
+    ("deploy.worker.Worker", "spark worker"),
+    ("CoarseGrainedExecutorBackend", "spark executor"),
+)
+_AIRFLOW = ("dags test", "standalone", "scheduler", "api-server", "api_server", "triggerer", "dag-processor",
+            "worker", "db migrate", "dags reserialize", "forkserver")  # fmt: skip
+
+
+def kind_of(command: str, name: str) -> str:
+    """The kind of a process from its command line (arguments joined by spaces) and command name."""
+    program = command.split(" ", 1)[0]
+    if name == "java" or program.endswith("/java"):
+        if "SparkSubmit" in command:
+            job = _JOB.search(command)
+            return f"spark driver JVM: {job.group(1)}" if job else "spark session JVM (tests)"
+        return "JVM: " + next((kind for key, kind in _JVMS if key in command), "other")
+    if name.startswith("postgres") or program.endswith("/postgres"):
+        return "postgresql"
+    if "chrom" in name or "chrom" in program:
+        return "chromium"
+    # Airflow's components retitle themselves ("airflow api_server -- ..."): no python in sight.
+    if "python" in name or "python" in program or program.endswith("airflow") or name.startswith("airflow"):
+        job = _JOB.search(command)
+        if job:
+            return f"job's python driver: {job.group(1)}"
+        if "pyspark.daemon" in command or "pyspark/daemon" in command:
+            return "pyspark python workers"
+        if "airflow" in command:
+            return "airflow: " + next((sub for sub in _AIRFLOW if sub in command), "other").replace("_", "-")
+        if "pytest" in command or "xdist" in command or "execnet" in command:
+            return "pytest"
+        return "python: other"
+    return f"other: {name}"
+
+
+@dataclass
+class _Seen:
+    name: str
+    kind: str
+    #: CPU ticks it spent as each kind it was before its last exec.
+    before: dict[str, int] = field(default_factory=dict)
+    #: Its CPU ticks at its last exec, and at the last read.
+    base: int = 0
+    ticks: int = 0
+
+    def by_kind(self) -> dict[str, int]:
+        spent = dict(self.before)
+        spent[self.kind] = spent.get(self.kind, 0) + self.ticks - self.base
+        return spent
+
+
+def _stat(pid: int) -> tuple[str, int, int, str] | None:
+    """(command name, parent pid, CPU ticks, start time) of a process; None once it is gone or has
+    ended and waits to be reaped (a zombie: its CPU is all counted)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    name, rest = stat[stat.index("(") + 1 : stat.rindex(")")], stat[stat.rindex(")") + 2 :].split()
+    if rest[0] in ("Z", "X"):
+        return None
+    return name, int(rest[1]), int(rest[11]) + int(rest[12]), rest[19]
+
+
+def _command(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+    except OSError:
+        return ""
+
+
+def sample(root: int, interval: float = INTERVAL) -> dict[str, dict[str, float]]:
+    """CPU-seconds and process counts by kind of everything below ``root`` (itself included),
+    read until ``root`` ends."""
+    seen: dict[tuple[int, str], _Seen] = {}
+    tree = {root}
+    while _stat(root) is not None:
+        live = {root}
+        for entry in sorted(int(p) for p in os.listdir("/proc") if p.isdigit()):
+            stat = _stat(entry)
+            if stat is None:
+                continue
+            name, parent, ticks, start = stat
+            process = seen.get((entry, start))
+            if process is None:
+                if entry != root and parent not in tree and parent not in live:
+                    continue
+                process = seen[(entry, start)] = _Seen(name, kind_of(_command(entry), name))
+            elif name != process.name:
+                # An exec: what it spent so far stays with the kind it was; the rest goes to the new one.
+                process.before = process.by_kind()
+                process.base = process.ticks
+                process.name, process.kind = name, kind_of(_command(entry), name)
+            process.ticks = ticks
+            live.add(entry)
+        tree = live
+        time.sleep(interval)
+    totals: dict[str, dict[str, float]] = {}
+    for process in seen.values():
+        for kind, ticks in process.by_kind().items():
+            total = totals.setdefault(kind, {"cpu_s": 0.0, "processes": 0})
+            total["cpu_s"] += ticks / _TICK
+            total["processes"] += 1
+    return dict(sorted(totals.items(), key=lambda kv: -kv[1]["cpu_s"]))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", type=Path, required=True, help="where the JSON by kind goes")
+    parser.add_argument("command", nargs=argparse.REMAINDER, help="the command, after --")
+    args = parser.parse_args(argv)
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if not command:
+        parser.error("give the command to run after --")
+    process = subprocess.Popen(command)
+    totals = sample(process.pid)
+    code = process.wait()
+    counted = sum(t["cpu_s"] for t in totals.values())
+    args.out.write_text(json.dumps(totals, indent=1) + "\n")
+    for kind, total in totals.items():
+        print(f"{total['cpu_s']:9.1f} CPU-s  {int(total['processes']):5d}  {kind}")
+    print(f"{counted:9.1f} CPU-s counted of {children_cpu_s():.1f} the command's tree spent (exit {code})")
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,50 @@
+"""suite_cpu's kinds from real command lines, and its sampling of a real process tree."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from kafkalake.dev.suite_cpu import kind_of, sample
+
+
+@pytest.mark.parametrize(
+    ("command", "name", "kind"),
+    [
+        ("/usr/bin/java -cp x org.apache.spark.deploy.SparkSubmit /r/jobs/ingest_topic.py --topic t", "java",
+         "spark driver JVM: ingest_topic"),
+        ("/usr/bin/java -cp x org.apache.spark.deploy.SparkSubmit pyspark-shell", "java",
+         "spark session JVM (tests)"),
+        ("/usr/bin/java -Xmx1G -cp k kafka.Kafka /tmp/server.properties", "java", "JVM: broker"),
+        ("/usr/bin/java -cp c org.apache.hadoop.hive.metastore.HiveMetaStore", "java", "JVM: hive metastore"),
+        ("/r/.venv/bin/python /r/jobs/register_table.py --topic t", "python",
+         "job's python driver: register_table"),
+        ("/r/.venv/bin/python /r/.venv/bin/airflow dags test kafkalake_x", "airflow", "airflow: dags test"),
+        ("airflow api_server -- host:127.0.0.1", "airflow api_serv", "airflow: api-server"),
+        ("/r/.venv/bin/python -m pyspark.daemon pyspark.worker", "python", "pyspark python workers"),
+        ("/r/.venv/bin/python -c import sys; exec('execnet')", "python", "pytest"),
+        ("/usr/lib/postgresql/15/bin/postgres -D /tmp/pg", "postgres", "postgresql"),
+        ("/usr/lib/chromium/chromium --headless", "chromium", "chromium"),
+        ("bash /r/.venv/bin/spark-submit", "bash", "other: bash"),
+    ],
+)  # fmt: skip
+def test_kinds(command: str, name: str, kind: str) -> None:
+    assert kind_of(command, name) == kind
+
+
+def test_a_process_that_execs_is_counted_as_what_it_became() -> None:
+    import subprocess
+
+    # bash (as spark-submit is) execs a python that spends about a second of CPU; a child of that
+    # python spends about half a second more.
+    burn = "import time; t = time.process_time()\nwhile time.process_time() - t < {s}: pass"
+    script = f"import subprocess, sys; subprocess.run([sys.executable, '-c', {burn.format(s=0.5)!r}]); " + (
+        "exec(" + repr(burn.format(s=1.0)) + ")"
+    )
+    process = subprocess.Popen(["bash", "-c", f"sleep 0.3; exec {sys.executable} -c {script!r}"])
+    totals = sample(process.pid, interval=0.05)
+    process.wait()
+    assert totals["python: other"]["processes"] == 2
+    assert 1.2 <= totals["python: other"]["cpu_s"] <= 2.5
+    assert totals.get("other: bash", {"cpu_s": 0.0})["cpu_s"] < 0.3
