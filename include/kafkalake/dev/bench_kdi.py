@@ -32,6 +32,8 @@ from pathlib import Path
 
 from deltalake import DeltaTable, Field, Schema
 
+from kafkalake.dev.process_tree import stat_fields
+
 #: The bench event's fields (:func:`kafkalake.dev.bench_backlog.event_value`) as typed columns, then what
 #: kafka-delta-ingest's transforms add (``kafka.timestamp`` comes as microseconds).
 EVENT_COLUMNS = (
@@ -106,9 +108,7 @@ def command(binary: Path, bootstrap: str, topic: str, table: Path, allowed_laten
 
 def cpu_seconds(pid: int) -> float:
     """User + system CPU of a process, all its threads, from ``/proc/<pid>/stat``."""
-    stat = Path(f"/proc/{pid}/stat").read_text()
-    # The command name may hold spaces and parentheses: the fields after it start past the last ')'.
-    fields = stat[stat.rindex(")") + 2 :].split()
+    _, fields = stat_fields(pid)
     utime, stime = int(fields[11]), int(fields[12])
     return (utime + stime) / os.sysconf("SC_CLK_TCK")
 

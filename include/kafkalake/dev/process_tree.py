@@ -14,6 +14,18 @@ def children_cpu_s() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
+def stat_fields(pid: int) -> tuple[str, list[str]]:
+    """The command name of a process and the fields after it in ``/proc/<pid>/stat`` (the state
+    first, ``proc(5)``'s field 3).
+
+    Raises:
+        OSError: the process is gone.
+    """
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    # The command name may hold spaces and parentheses: the fields after it start past the last ')'.
+    return stat[stat.index("(") + 1 : stat.rindex(")")], stat[stat.rindex(")") + 2 :].split()
+
+
 def children(pid: int) -> list[int]:
     # Any thread may have started a child (the JVM starts the Python driver from one of its own).
     # The process may end at any moment, between the listing and each read: it then has none.

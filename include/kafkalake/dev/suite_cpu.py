@@ -23,7 +23,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kafkalake.dev.process_tree import children_cpu_s
+from kafkalake.dev.process_tree import children_cpu_s, stat_fields
 
 #: Seconds between two reads of /proc.
 INTERVAL = 0.5
@@ -95,10 +95,9 @@ def _stat(pid: int) -> tuple[str, int, int, str] | None:
     """(command name, parent pid, CPU ticks, start time) of a process; None once it is gone or has
     ended and waits to be reaped (a zombie: its CPU is all counted)."""
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
+        name, rest = stat_fields(pid)
     except OSError:
         return None
-    name, rest = stat[stat.index("(") + 1 : stat.rindex(")")], stat[stat.rindex(")") + 2 :].split()
     if rest[0] in ("Z", "X"):
         return None
     return name, int(rest[1]), int(rest[11]) + int(rest[12]), rest[19]
