@@ -6,14 +6,28 @@ the pandas UDF of a session without the extension).
 
 from __future__ import annotations
 
+import struct
+from dataclasses import replace
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 from unit.kafka.protobuf_vectors import ALL, LEGACY, doubles_payload, random_doubles, schemas, vectors
 
+from kafkalake.config.parsed import ParsedConfig
+from kafkalake.kafka import protobuf_schema
 from kafkalake.kafka.schema_registry import RegisteredSchema
 from kafkalake.spark import extension
-from kafkalake.spark.protobuf_parser import decoded, jvm_decodes, message_type_names
+from kafkalake.spark.parse_columns import REASON
+from kafkalake.spark.protobuf_parser import (
+    ProtobufTopicParser,
+    decoded,
+    jvm_decodes,
+    message_type_names,
+)
+from kafkalake.spark.registry_parser import nullable_everywhere
+
+from .helpers import make_topic
 
 pytestmark = pytest.mark.integration
 
@@ -83,8 +97,6 @@ def test_random_doubles_print_as_python_s_repr(spark, with_extension):
 def test_a_well_known_type_the_jvm_does_not_write_goes_to_python(spark, with_extension):
     from google.protobuf import descriptor_pb2
 
-    from kafkalake.kafka import protobuf_schema
-
     file = descriptor_pb2.FileDescriptorProto(
         name="w.proto", package="w", syntax="proto3", dependency=["google/protobuf/duration.proto"]
     )
@@ -113,18 +125,6 @@ def test_the_parsed_frame_decodes_and_reads_each_record_once(spark, tmp_path):
     """One decode and one JSON read a record, whatever the table's width: written inline in each
     column, the optimizer gave every column a from_json of its own (pruned to that column), and the
     parsed write ran at ~0.5x JSON's speed (bench --format protobuf)."""
-    import struct
-    from dataclasses import replace
-    from datetime import UTC, datetime
-
-    from kafkalake.config.parsed import ParsedConfig
-    from kafkalake.kafka import protobuf_schema
-    from kafkalake.spark.parse_columns import REASON
-    from kafkalake.spark.protobuf_parser import ProtobufTopicParser
-    from kafkalake.spark.registry_parser import nullable_everywhere
-
-    from .helpers import make_topic
-
     topic = replace(make_topic(tmp_path, "it-plan", ParsedConfig()), format="protobuf", registry_conn_id="r")
     parser = ProtobufTopicParser(spark, topic)
     parser._writers = _writers()
