@@ -84,6 +84,8 @@ class _Seen:
     #: Its CPU ticks at its last exec, and at the last read.
     base: int = 0
     ticks: int = 0
+    #: The test module it was started for ("" outside any test).
+    module: str = ""
 
     def by_kind(self) -> dict[str, int]:
         spent = dict(self.before)
@@ -110,9 +112,20 @@ def _command(pid: int) -> str:
         return ""
 
 
-def sample(root: int, interval: float = INTERVAL) -> dict[str, dict[str, float]]:
-    """CPU-seconds and process counts by kind of everything below ``root`` (itself included),
-    read until ``root`` ends."""
+def _test_module(pid: int) -> str:
+    """The test module in ``PYTEST_CURRENT_TEST`` of a process's environment at its start, or ""."""
+    try:
+        environ = Path(f"/proc/{pid}/environ").read_bytes()
+    except OSError:
+        return ""
+    for entry in environ.split(b"\0"):
+        if entry.startswith(b"PYTEST_CURRENT_TEST="):
+            return entry.split(b"=", 1)[1].decode(errors="replace").split("::", 1)[0]
+    return ""
+
+
+def watch(root: int, interval: float = INTERVAL) -> list[_Seen]:
+    """Every process below ``root`` (itself included) with the CPU it spent, read until ``root`` ends."""
     seen: dict[tuple[int, str], _Seen] = {}
     tree = {root}
     while _stat(root) is not None:
@@ -126,7 +139,9 @@ def sample(root: int, interval: float = INTERVAL) -> dict[str, dict[str, float]]
             if process is None:
                 if entry != root and parent not in tree and parent not in live:
                     continue
-                process = seen[(entry, start)] = _Seen(name, kind_of(_command(entry), name))
+                process = seen[(entry, start)] = _Seen(
+                    name, kind_of(_command(entry), name), module=_test_module(entry)
+                )
             elif name != process.name:
                 # An exec: what it spent so far stays with the kind it was; the rest goes to the new one.
                 process.before = process.by_kind()
@@ -136,8 +151,13 @@ def sample(root: int, interval: float = INTERVAL) -> dict[str, dict[str, float]]
             live.add(entry)
         tree = live
         time.sleep(interval)
+    return list(seen.values())
+
+
+def by_kind(processes: list[_Seen]) -> dict[str, dict[str, float]]:
+    """CPU-seconds and process counts by kind, the most CPU first."""
     totals: dict[str, dict[str, float]] = {}
-    for process in seen.values():
+    for process in processes:
         for kind, ticks in process.by_kind().items():
             total = totals.setdefault(kind, {"cpu_s": 0.0, "processes": 0})
             total["cpu_s"] += ticks / _TICK
@@ -145,21 +165,43 @@ def sample(root: int, interval: float = INTERVAL) -> dict[str, dict[str, float]]
     return dict(sorted(totals.items(), key=lambda kv: -kv[1]["cpu_s"]))
 
 
+def by_module(processes: list[_Seen]) -> dict[str, dict[str, object]]:
+    """CPU-seconds by test module ("" outside any test), each with its CPU by kind; the most first."""
+    modules: dict[str, list[_Seen]] = {}
+    for process in processes:
+        modules.setdefault(process.module, []).append(process)
+    totals = {
+        module: {"cpu_s": round(sum(t["cpu_s"] for t in kinds.values()), 1), "kinds": kinds}
+        for module, kinds in ((m, by_kind(p)) for m, p in modules.items())
+    }
+    return dict(sorted(totals.items(), key=lambda kv: -float(kv[1]["cpu_s"])))  # type: ignore[arg-type]
+
+
+def sample(root: int, interval: float = INTERVAL) -> dict[str, dict[str, float]]:
+    """CPU-seconds and process counts by kind of everything below ``root`` (itself included),
+    read until ``root`` ends."""
+    return by_kind(watch(root, interval))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--out", type=Path, required=True, help="where the JSON by kind goes")
+    parser.add_argument("--out", type=Path, required=True, help="the JSON: CPU by kind and by test module")
     parser.add_argument("command", nargs=argparse.REMAINDER, help="the command, after --")
     args = parser.parse_args(argv)
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
         parser.error("give the command to run after --")
     process = subprocess.Popen(command)
-    totals = sample(process.pid)
+    processes = watch(process.pid)
     code = process.wait()
+    totals, modules = by_kind(processes), by_module(processes)
     counted = sum(t["cpu_s"] for t in totals.values())
-    args.out.write_text(json.dumps(totals, indent=1) + "\n")
+    args.out.write_text(json.dumps({"kinds": totals, "modules": modules}, indent=1) + "\n")
     for kind, total in totals.items():
         print(f"{total['cpu_s']:9.1f} CPU-s  {int(total['processes']):5d}  {kind}")
+    print("by test module:")
+    for module, figures in modules.items():
+        print(f"{figures['cpu_s']:9.1f} CPU-s  {module or '(outside any test)'}")
     print(f"{counted:9.1f} CPU-s counted of {children_cpu_s():.1f} the command's tree spent (exit {code})")
     return code
 

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
-from kafkalake.dev.suite_cpu import kind_of, sample
+from kafkalake.dev.suite_cpu import by_module, kind_of, sample, watch
 
 
 @pytest.mark.parametrize(
@@ -34,8 +37,6 @@ def test_kinds(command: str, name: str, kind: str) -> None:
 
 
 def test_a_process_that_execs_is_counted_as_what_it_became() -> None:
-    import subprocess
-
     # bash (as spark-submit is) execs a python that spends about a second of CPU; a child of that
     # python spends about half a second more.
     burn = "import time; t = time.process_time()\nwhile time.process_time() - t < {s}: pass"
@@ -48,3 +49,28 @@ def test_a_process_that_execs_is_counted_as_what_it_became() -> None:
     assert totals["python: other"]["processes"] == 2
     assert 1.2 <= totals["python: other"]["cpu_s"] <= 2.5
     assert totals.get("other: bash", {"cpu_s": 0.0})["cpu_s"] < 0.3
+
+
+def test_cpu_goes_to_the_test_module_in_the_environment_a_process_started_with(tmp_path: Path) -> None:
+    # A process started for one test, which then starts one for another: each keeps its own, and a
+    # process with no test in its environment is counted apart.
+    burn = tmp_path / "burn.py"
+    burn.write_text("import time\nt = time.process_time()\nwhile time.process_time() - t < 0.6: pass\n")
+    outer = tmp_path / "outer.py"
+    outer.write_text(
+        "import os, subprocess, sys\n"
+        "env = {**os.environ, 'PYTEST_CURRENT_TEST': 'tests/integration/test_b.py::test_y (setup)'}\n"
+        f"subprocess.run([sys.executable, {str(burn)!r}], env=env)\n"
+        f"exec(open({str(burn)!r}).read())\n"
+    )
+    outside = {k: v for k, v in os.environ.items() if k != "PYTEST_CURRENT_TEST"}
+    test_a = "PYTEST_CURRENT_TEST='tests/integration/test_a.py::test_x (call)'"
+    process = subprocess.Popen(
+        ["bash", "-c", f"sleep 0.3; {sys.executable} {burn} & env {test_a} {sys.executable} {outer}; wait"],
+        env=outside,
+    )
+    modules = by_module(watch(process.pid, interval=0.05))
+    process.wait()
+    assert set(modules) == {"tests/integration/test_a.py", "tests/integration/test_b.py", ""}, modules
+    for module in modules:
+        assert 0.4 <= float(modules[module]["cpu_s"]) <= 1.5, modules  # type: ignore[arg-type]
