@@ -135,6 +135,10 @@ def admin_password(airflow_home: Path) -> str | None:
 
 
 def _airflow(env: Mapping[str, str], *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    # An environment made at a session's start holds the test of that moment: the command and the
+    # jobs it starts are the calling test's (dev/suite_cpu sums CPU by the test in the environment).
+    if test := os.environ.get("PYTEST_CURRENT_TEST"):
+        env = {**env, "PYTEST_CURRENT_TEST": test}
     done = None
     if server := env.get(airflow_forkserver.ENV_FORKSERVER):
         done = airflow_forkserver.run(server, args, env)
