@@ -40,8 +40,8 @@ topics:
 """
 START_TIMEOUT = 420
 # A whole run: check, ingest, the first registration (a new Derby metastore) and table care, each a
-# task of its own. CI's loaded run of 0ad405e took over 240 s for the first one (register_table 91
-# s, maintain_table still running), so the wait is generous; it is dead time, not a race.
+# task of its own. CI's loaded run of 0ad405e took over 240 s for the first one (register_table
+# 91 s, maintain_table still running), so the wait is generous; it is dead time, not a race.
 RUN_TIMEOUT = 600
 
 

@@ -22,6 +22,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypedDict
 
 from kafkalake.dev.process_tree import children_cpu_s, stat_fields
 
@@ -165,16 +166,26 @@ def by_kind(processes: list[_Seen]) -> dict[str, dict[str, float]]:
     return dict(sorted(totals.items(), key=lambda kv: -kv[1]["cpu_s"]))
 
 
-def by_module(processes: list[_Seen]) -> dict[str, dict[str, object]]:
+def cpu_total(kinds: dict[str, dict[str, float]]) -> float:
+    """The CPU-seconds of :func:`by_kind`'s figures, all kinds together."""
+    return sum(total["cpu_s"] for total in kinds.values())
+
+
+class ModuleCpu(TypedDict):
+    cpu_s: float
+    kinds: dict[str, dict[str, float]]
+
+
+def by_module(processes: list[_Seen]) -> dict[str, ModuleCpu]:
     """CPU-seconds by test module ("" outside any test), each with its CPU by kind; the most first."""
     modules: dict[str, list[_Seen]] = {}
     for process in processes:
         modules.setdefault(process.module, []).append(process)
-    totals = {
-        module: {"cpu_s": round(sum(t["cpu_s"] for t in kinds.values()), 1), "kinds": kinds}
-        for module, kinds in ((m, by_kind(p)) for m, p in modules.items())
-    }
-    return dict(sorted(totals.items(), key=lambda kv: -float(kv[1]["cpu_s"])))  # type: ignore[arg-type]
+    totals: dict[str, ModuleCpu] = {}
+    for module, members in modules.items():
+        kinds = by_kind(members)
+        totals[module] = {"cpu_s": round(cpu_total(kinds), 1), "kinds": kinds}
+    return dict(sorted(totals.items(), key=lambda kv: -kv[1]["cpu_s"]))
 
 
 def sample(root: int, interval: float = INTERVAL) -> dict[str, dict[str, float]]:
@@ -195,7 +206,7 @@ def main(argv: list[str] | None = None) -> int:
     processes = watch(process.pid)
     code = process.wait()
     totals, modules = by_kind(processes), by_module(processes)
-    counted = sum(t["cpu_s"] for t in totals.values())
+    counted = cpu_total(totals)
     args.out.write_text(json.dumps({"kinds": totals, "modules": modules}, indent=1) + "\n")
     for kind, total in totals.items():
         print(f"{total['cpu_s']:9.1f} CPU-s  {int(total['processes']):5d}  {kind}")

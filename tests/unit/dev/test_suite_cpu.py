@@ -73,4 +73,4 @@ def test_cpu_goes_to_the_test_module_in_the_environment_a_process_started_with(t
     process.wait()
     assert set(modules) == {"tests/integration/test_a.py", "tests/integration/test_b.py", ""}, modules
     for module in modules:
-        assert 0.4 <= float(modules[module]["cpu_s"]) <= 1.5, modules  # type: ignore[arg-type]
+        assert 0.4 <= modules[module]["cpu_s"] <= 1.5, modules
