@@ -22,8 +22,10 @@ from kafkalake.spark.parse_columns import REASON
 from kafkalake.spark.protobuf_parser import (
     ProtobufTopicParser,
     decoded,
+    index_prefix,
     jvm_decodes,
     message_type_names,
+    type_name,
 )
 from kafkalake.spark.registry_parser import nullable_everywhere
 
@@ -113,6 +115,51 @@ def test_a_well_known_type_the_jvm_does_not_write_goes_to_python(spark, with_ext
     assert jvm_decodes(_writers(), use_extension=True)
     assert not jvm_decodes({**_writers(), 3: with_duration}, use_extension=True)
     assert not jvm_decodes(_writers(), use_extension=False)
+
+
+def test_the_index_prefix_read_in_sql_names_the_type_the_decoder_names(spark):
+    """ensure_schema's one pass: where index_prefix gives bytes, type_name of them is the decoder's
+    name for the whole record; where it gives none, a varint of the indexes is longer than a byte
+    (the decoder's own pass names those) or there is no payload."""
+    from pyspark.sql import functions as F
+
+    writers = _writers()
+    odd = [
+        b"\x02\x02\x08\x01",  # [1]
+        b"\x04\x00\x00",  # [0, 0]
+        b"\x02\x80\x01",  # [64]: two bytes, the decoder's pass
+        b"\x80\x01" + b"\x00" * 64,  # a count of 64 in two bytes
+        b"\x01\x00",  # a negative count
+        b"\x06\x00",  # cut short
+        b"\x20" + b"\x00" * 16,  # 16 indexes of 0
+        b"\x7e" + b"\x00" * 63,  # 63 indexes, the most one byte holds
+        b"",
+        None,
+    ]
+    payloads = [v.payload for v in vectors() if v.schema_id == ALL] + odd
+    frame = spark.createDataFrame(
+        [(n, ALL, p) for n, p in enumerate(payloads)], "n int, sid int, payload binary"
+    )
+    for use in (True, False) if extension.loaded(spark) else (False,):
+        names = message_type_names(writers, F.col("sid"), F.col("payload"), use_extension=use)
+        got = (
+            frame.select("n", index_prefix(F.col("payload")).alias("p"), names.alias("t"))
+            .orderBy("n")
+            .collect()
+        )
+        for row in got:
+            payload = payloads[row["n"]]
+            if row["p"] is None:
+                assert not payload or any(b >= 0x80 for b in payload[:2]), payload
+            else:
+                assert type_name(writers[ALL], bytes(row["p"])) == row["t"], payload
+        # The odd ones: [1] and [0, 0] in one byte each, [64] and the count of 64 not; the rest
+        # are read, and name no type.
+        assert [r["p"] is None for r in got[-len(odd) :]] == [False] * 2 + [True] * 2 + [False] * 4 + [
+            True
+        ] * 2
+        assert [r["t"] for r in got[-len(odd) :]] == ["vectors.Small", "vectors.All.Inner"] + [None] * 8
+        assert all(r["t"] is not None for r in got[: -len(odd)] if payloads[r["n"]][:1] == b"\x00")
 
 
 BRONZE = (

@@ -9,12 +9,12 @@ messages hold a well-known type other than Timestamp, in Python, vectorised (one
 over the batch). Both give the same JSON byte for byte and the same dead-letter reasons
 (tests/unit/kafka/protobuf_vectors.py):
 
-* the batch's distinct schema ids are read on the driver and each writer schema fetched once a run
-  and kept beside the schema history (as for Avro: :class:`~kafkalake.kafka.schema_registry.WriterSchemas`);
-* the distinct message types the records name (schema id, message indexes) are read on the driver
-  too: the table's columns are the fields of every message type the topic's records were written
-  with (a field of a later version becomes a column under ``addNewColumns``; one a later version
-  dropped keeps its column, null), each change a schema-history version;
+* the batch's distinct (schema id, message indexes) pairs are read on the driver in one pass over
+  the batch (:func:`index_prefix`), each writer schema fetched once a run and kept beside the schema
+  history (as for Avro: :class:`~kafkalake.kafka.schema_registry.WriterSchemas`), and each pair's
+  message type named there: the table's columns are the fields of every message type the topic's
+  records were written with (a field of a later version becomes a column under ``addNewColumns``;
+  one a later version dropped keeps its column, null), each change a schema-history version;
 * each record is decoded with its own writer schema to JSON typed as the table's columns, then read
   with ``from_json`` by field name: fields a message type lacks are null.
 
@@ -39,7 +39,6 @@ from kafkalake.spark.registry_parser import (
     AvroTopicParser,
     frame_checks,
     nullable_everywhere,
-    schema_ids,
 )
 
 if TYPE_CHECKING:
@@ -50,6 +49,8 @@ log = logging.getLogger(__name__)
 _DECODED = "_kafka_decoded"
 _VALUES = "_kafka_values"
 _DECODED_TYPE = "name string, json string, reason string, detail string"
+#: The hex of bytes that are each below 0x80: varints of one byte each.
+_ONE_BYTE_VARINTS = "^([0-7][0-9A-F])*$"
 
 
 def _decode_one(schema: RegisteredSchema | None, sid: int, payload: bytes | None) -> tuple[Any, ...]:
@@ -174,6 +175,33 @@ def decoded(
     return _vectorised(decode, _DECODED_TYPE, pd.DataFrame)(sid, payload)
 
 
+def type_name(schema: RegisteredSchema | None, payload: bytes | None) -> str | None:
+    """The full name of the message type ``payload``'s message indexes name in ``schema``; None
+    where they name none, cannot be read, or the schema is unknown or unreadable (its records are
+    dead letters, the table follows no type for them)."""
+    if schema is None or payload is None or schema.descriptors is None:
+        return None
+    try:
+        indexes, _ = protobuf_schema.message_indexes(payload)
+        return str(protobuf_schema.message_type(schema.descriptors, indexes).full_name)
+    except (protobuf_schema.MessageIndexError, UnusableSchemaError):
+        return None
+
+
+def index_prefix(payload: Column) -> Column:
+    """The bytes of each payload's message-index list, read in SQL without a schema, where its count
+    and every index are one varint byte each (a path of at most 63 indexes below 64: ``00`` for
+    ``[0]``, nearly every record); null where a varint is longer, or there is no payload. The
+    count's byte is zigzag ``2n``, so the list is ``n + 1`` bytes; an odd (negative) count is its
+    byte alone, which :func:`type_name` refuses as the decoder does."""
+    from pyspark.sql import functions as F
+
+    first = F.conv(F.hex(F.substring(payload, 1, 1)), 16, 10).cast("int")
+    length = F.when(first % 2 == 0, F.floor(first / 2).cast("int") + 1).otherwise(1)
+    prefix = payload.substr(F.lit(1), length)
+    return F.when((first < 128) & F.hex(prefix).rlike(_ONE_BYTE_VARINTS), prefix)
+
+
 def message_type_names(
     writers: dict[int, RegisteredSchema | None],
     sid: Column,
@@ -188,19 +216,10 @@ def message_type_names(
     if resolve(use_extension):
         return _jvm_call(writers, sid, payload, names_only=True)
 
-    def name(schema: RegisteredSchema | None, payload: bytes | None) -> str | None:
-        if schema is None or payload is None or schema.descriptors is None:
-            return None
-        try:
-            indexes, _ = protobuf_schema.message_indexes(payload)
-            return str(protobuf_schema.message_type(schema.descriptors, indexes).full_name)
-        except (protobuf_schema.MessageIndexError, UnusableSchemaError):
-            return None
-
     def names(ids: pd.Series, payloads: pd.Series) -> pd.Series:
         return pd.Series(
             [
-                name(writers.get(int(i)), p) if pd.notna(i) else None
+                type_name(writers.get(int(i)), p) if pd.notna(i) else None
                 for i, p in zip(ids, payloads, strict=True)
             ],
             dtype=object,
@@ -233,21 +252,44 @@ class ProtobufTopicParser(AvroTopicParser):
         from pyspark.sql import functions as F
 
         self._ensure_key_writers(bronze)
-        for i in schema_ids(bronze, indexes=True):
+        sid, payload = self._id_and_payload(F.col("value"), F.col("headers"))
+        # One pass for the ids and the message indexes they come with; only a record whose
+        # indexes are not one byte each (a type beyond the 63rd, a path deeper than 63) needs the
+        # decoder's pass, on those records alone.
+        prefix = index_prefix(payload)
+        rows = (
+            bronze.select(
+                sid.alias("id"),
+                prefix.alias("prefix"),
+                (prefix.isNull() & (F.octet_length(payload) > 0)).alias("longer"),
+            )
+            .where(F.col("id").isNotNull())
+            .distinct()
+            .collect()
+        )
+        for i in sorted({int(r["id"]) for r in rows}):
             if i not in self._writers:
                 self._writers[i] = self.writer_schemas.get(
                     i, protobuf=True, subject=self.topic.registry_subject
                 )
                 if self._writers[i] is None:
                     log.warning("topic %s: schema id %d is not in the registry", self.topic.name, i)
-        sid, payload = self._id_and_payload(F.col("value"), F.col("headers"))
-        pairs = (
-            bronze.select(sid.alias("id"), message_type_names(self._writers, sid, payload).alias("name"))
-            .where(F.col("name").isNotNull())
-            .distinct()
-            .collect()
-        )
-        for i, name in sorted((int(r["id"]), str(r["name"])) for r in pairs):
+        found = {
+            (int(r["id"]), type_name(self._writers[int(r["id"])], bytes(r["prefix"])))
+            for r in rows
+            if r["prefix"] is not None
+        }
+        if any(r["longer"] for r in rows):
+            longer = bronze.where(sid.isNotNull() & prefix.isNull() & (F.octet_length(payload) > 0))
+            found |= {
+                (int(r["id"]), r["name"])
+                for r in longer.select(
+                    sid.alias("id"), message_type_names(self._writers, sid, payload).alias("name")
+                )
+                .distinct()
+                .collect()
+            }
+        for i, name in sorted((i, str(name)) for i, name in found if name is not None):
             if (i, name) in self._types:
                 continue
             writer = self._writers[i]
