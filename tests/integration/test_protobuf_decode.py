@@ -197,3 +197,27 @@ def test_the_parsed_frame_decodes_and_reads_each_record_once(spark, tmp_path):
     assert len(table["fields"]) > 3 and (reads, decodes) == (1, 1), plan
     # Counted in Spark: a vector's Timestamp of year 1 or 9999 is no Python datetime in every zone.
     assert frame.where(frame[REASON].isNull()).count() == len(good) > 0
+
+
+def test_ensure_schema_follows_types_named_by_one_byte_and_by_longer_indexes(spark, tmp_path):
+    """Both of ensure_schema's ways: [0] read in its one pass, a Small whose index 1 is written in
+    two varint bytes (82 00, valid if not minimal) named by the decoder's pass on that record."""
+    topic = replace(make_topic(tmp_path, "it-types", ParsedConfig()), format="protobuf", registry_conn_id="r")
+    parser = ProtobufTopicParser(spark, topic)
+    parser._writers = _writers()
+    small = next(v.payload for v in vectors() if v.name == "vectors.Small")
+    assert small[:2] == b"\x02\x02"
+    every = next(v.payload for v in vectors() if v.name == "vectors.All" and v.reason is None)
+    now = datetime(2026, 12, 2, tzinfo=UTC)
+
+    def bronze(payloads: list[bytes]) -> Any:
+        frame = b"\x00" + struct.pack(">I", ALL)
+        rows = [(b"k", frame + p, "it-types", 0, n, now, 0, [], now) for n, p in enumerate(payloads)]
+        return spark.createDataFrame(rows, BRONZE)
+
+    parser.ensure_schema(bronze([b"\x02\x82\x00" + small[2:]]), "batch 0")
+    assert parser._types == {(ALL, "vectors.Small")}
+    assert [f["name"] for f in parser.schema["fields"]] == ["n"]
+    parser.ensure_schema(bronze([every, b"\x02\x82\x00" + small[2:], small]), "batch 1")
+    assert parser._types == {(ALL, "vectors.Small"), (ALL, "vectors.All")}
+    assert len(parser.schema["fields"]) > 3
