@@ -155,9 +155,8 @@ def test_the_index_prefix_read_in_sql_names_the_type_the_decoder_names(spark):
                 assert type_name(writers[ALL], bytes(row["p"])) == row["t"], payload
         # The odd ones: [1] and [0, 0] in one byte each, [64] and the count of 64 not; the rest
         # are read, and name no type.
-        assert [r["p"] is None for r in got[-len(odd) :]] == [False] * 2 + [True] * 2 + [False] * 4 + [
-            True
-        ] * 2
+        unread = [False, False, True, True, False, False, False, False, True, True]
+        assert [r["p"] is None for r in got[-len(odd) :]] == unread
         assert [r["t"] for r in got[-len(odd) :]] == ["vectors.Small", "vectors.All.Inner"] + [None] * 8
         assert all(r["t"] is not None for r in got[: -len(odd)] if payloads[r["n"]][:1] == b"\x00")
 

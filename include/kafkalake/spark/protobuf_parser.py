@@ -257,12 +257,9 @@ class ProtobufTopicParser(AvroTopicParser):
         # indexes are not one byte each (a type beyond the 63rd, a path deeper than 63) needs the
         # decoder's pass, on those records alone.
         prefix = index_prefix(payload)
+        longer = prefix.isNull() & (F.octet_length(payload) > 0)
         rows = (
-            bronze.select(
-                sid.alias("id"),
-                prefix.alias("prefix"),
-                (prefix.isNull() & (F.octet_length(payload) > 0)).alias("longer"),
-            )
+            bronze.select(sid.alias("id"), prefix.alias("prefix"), longer.alias("longer"))
             .where(F.col("id").isNotNull())
             .distinct()
             .collect()
@@ -280,12 +277,10 @@ class ProtobufTopicParser(AvroTopicParser):
             if r["prefix"] is not None
         }
         if any(r["longer"] for r in rows):
-            longer = bronze.where(sid.isNotNull() & prefix.isNull() & (F.octet_length(payload) > 0))
             found |= {
                 (int(r["id"]), r["name"])
-                for r in longer.select(
-                    sid.alias("id"), message_type_names(self._writers, sid, payload).alias("name")
-                )
+                for r in bronze.where(sid.isNotNull() & longer)
+                .select(sid.alias("id"), message_type_names(self._writers, sid, payload).alias("name"))
                 .distinct()
                 .collect()
             }

@@ -65,14 +65,15 @@ def topic_parser(spark: SparkSession, topic: TopicConfig, stats: RunStats | None
     return TopicParser(spark, topic, stats)
 
 
-def schema_ids(bronze: DataFrame, indexes: bool = False) -> list[int]:
+def schema_ids(bronze: DataFrame) -> list[int]:
     """The distinct schema ids of a batch's values (from the frame, or the ``__value_schema_id``
-    header: ``indexes``, with Protobuf's message indexes after the id), read on the driver."""
+    header), read on the driver. Protobuf's parser reads its ids with their message indexes
+    (``ProtobufTopicParser.ensure_schema``)."""
     from pyspark.sql import functions as F
 
     id_header = wire_format.header(F.col("headers"), wire_format.VALUE_SCHEMA_ID_HEADER)
     ids = (
-        bronze.select(wire_format.carried_schema_id(F.col("value"), id_header, indexes).alias("id"))
+        bronze.select(wire_format.carried_schema_id(F.col("value"), id_header).alias("id"))
         .where(F.col("id").isNotNull())
         .distinct()
     )
