@@ -17,7 +17,7 @@ from unit.kafka.protobuf_vectors import ALL, LEGACY, doubles_payload, random_dou
 from kafkalake.config.parsed import ParsedConfig
 from kafkalake.kafka import protobuf_schema
 from kafkalake.kafka.schema_registry import RegisteredSchema
-from kafkalake.spark import extension
+from kafkalake.spark import extension, json_functions
 from kafkalake.spark.parse_columns import REASON
 from kafkalake.spark.protobuf_parser import (
     ProtobufTopicParser,
@@ -26,6 +26,7 @@ from kafkalake.spark.protobuf_parser import (
     jvm_decodes,
     message_type_names,
     type_name,
+    values_of,
 )
 from kafkalake.spark.registry_parser import nullable_everywhere
 
@@ -115,6 +116,95 @@ def test_a_well_known_type_the_jvm_does_not_write_goes_to_python(spark, with_ext
     assert jvm_decodes(_writers(), use_extension=True)
     assert not jvm_decodes({**_writers(), 3: with_duration}, use_extension=True)
     assert not jvm_decodes(_writers(), use_extension=False)
+
+
+def _straight_and_from_json(spark, table: dict[str, Any], rows: list[tuple[int, bytes]]) -> list[Any]:
+    """Each record's decoded() given the table's type (``s``) and not (``t``), and as JSON text
+    (Spark's to_json, microseconds written out) ``values_of`` the first (``v``), from_json of the
+    second's JSON (``j``), and the first's values (``sv``); in order. Compared as text: a Timestamp
+    of year 1 is no Python datetime, maps have no equality in Spark, and NaN none in Python."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import StructType
+
+    table_type = StructType.fromJson(table)
+    frame = spark.createDataFrame(
+        [(n, sid, payload) for n, (sid, payload) in enumerate(rows)], "n int, sid int, payload binary"
+    )
+    writers = _writers()
+    straight = decoded(writers, F.col("sid"), F.col("payload"), use_extension=True, table_type=table_type)
+    text = decoded(writers, F.col("sid"), F.col("payload"), use_extension=True)
+    micros = {"timestampFormat": "yyyy-MM-dd'T'HH:mm:ss.SSSSSSXXX"}
+    got = frame.select(
+        "n",
+        straight.dropFields("values").alias("s"),
+        (straight["values"].isNotNull()).alias("has_values"),
+        text.alias("t"),
+        F.to_json(values_of(straight, table_type, direct=True), micros).alias("v"),
+        F.to_json(json_functions.from_json(text["json"], table_type), micros).alias("j"),
+        F.to_json(straight["values"], micros).alias("sv"),
+    )
+    return got.orderBy("n").collect()
+
+
+def test_values_decoded_straight_into_the_table_type_are_from_json_s_of_the_json(spark, with_extension):
+    """Every vector's message type decoded straight into its table's type (spark_type's): the same
+    values as from_json of the JSON the decoder writes, value for value (NaN and infinities, both
+    ends of Timestamp's range, unsigned 64-bit numbers, maps by key, oneof, proto2's absent fields),
+    the same dead letters, and no JSON written for them."""
+    by_type: dict[tuple[int, str], list[bytes]] = {}
+    for v in vectors():
+        if v.name is not None:
+            by_type.setdefault((v.schema_id, v.name), []).append(v.payload)
+    dead = [(v.schema_id, v.payload) for v in vectors() if v.reason is not None]
+    doubles = [(ALL, doubles_payload(random_doubles(seed, 50))) for seed in range(5)]
+    assert {name for _, name in by_type} >= {"vectors.All", "vectors.Small", "legacy.Legacy"}
+    for (sid, name), payloads in sorted(by_type.items()):
+        kind = protobuf_schema.message_type_by_name(schemas()[sid], name)
+        table = nullable_everywhere(protobuf_schema.spark_type(kind))
+        extra = doubles if name == "vectors.All" else []
+        rows = [(sid, p) for p in payloads] + extra + dead
+        got = _straight_and_from_json(spark, table, rows)
+        for row in got:
+            straight, text = row["s"], row["t"]
+            case = (name, rows[row["n"]][1])
+            assert (straight["name"], straight["reason"], straight["detail"]) == (
+                text["name"],
+                text["reason"],
+                text["detail"],
+            ), case
+            if text["json"] is None:
+                assert not row["has_values"] and row["v"] is None, case
+                continue
+            if text["name"] != name:
+                continue  # another message type of the same file, as a dead vector's may be
+            assert straight["json"] is None and row["has_values"], case
+            assert row["v"] == row["j"] == row["sv"], case
+
+
+def test_a_message_type_that_does_not_fit_the_table_keeps_the_json(spark, with_extension):
+    """A field whose column has another type, a field without a column: those records keep the JSON
+    (from_json reads it into the table's type); a table with columns the message type lacks is
+    decoded straight, the other columns null."""
+    kind = protobuf_schema.message_type_by_name(schemas()[ALL], "vectors.All")
+    table = nullable_everywhere(protobuf_schema.spark_type(kind))
+    every = [v.payload for v in vectors() if v.name == "vectors.All" and v.reason is None]
+    retyped = {
+        **table,
+        "fields": [{**f, "type": "string"} if f["name"] == "f_int32" else f for f in table["fields"]],
+    }
+    narrower = {**table, "fields": [f for f in table["fields"] if f["name"] != "f_bytes"]}
+    wider = {
+        **table,
+        "fields": [*table["fields"], {"name": "later", "type": "long", "nullable": True, "metadata": {}}],
+    }
+    for shape, straight in ((retyped, False), (narrower, False), (wider, True)):
+        got = _straight_and_from_json(spark, shape, [(ALL, p) for p in every])
+        for row in got:
+            assert (row["s"]["json"] is None) == straight == row["has_values"], shape
+            assert row["v"] == row["j"], shape
+    # to_json leaves a null out: the later column is null in every record, f_int32 set in some.
+    assert not any('"later"' in row["v"] for row in got)
+    assert any('"f_int32"' in row["v"] for row in got)
 
 
 def test_the_index_prefix_read_in_sql_names_the_type_the_decoder_names(spark):

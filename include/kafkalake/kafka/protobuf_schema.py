@@ -380,7 +380,9 @@ def _plain_value(field: FieldDescriptor, value: Any) -> Any:
         # upb checks no UTF-8 in a proto2 string field and hands over the bytes instead.
         raise ValueError(f"string field {field.full_name} is not valid UTF-8")
     if isinstance(value, float) and not math.isfinite(value):
-        return str(value)  # NaN, Infinity: Spark's JSON reader takes them quoted
+        # Quoted, in the spellings Spark's JSON reader takes for a double or float column: it reads
+        # Python's str() ("nan", "inf") as no number, and the value was null in the table.
+        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
     return value
 
 

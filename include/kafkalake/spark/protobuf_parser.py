@@ -43,6 +43,7 @@ from kafkalake.spark.registry_parser import (
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
+    from pyspark.sql.types import StructType
 
 log = logging.getLogger(__name__)
 
@@ -116,12 +117,18 @@ def jvm_decodes(writers: dict[int, RegisteredSchema | None], *, use_extension: b
 
 
 def _jvm_call(
-    writers: dict[int, RegisteredSchema | None], sid: Column, payload: Column, *, names_only: bool
+    writers: dict[int, RegisteredSchema | None],
+    sid: Column,
+    payload: Column,
+    *,
+    names_only: bool,
+    table_type: StructType | None = None,
 ) -> Column:
     """kafkalake_protobuf_decode over the readable writers, handed as a literal map of schema id to
     FileDescriptorSet bytes (once per batch plan). The other known writers' records get
     :func:`_decode_one`'s reason and detail; with ``names_only``, a null name, as
-    :func:`message_type_names` gives them."""
+    :func:`message_type_names` gives them. With ``table_type``, a fifth field ``values``: the record
+    in that type where its message type fits it (its ``json`` then null)."""
     import base64
 
     from pyspark.sql import functions as F
@@ -133,20 +140,25 @@ def _jvm_call(
         for c in (F.lit(i).cast("long"), F.lit(bytearray(base64.b64decode(d))))
     ]
     literal = F.create_map(*pairs) if pairs else F.create_map().cast("map<bigint,binary>")
-    result = F.call_function("kafkalake_protobuf_decode", sid, payload, literal, F.lit(names_only))
+    arguments = [sid, payload, literal, F.lit(names_only)]
+    if table_type is not None:
+        arguments.append(F.lit(table_type.json()))
+    result = F.call_function("kafkalake_protobuf_decode", *arguments)
     if names_only:
         return result["name"]
     none = F.lit(None).cast("string")
     for i, writer in sorted(writers.items()):
         if writer is not None and i not in readable:
             _, _, reason, detail = _decode_one(writer, i, b"")
-            unread = F.struct(
+            fields = [
                 none.alias("name"),
                 none.alias("json"),
                 F.lit(reason).alias("reason"),
                 F.lit(detail).alias("detail"),
-            )
-            result = F.when(sid == i, unread).otherwise(result)
+            ]
+            if table_type is not None:
+                fields.append(F.lit(None).cast(table_type).alias("values"))
+            result = F.when(sid == i, F.struct(*fields)).otherwise(result)
     return result
 
 
@@ -156,14 +168,16 @@ def decoded(
     payload: Column,
     *,
     use_extension: bool | None = None,
+    table_type: StructType | None = None,
 ) -> Column:
     """A struct per record: its message type's full name and its values as JSON, or the reason
     (and detail) it did not decode; all null where there is no known schema id or no payload.
-    In the JVM where :func:`jvm_decodes`, else in a Python UDF; the same results."""
+    In the JVM where :func:`jvm_decodes`, else in a Python UDF; the same results. With
+    ``table_type``, in the JVM, a fifth field ``values``: see :func:`values_of`."""
     import pandas as pd
 
     if jvm_decodes(writers, use_extension=use_extension):
-        return _jvm_call(writers, sid, payload, names_only=False)
+        return _jvm_call(writers, sid, payload, names_only=False, table_type=table_type)
 
     def decode(ids: pd.Series, payloads: pd.Series) -> pd.DataFrame:
         rows = [
@@ -173,6 +187,16 @@ def decoded(
         return pd.DataFrame(rows, columns=["name", "json", "reason", "detail"])
 
     return _vectorised(decode, _DECODED_TYPE, pd.DataFrame)(sid, payload)
+
+
+def values_of(result: Column, table_type: StructType, *, direct: bool) -> Column:
+    """A decoded record's values in the table's type: with ``direct`` (:func:`decoded` was given
+    ``table_type`` and ran in the JVM), those it decoded straight into that type, else ``from_json``
+    of its JSON; without, ``from_json`` of the JSON."""
+    from pyspark.sql import functions as F
+
+    from_text = json_functions.from_json(result["json"], table_type)
+    return F.coalesce(result["values"], from_text) if direct else from_text
 
 
 def type_name(schema: RegisteredSchema | None, payload: bytes | None) -> str | None:
@@ -322,18 +346,22 @@ class ProtobufTopicParser(AvroTopicParser):
         frame = frame.withColumn(SCHEMA_ID, F.when(fits, sid))
         known = sorted(i for i, writer in self._writers.items() if writer is not None)
         is_known = F.col(SCHEMA_ID).isin(known) if known else F.lit(False)
+        table_type = StructType.fromJson(self.schema)
+        # Straight into the table's type where the JVM decodes: no JSON written and read again
+        # for the message types that fit it (the Python decoder gives JSON only).
+        direct = jvm_decodes(self._writers)
+        ids, payloads = F.when(is_known, F.col(SCHEMA_ID)), F.when(is_known, payload)
         frame = frame.withColumn(
-            _DECODED, decoded(self._writers, F.when(is_known, F.col(SCHEMA_ID)), F.when(is_known, payload))
+            _DECODED, decoded(self._writers, ids, payloads, table_type=table_type if direct else None)
         )
         result = F.col(_DECODED)
         reason, detail = frame_checks(config, id_header, known, indexes=True)
         reason = reason.when(result["reason"].isNotNull(), result["reason"])
         detail = detail.otherwise(result["detail"])
-        table_type = StructType.fromJson(self.schema)
-        # The JSON read once a record, into a column of its own: written inline in each field's
-        # column, the optimizer gives every field a from_json of its own (pruned to that field),
-        # and a table of N columns parsed each record N times.
-        values = json_functions.from_json(result["json"], table_type)
+        # The values in a column of their own: written inline in each field's column, the
+        # optimizer gives every field a from_json of its own (pruned to that field), and a table of
+        # N columns parsed each record N times.
+        values = values_of(result, table_type, direct=direct)
         frame = frame.select("*", reason.alias(REASON), detail.alias(DETAIL), values.alias(_VALUES))
         columns = [F.col(KAFKA_COLUMN)]
         columns += [

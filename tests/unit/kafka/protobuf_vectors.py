@@ -298,7 +298,7 @@ def vectors() -> list[Vector]:
             _all(f_int32="5"),
         ),
         Vector(
-            "NaN and infinities: quoted as Python's str()",
+            "NaN and infinities: quoted as Spark's JSON reader spells them (it reads no 'nan' or 'inf')",
             ALL,
             b"\x00"
             + _tag(1, 1)
@@ -309,7 +309,7 @@ def vectors() -> list[Vector]:
             + _varint(16)
             + struct.pack("<dd", float("inf"), 1.5),
             "vectors.All",
-            _all(f_double='"nan"', f_float='"-inf"', doubles='["inf", 1.5]'),
+            _all(f_double='"NaN"', f_float='"-Infinity"', doubles='["Infinity", 1.5]'),
         ),
         Vector(
             "unknown fields are skipped",

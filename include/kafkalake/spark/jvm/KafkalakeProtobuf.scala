@@ -6,10 +6,15 @@
 // Why: the Python decoder runs in a pandas UDF, whose records cross to a Python worker and back
 // (bench --format protobuf: 0.56x the JSON parsed path). Here they stay in the JVM.
 //
+// Given the table's row type, a message type whose fields all have columns of their own Spark type
+// (protobuf_schema.spark_type's) is decoded straight into that row (ProtobufRows): no JSON is
+// written and read again. Its values are what from_json of the JSON text gives, value for value
+// (tests/integration/test_protobuf_decode.py); the other message types keep the JSON.
+//
 // What it mirrors, and where it stops: protobuf-java's DynamicMessage parses as upb does (unknown
 // fields and fields of another wire type skipped, a closed enum's unknown number an unknown field);
 // the JSON is Python's json.dumps (", " and ": ", ASCII only with \u escapes, floats as repr, NaN and
-// infinities as the quoted str()) of plain()'s values. Of Google's well-known types only Timestamp
+// infinities quoted as Spark's JSON reader spells them) of plain()'s values. Of Google's well-known types only Timestamp
 // is written (as ToJsonString); the Python side sends a batch whose writers' messages hold any other
 // to the Python decoder (kafkalake.spark.protobuf_parser). The reasons are the Python decoder's; the
 // detail of a payload protobuf-java refuses is upb's two texts, "Wire format was corrupt" and
@@ -30,7 +35,8 @@ import com.google.protobuf.Descriptors.FieldDescriptor.JavaType
 import org.apache.spark.sql.catalyst.InternalRow
 import org.apache.spark.sql.catalyst.expressions.{Expression, GenericInternalRow}
 import org.apache.spark.sql.catalyst.expressions.codegen.CodegenFallback
-import org.apache.spark.sql.types.{DataType, StringType, StructField, StructType}
+import org.apache.spark.sql.catalyst.util.{ArrayBasedMapData, GenericArrayData}
+import org.apache.spark.sql.types._
 import org.apache.spark.unsafe.types.UTF8String
 
 /** A record the Python decoder would not decode: its reason and detail (the dead letter's). */
@@ -111,12 +117,12 @@ object PythonJson {
   }
 
   private def float(out: java.lang.StringBuilder, d: Double): Unit =
-    if (d.isNaN) out.append("\"nan\"")
-    else if (d.isInfinite) out.append(if (d > 0) "\"inf\"" else "\"-inf\"")
+    if (d.isNaN) out.append("\"NaN\"")
+    else if (d.isInfinite) out.append(if (d > 0) "\"Infinity\"" else "\"-Infinity\"")
     else double(out, d)
 
-  /** Timestamp.ToJsonString, with its range checks (their ValueError texts). */
-  def timestamp(out: java.lang.StringBuilder, message: DynamicMessage): Unit = {
+  /** A Timestamp's seconds and nanos, within ToJsonString's range checks (their ValueError texts). */
+  def timestampParts(message: DynamicMessage): (Long, Int) = {
     val kind = message.getDescriptorForType
     val seconds = message.getField(kind.findFieldByName("seconds")).asInstanceOf[java.lang.Long].longValue
     val nanos = message.getField(kind.findFieldByName("nanos")).asInstanceOf[java.lang.Integer].intValue
@@ -124,6 +130,12 @@ object PythonJson {
       s"Timestamp is not valid: Seconds $seconds must be in range [-62135596800, 253402300799].")
     if (nanos < 0 || nanos >= 1000000000) throw new NotDecoded("undecodable",
       s"Timestamp is not valid: Nanos $nanos must be in a range [0, 999999].")
+    (seconds, nanos)
+  }
+
+  /** Timestamp.ToJsonString, with its range checks. */
+  def timestamp(out: java.lang.StringBuilder, message: DynamicMessage): Unit = {
+    val (seconds, nanos) = timestampParts(message)
     val t = java.time.LocalDateTime.ofEpochSecond(seconds, 0, java.time.ZoneOffset.UTC)
     out.append('"')
     out.append(f"${t.getYear}%04d-${t.getMonthValue}%02d-${t.getDayOfMonth}%02dT")
@@ -139,19 +151,9 @@ object PythonJson {
     case JavaType.MESSAGE =>
       val m = v.asInstanceOf[DynamicMessage]
       if (field.getMessageType.getFullName == Timestamp) timestamp(out, m) else message(out, m)
-    case JavaType.ENUM =>
-      val e = v.asInstanceOf[EnumValueDescriptor]
-      // An open enum's number its writer knew no name for: protobuf-java makes up a descriptor.
-      val known = field.getEnumType.findValueByNumber(e.getNumber)
-      string(out, if (known != null) known.getName else Integer.toString(e.getNumber))
+    case JavaType.ENUM => string(out, enumName(field, v))
     case JavaType.BYTE_STRING => string(out, Base64.getEncoder.encodeToString(v.asInstanceOf[ByteString].toByteArray))
-    case JavaType.STRING => v match {
-      case s: String => string(out, s)
-      // A string field without UTF-8 checks (proto2) keeps its bytes: upb gives Python bytes then.
-      case b: ByteString =>
-        if (!b.isValidUtf8) throw new NotDecoded("undecodable", s"string field ${field.getFullName} is not valid UTF-8")
-        string(out, b.toStringUtf8)
-    }
+    case JavaType.STRING => string(out, text(field, v))
     case JavaType.DOUBLE => float(out, v.asInstanceOf[java.lang.Double].doubleValue)
     case JavaType.FLOAT => float(out, v.asInstanceOf[java.lang.Float].doubleValue)
     case JavaType.BOOLEAN => out.append(if (v.asInstanceOf[java.lang.Boolean].booleanValue) "true" else "false")
@@ -163,7 +165,38 @@ object PythonJson {
       if (unsigned(field)) out.append(java.lang.Long.toUnsignedString(l)) else out.append(l)
   }
 
-  private def unsigned(field: FieldDescriptor): Boolean = field.getType match {
+  /** A string field's value: a string field without UTF-8 checks (proto2) keeps its bytes, which
+   *  upb hands Python as bytes, refused by plain(). */
+  def text(field: FieldDescriptor, v: Any): String = v match {
+    case s: String => s
+    case b: ByteString =>
+      if (!b.isValidUtf8) throw new NotDecoded("undecodable", s"string field ${field.getFullName} is not valid UTF-8")
+      b.toStringUtf8
+  }
+
+  /** The enum value's name as plain() gives it: an open enum's number its writer knew no name for
+   *  (protobuf-java makes up a descriptor) as its number. */
+  def enumName(field: FieldDescriptor, v: Any): String = {
+    val e = v.asInstanceOf[EnumValueDescriptor]
+    val known = field.getEnumType.findValueByNumber(e.getNumber)
+    if (known != null) known.getName else Integer.toString(e.getNumber)
+  }
+
+  /** A map field's entries as plain() writes them: a key given twice once, with its last value (a
+   *  map's meaning), by key. */
+  def mapEntries(field: FieldDescriptor, wire: Any): Seq[(Any, Any)] = {
+    val entryType = field.getMessageType
+    val keyField = entryType.findFieldByNumber(1)
+    val valueField = entryType.findFieldByNumber(2)
+    val entries = new java.util.LinkedHashMap[Any, Any]
+    for (e <- wire.asInstanceOf[java.util.List[_]].asScala) {
+      val entry = e.asInstanceOf[DynamicMessage]
+      entries.put(entry.getField(keyField), entry.getField(valueField))
+    }
+    entries.keySet.asScala.toSeq.sorted(keyOrder(keyField)).map(k => k -> entries.get(k))
+  }
+
+  def unsigned(field: FieldDescriptor): Boolean = field.getType match {
     case FieldDescriptor.Type.UINT32 | FieldDescriptor.Type.FIXED32 | FieldDescriptor.Type.UINT64 |
         FieldDescriptor.Type.FIXED64 => true
     case _ => false
@@ -171,7 +204,7 @@ object PythonJson {
 
   /** A map key as str() writes it (True/False for bools), and the order entries are written in:
    *  by key (numbers as numbers, unsigned ones unsigned, strings by code point), as plain() sorts. */
-  private def keyText(field: FieldDescriptor, k: Any): String = field.getJavaType match {
+  def keyText(field: FieldDescriptor, k: Any): String = field.getJavaType match {
     case JavaType.BOOLEAN => if (k.asInstanceOf[java.lang.Boolean].booleanValue) "True" else "False"
     case JavaType.INT =>
       val i = k.asInstanceOf[java.lang.Integer].intValue
@@ -182,7 +215,7 @@ object PythonJson {
     case _ => k.toString
   }
 
-  private def keyOrder(field: FieldDescriptor): Ordering[Any] = field.getJavaType match {
+  def keyOrder(field: FieldDescriptor): Ordering[Any] = field.getJavaType match {
     case JavaType.BOOLEAN => Ordering.by((k: Any) => k.asInstanceOf[java.lang.Boolean].booleanValue)
     case JavaType.INT if unsigned(field) =>
       (a: Any, b: Any) => Integer.compareUnsigned(a.asInstanceOf[java.lang.Integer], b.asInstanceOf[java.lang.Integer])
@@ -235,23 +268,16 @@ object PythonJson {
       string(out, field.getName)
       out.append(": ")
       if (field.isMapField) {
-        val entryType = field.getMessageType
-        val keyField = entryType.findFieldByNumber(1)
-        val valueField = entryType.findFieldByNumber(2)
-        // The wire's entries, a key given twice once with its last value (a map's meaning).
-        val entries = new java.util.LinkedHashMap[Any, Any]
-        for (e <- m.getField(field).asInstanceOf[java.util.List[_]].asScala) {
-          val entry = e.asInstanceOf[DynamicMessage]
-          entries.put(entry.getField(keyField), entry.getField(valueField))
-        }
+        val keyField = field.getMessageType.findFieldByNumber(1)
+        val valueField = field.getMessageType.findFieldByNumber(2)
         out.append('{')
         var firstEntry = true
-        for (k <- entries.keySet.asScala.toSeq.sorted(keyOrder(keyField))) {
+        for ((k, v) <- mapEntries(field, m.getField(field))) {
           if (!firstEntry) out.append(", ")
           firstEntry = false
           string(out, keyText(keyField, k))
           out.append(": ")
-          value(out, valueField, entries.get(k))
+          value(out, valueField, v)
         }
         out.append('}')
       } else if (field.isRepeated) {
@@ -274,9 +300,116 @@ object PythonJson {
   }
 }
 
+/** A message's values straight into the table's row type, as from_json reads plain()'s JSON of them
+ *  into it: where every field of the message type (and of each message type inside it) has a
+ *  column of the Spark type protobuf_schema.spark_type gives it. A type that does not fit (a field
+ *  without a column, a column of another type, a message written as JSON text: recursion, depth, a
+ *  well-known type other than Timestamp) has no converter, and its records keep the JSON path.
+ *  The checks plain() makes (a string's UTF-8, a Timestamp's range) are made in the same order,
+ *  with the same texts. */
+object ProtobufRows {
+  type Convert = Any => Any
+
+  /** The converter of messages of `kind` into rows of `target`, or None where it does not fit. */
+  def message(kind: Descriptor, target: StructType): Option[DynamicMessage => InternalRow] = {
+    val fields = kind.getFields.asScala.toArray
+    val slots = fields.map(f => target.getFieldIndex(f.getName))
+    if (slots.exists(_.isEmpty)) return None
+    val converts = fields.zip(slots).map { case (f, slot) => field(f, target(slot.get).dataType) }
+    if (converts.exists(_.isEmpty)) return None
+    val at = slots.map(_.get)
+    val convert = converts.map(_.get)
+    val width = target.length
+    Some { (m: DynamicMessage) =>
+      val values = new Array[Any](width)
+      var i = 0
+      while (i < fields.length) {
+        val f = fields(i)
+        values(at(i)) = if (!f.isRepeated && f.hasPresence && !m.hasField(f)) null else convert(i)(m.getField(f))
+        i += 1
+      }
+      new GenericInternalRow(values)
+    }
+  }
+
+  /** A field's whole value (a list for a repeated one, a map's entries for a map) into `target`. */
+  private def field(f: FieldDescriptor, target: DataType): Option[Convert] =
+    if (f.isMapField) target match {
+      case MapType(StringType, valueType, _) =>
+        val keyField = f.getMessageType.findFieldByNumber(1)
+        val valueField = f.getMessageType.findFieldByNumber(2)
+        one(valueField, valueType).map { convert => (v: Any) =>
+          val entries = PythonJson.mapEntries(f, v)
+          val keys = new Array[Any](entries.length)
+          val values = new Array[Any](entries.length)
+          var i = 0
+          for ((k, value) <- entries) {
+            keys(i) = UTF8String.fromString(PythonJson.keyText(keyField, k))
+            values(i) = convert(value)
+            i += 1
+          }
+          new ArrayBasedMapData(new GenericArrayData(keys), new GenericArrayData(values))
+        }
+      case _ => None
+    }
+    else if (f.isRepeated) target match {
+      case ArrayType(elementType, _) =>
+        one(f, elementType).map { convert => (v: Any) =>
+          val list = v.asInstanceOf[java.util.List[_]]
+          val out = new Array[Any](list.size)
+          var i = 0
+          while (i < out.length) { out(i) = convert(list.get(i)); i += 1 }
+          new GenericArrayData(out)
+        }
+      case _ => None
+    }
+    else one(f, target)
+
+  /** One value of `f` (an element of a repeated one) into `target`. */
+  private def one(f: FieldDescriptor, target: DataType): Option[Convert] = (f.getJavaType, target) match {
+    case (JavaType.MESSAGE, TimestampType) if f.getMessageType.getFullName == PythonJson.Timestamp =>
+      Some { (v: Any) =>
+        val (seconds, nanos) = PythonJson.timestampParts(v.asInstanceOf[DynamicMessage])
+        seconds * 1000000L + nanos / 1000
+      }
+    case (JavaType.MESSAGE, struct: StructType) if !f.getMessageType.getFullName.startsWith("google.protobuf.") =>
+      message(f.getMessageType, struct).map(convert => (v: Any) => convert(v.asInstanceOf[DynamicMessage]))
+    case (JavaType.ENUM, StringType) => Some((v: Any) => UTF8String.fromString(PythonJson.enumName(f, v)))
+    case (JavaType.STRING, StringType) => Some((v: Any) => UTF8String.fromString(PythonJson.text(f, v)))
+    case (JavaType.BYTE_STRING, BinaryType) => Some((v: Any) => v.asInstanceOf[ByteString].toByteArray)
+    case (JavaType.DOUBLE, DoubleType) | (JavaType.FLOAT, FloatType) | (JavaType.BOOLEAN, BooleanType) =>
+      Some((v: Any) => v)
+    case (JavaType.INT, IntegerType) if !PythonJson.unsigned(f) => Some((v: Any) => v)
+    case (JavaType.INT, LongType) if PythonJson.unsigned(f) =>
+      Some((v: Any) => Integer.toUnsignedLong(v.asInstanceOf[java.lang.Integer].intValue))
+    case (JavaType.LONG, LongType) if !PythonJson.unsigned(f) => Some((v: Any) => v)
+    case (JavaType.LONG, DecimalType.Fixed(20, 0)) if PythonJson.unsigned(f) =>
+      Some { (v: Any) =>
+        val l = v.asInstanceOf[java.lang.Long].longValue
+        if (l >= 0) Decimal(l, 20, 0)
+        else Decimal(new java.math.BigDecimal(java.lang.Long.toUnsignedString(l)), 20, 0)
+      }
+    case _ => None
+  }
+}
+
 /** The writer schemas of one plan: schema id -> FileDescriptorSet bytes (protobuf_schema.resolve's,
- *  the schema's own file last), each built once per task's decoder. */
-final class ProtobufDecoder(writers: Map[Long, Array[Byte]]) {
+ *  the schema's own file last), each built once per task's decoder. With `target` (the table's
+ *  row type), each result has a fifth field: the values in that type (ProtobufRows), where the
+ *  record's message type fits it; its JSON is then null. */
+final class ProtobufDecoder(writers: Map[Long, Array[Byte]], target: Option[StructType] = None) {
+  private val width = if (target.isDefined) 5 else 4
+  private val converters = new JHashMap[Descriptor, Option[DynamicMessage => InternalRow]]
+
+  private def converter(kind: Descriptor): Option[DynamicMessage => InternalRow] = target.flatMap { t =>
+    var found = converters.get(kind)
+    if (found == null) {
+      found = ProtobufRows.message(kind, t)
+      converters.put(kind, found)
+    }
+    found
+  }
+
   private val files = new JHashMap[java.lang.Long, Either[String, FileDescriptor]]
   private val uncheckedFiles = new JHashMap[java.lang.Long, Either[String, FileDescriptor]]
   private val types = new JHashMap[(Long, Seq[BigInt]), Descriptor]
@@ -409,12 +542,13 @@ final class ProtobufDecoder(writers: Map[Long, Array[Byte]]) {
     val found = if (!writers.contains(sid)) null else try {
       UTF8String.fromString(messageType(sid, indexes(payload)._1).getFullName)
     } catch { case _: NotDecoded => null }
-    row(found, null, null, null)
+    row(found, null, null, null, null)
   }
 
-  /** (name, json, reason, detail) of one record, as protobuf_parser._decode_one gives them. */
+  /** (name, json, reason, detail) of one record, as protobuf_parser._decode_one gives them (and
+   *  its values, with a target). */
   def decode(sid: Long, payload: Array[Byte]): InternalRow = {
-    if (!writers.contains(sid)) return new GenericInternalRow(4)
+    if (!writers.contains(sid)) return new GenericInternalRow(width)
     try {
       val (path, start) = indexes(payload)
       val kind = messageType(sid, path)
@@ -427,49 +561,61 @@ final class ProtobufDecoder(writers: Map[Long, Array[Byte]]) {
         case _: InvalidProtocolBufferException =>
           throw new NotDecoded("undecodable", s"Error parsing message with type '${kind.getFullName}': Wire format was corrupt")
       }
-      val out = new java.lang.StringBuilder(256)
-      PythonJson.message(out, message)
-      row(UTF8String.fromString(kind.getFullName), UTF8String.fromString(out.toString), null, null)
+      val name = UTF8String.fromString(kind.getFullName)
+      converter(kind) match {
+        case Some(convert) => row(name, null, null, null, convert(message))
+        case None =>
+          val out = new java.lang.StringBuilder(256)
+          PythonJson.message(out, message)
+          row(name, UTF8String.fromString(out.toString), null, null, null)
+      }
     } catch {
       case e: NotDecoded =>
         val detail = e.reason match {
           case "unknown_message_index" => s"schema id $sid: ${e.detail}"
           case _ => s"the payload does not decode with writer schema id $sid: ${e.detail}"
         }
-        row(null, null, UTF8String.fromString(e.reason), UTF8String.fromString(detail))
+        row(null, null, UTF8String.fromString(e.reason), UTF8String.fromString(detail), null)
       // Anything else this record makes the decoder throw is a dead letter of its own, never a
       // failed task: a failed task would fail every later run on the same record.
       case NonFatal(e) =>
         val detail = s"the payload does not decode with writer schema id $sid: ${e.getClass.getSimpleName}: ${e.getMessage}"
-        row(null, null, UTF8String.fromString("undecodable"), UTF8String.fromString(detail))
+        row(null, null, UTF8String.fromString("undecodable"), UTF8String.fromString(detail), null)
     }
   }
 
-  private def row(values: Any*): InternalRow = new GenericInternalRow(values.toArray)
+  /** The first four values, and the fifth with a target. */
+  private def row(values: Any*): InternalRow = new GenericInternalRow(values.take(width).toArray)
 }
 
-/** kafkalake_protobuf_decode(schema_id, payload, writers[, names_only]): a struct of the record's
- *  message type (`name`), its values as JSON (`json`), or the `reason` and `detail` it did not
- *  decode; all null where the id is null, not among `writers` (a literal map of schema id to
+/** kafkalake_protobuf_decode(schema_id, payload, writers[, names_only[, table_type]]): a struct of
+ *  the record's message type (`name`), its values as JSON (`json`), or the `reason` and `detail` it
+ *  did not decode; all null where the id is null, not among `writers` (a literal map of schema id to
  *  FileDescriptorSet bytes, handed from the driver), or the payload is null. With `names_only`
- *  (a literal true), only `name`, from the message indexes, the message left unread. */
+ *  (a literal true), only `name`, from the message indexes, the message left unread. With
+ *  `table_type` (Spark's JSON of the table's struct type, a literal), a fifth field `values` of that
+ *  type: the record's values where its message type fits the table (ProtobufRows), its `json` null. */
 case class KafkalakeProtobufDecode(
     sid: Expression,
     payload: Expression,
     writers: Map[Long, Array[Byte]],
-    namesOnly: Boolean = false)
+    namesOnly: Boolean = false,
+    target: Option[StructType] = None)
     extends Expression with CodegenFallback {
 
   override def children: Seq[Expression] = Seq(sid, payload)
   override def nullable: Boolean = false
-  override def dataType: DataType = KafkalakeProtobufDecode.Result
+  override def dataType: DataType = target match {
+    case Some(t) => KafkalakeProtobufDecode.Result.add(StructField("values", t))
+    case None => KafkalakeProtobufDecode.Result
+  }
 
-  @transient private lazy val decoder = new ProtobufDecoder(writers)
+  @transient private lazy val decoder = new ProtobufDecoder(writers, target)
 
   override def eval(input: InternalRow): Any = {
     val id = sid.eval(input)
     val bytes = payload.eval(input)
-    if (id == null || bytes == null) new GenericInternalRow(4)
+    if (id == null || bytes == null) new GenericInternalRow(if (target.isDefined) 5 else 4)
     else if (namesOnly) decoder.name(id.asInstanceOf[Number].longValue, bytes.asInstanceOf[Array[Byte]])
     else decoder.decode(id.asInstanceOf[Number].longValue, bytes.asInstanceOf[Array[Byte]])
   }
@@ -488,12 +634,23 @@ object KafkalakeProtobufDecode {
   def apply(args: Seq[Expression]): KafkalakeProtobufDecode = args match {
     case Seq(sid, payload, writers) => apply(Seq(sid, payload, writers, org.apache.spark.sql.catalyst.expressions.Literal(false)))
     case Seq(sid, payload, writers, namesOnly) if writers.foldable && namesOnly.foldable =>
-      val data = writers.eval().asInstanceOf[org.apache.spark.sql.catalyst.util.MapData]
-      val keys = data.keyArray()
-      val values = data.valueArray()
-      val map = (0 until data.numElements()).map(i => keys.getLong(i) -> values.getBinary(i)).toMap
-      KafkalakeProtobufDecode(sid, payload, map, namesOnly.eval() == true)
+      KafkalakeProtobufDecode(sid, payload, writerMap(writers), namesOnly.eval() == true)
+    case Seq(sid, payload, writers, namesOnly, tableType)
+        if writers.foldable && namesOnly.foldable && tableType.foldable && tableType.dataType == StringType =>
+      val target = KafkalakeExtensions.schemaOf(tableType.eval().toString) match {
+        case struct: StructType => struct
+        case other => throw new IllegalArgumentException(
+          s"kafkalake_protobuf_decode decodes into a struct, not ${other.simpleString}")
+      }
+      KafkalakeProtobufDecode(sid, payload, writerMap(writers), namesOnly.eval() == true, Some(target))
     case _ => throw new IllegalArgumentException(
-      "kafkalake_protobuf_decode takes three or four arguments: the schema id, the payload, a literal map of schema id to FileDescriptorSet bytes, and a literal boolean names_only")
+      "kafkalake_protobuf_decode takes three to five arguments: the schema id, the payload, a literal map of schema id to FileDescriptorSet bytes, a literal boolean names_only, and the table's struct type as a string literal")
+  }
+
+  private def writerMap(writers: Expression): Map[Long, Array[Byte]] = {
+    val data = writers.eval().asInstanceOf[org.apache.spark.sql.catalyst.util.MapData]
+    val keys = data.keyArray()
+    val values = data.valueArray()
+    (0 until data.numElements()).map(i => keys.getLong(i) -> values.getBinary(i)).toMap
   }
 }
