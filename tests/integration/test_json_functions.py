@@ -334,3 +334,34 @@ def test_the_utf8_check_takes_only_bytes(spark, with_extension):
     frame = spark.createDataFrame([("{}",)], "v string")
     with pytest.raises(Exception, match=r"(?i)binary"):
         frame.select(utf8_text(F.col("v"))).collect()
+
+
+@pytest.mark.parametrize("mode", ["CODEGEN_ONLY", "NO_CODEGEN"])
+def test_the_schema_id_read_in_the_jvm_is_conv_s_under_the_frame_check(spark, mode, with_extension):
+    """kafkalake_schema_id gives the built-in reading's answer (a framed value's magic byte 0, then
+    conv of the 4 bytes' hex) on every value: shorter than the frame, another first byte, ids with the
+    high bit set (unsigned), exactly the frame, random bytes; compiled and interpreted."""
+    from pyspark.sql import functions as F
+
+    from kafkalake.spark import wire_format
+
+    rnd = random.Random(44)
+    values: list[bytes | None] = [None, b"", b"\x00", b"\x00\x00\x00\x00", b"\x01\x00\x00\x00\x07"]
+    values += [b"\x00" + bytes(i) for i in range(4, 9)]
+    values += [b"\x00" + i.to_bytes(4, "big") + b"x" for i in (1, 7, 255, 256, 2**31 - 1, 2**31, 2**32 - 1)]
+    values += [bytes([rnd.choice((0, 0, 1, 255))]) + rnd.randbytes(rnd.randint(0, 9)) for _ in range(3000)]
+    frame = spark.createDataFrame(list(enumerate(values)), "i int, v binary")
+    spark.conf.set("spark.sql.codegen.factoryMode", mode)
+    try:
+        rows = frame.select(
+            "i",
+            wire_format.schema_id(F.col("v"), use_extension=False).alias("spark"),
+            wire_format.schema_id(F.col("v"), use_extension=True).alias("ours"),
+        ).collect()
+    finally:
+        spark.conf.unset("spark.sql.codegen.factoryMode")
+    assert len(rows) == len(values)
+    assert [values[r["i"]] for r in rows if r["ours"] != r["spark"]] == []
+    ids = {r["ours"] for r in rows}
+    assert {7, 2**31, 2**32 - 1} <= ids and None in ids
+    assert sum(r["ours"] is not None for r in rows) > 500

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from kafkalake.spark.extension import resolve
+
 if TYPE_CHECKING:
     from pyspark.sql import Column
 
@@ -22,10 +24,13 @@ def framed(value: Column) -> Column:
     return (F.octet_length(value) >= FRAME_BYTES) & (F.hex(F.substring(value, 1, 1)) == "00")
 
 
-def schema_id(value: Column) -> Column:
-    """The schema id of a framed value; null where it is not framed."""
+def schema_id(value: Column, *, use_extension: bool | None = None) -> Column:
+    """The schema id of a framed value; null where it is not framed. In the JVM extension's
+    ``kafkalake_schema_id`` where the session has it (the same ids, no hex text between)."""
     from pyspark.sql import functions as F
 
+    if resolve(use_extension):
+        return F.call_function("kafkalake_schema_id", value)
     return F.when(framed(value), F.conv(F.hex(F.substring(value, 2, 4)), 16, 10).cast("long"))
 
 
@@ -74,8 +79,7 @@ def _header_id(id_header: Column, indexes: bool = False) -> Column:
 
     size = F.octet_length(id_header)
     fits = size > FRAME_BYTES if indexes else size == FRAME_BYTES
-    exact = fits & (F.hex(F.substring(id_header, 1, 1)) == "00")
-    return F.when(exact, F.conv(F.hex(F.substring(id_header, 2, 4)), 16, 10).cast("long"))
+    return F.when(fits, schema_id(id_header))
 
 
 def carried_schema_id(value: Column, id_header: Column, indexes: bool = False) -> Column:
