@@ -34,7 +34,8 @@ import com.google.protobuf.Descriptors.FieldDescriptor.JavaType
 
 import org.apache.spark.sql.catalyst.InternalRow
 import org.apache.spark.sql.catalyst.expressions.{Expression, GenericInternalRow}
-import org.apache.spark.sql.catalyst.expressions.codegen.CodegenFallback
+import org.apache.spark.sql.catalyst.expressions.codegen.{CodegenContext, ExprCode, FalseLiteral}
+import org.apache.spark.sql.catalyst.expressions.codegen.Block._
 import org.apache.spark.sql.catalyst.util.{ArrayBasedMapData, GenericArrayData}
 import org.apache.spark.sql.types._
 import org.apache.spark.unsafe.types.UTF8String
@@ -601,7 +602,7 @@ case class KafkalakeProtobufDecode(
     writers: Map[Long, Array[Byte]],
     namesOnly: Boolean = false,
     target: Option[StructType] = None)
-    extends Expression with CodegenFallback {
+    extends Expression {
 
   override def children: Seq[Expression] = Seq(sid, payload)
   override def nullable: Boolean = false
@@ -612,12 +613,26 @@ case class KafkalakeProtobufDecode(
 
   @transient private lazy val decoder = new ProtobufDecoder(writers, target)
 
-  override def eval(input: InternalRow): Any = {
-    val id = sid.eval(input)
-    val bytes = payload.eval(input)
+  override def eval(input: InternalRow): Any = result(sid.eval(input), payload.eval(input))
+
+  /** The struct of one record's schema id and payload (either may be null). */
+  def result(id: Any, bytes: Any): InternalRow =
     if (id == null || bytes == null) new GenericInternalRow(if (target.isDefined) 5 else 4)
     else if (namesOnly) decoder.name(id.asInstanceOf[Number].longValue, bytes.asInstanceOf[Array[Byte]])
     else decoder.decode(id.asInstanceOf[Number].longValue, bytes.asInstanceOf[Array[Byte]])
+
+  // The children compiled with the stage, the decode called: as CodegenFallback alone, the id and
+  // payload (a CASE over the headers' filter, a substring) were interpreted for every record.
+  override protected def doGenCode(ctx: CodegenContext, ev: ExprCode): ExprCode = {
+    val self = ctx.addReferenceObj("decode", this, classOf[KafkalakeProtobufDecode].getName)
+    val id = sid.genCode(ctx)
+    val bytes = payload.genCode(ctx)
+    val row = classOf[InternalRow].getName
+    ev.copy(code = code"""
+      ${id.code}
+      ${bytes.code}
+      $row ${ev.value} = $self.result(${id.isNull} ? null : (Object) ${id.value}, ${bytes.isNull} ? null : ${bytes.value});
+      """, isNull = FalseLiteral)
   }
 
   override protected def withNewChildrenInternal(newChildren: IndexedSeq[Expression]): Expression =
