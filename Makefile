@@ -17,7 +17,7 @@ DOCKER_COMPOSE := /usr/bin/docker-compose
 AIRFLOW_PORT ?= 8080
 
 .DEFAULT_GOAL := help
-.PHONY: help setup runtime postgresql demo airflow stack test test-unit check bench kafka-start kafka-stop clean
+.PHONY: help setup runtime postgresql browser demo airflow stack test test-unit check bench kafka-start kafka-stop clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -49,6 +49,16 @@ $(CHROMIUM):
 	@if [ "$$(id -u)" = 0 ]; then SUDO=; elif sudo -n true 2>/dev/null; then SUDO=sudo; else \
 	  echo "the browser test needs Debian's Chromium: run 'sudo apt-get install -y chromium'"; exit 1; fi; \
 	$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium
+
+# Playwright drives Chromium from a Node.js of its own, which needs libatomic: a minimal Debian
+# lacks it, and the browser tests then errored there ("libatomic.so.1: cannot open shared object").
+browser: $(STAMP) $(CHROMIUM)  ## what the browser tests need: Debian's Chromium, and the libraries of Playwright's driver
+	@node=$$($(PY) -c 'import pathlib, playwright; print(pathlib.Path(playwright.__file__).parent / "driver" / "node")'); \
+	"$$node" --version >/dev/null 2>&1 && exit 0; \
+	if [ "$$(id -u)" = 0 ]; then SUDO=; elif sudo -n true 2>/dev/null; then SUDO=sudo; else \
+	  echo "the browser tests need libatomic1 for Playwright's driver: run 'sudo apt-get install -y libatomic1'"; exit 1; fi; \
+	$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq libatomic1; \
+	"$$node" --version >/dev/null || { echo "Playwright's driver ($$node) still does not start"; exit 1; }
 
 $(DOCKER_COMPOSE):
 	@if [ "$$(id -u)" = 0 ]; then SUDO=; elif sudo -n true 2>/dev/null; then SUDO=sudo; else \
@@ -84,7 +94,7 @@ stack: runtime postgresql  ## Airflow as deployed: PostgreSQL, LocalExecutor, it
 # PYTEST_WORKERS=0: serially.
 PYTEST_WORKERS ?= 4
 
-test: setup postgresql $(CHROMIUM) $(DOCKER_COMPOSE)  ## run the whole test suite (real broker, Spark and Delta, Chromium for the UI test)
+test: setup postgresql browser $(DOCKER_COMPOSE)  ## run the whole test suite (real broker, Spark and Delta, Chromium for the UI test)
 	$(PY) -m pytest $(if $(filter-out 0,$(PYTEST_WORKERS)),-n $(PYTEST_WORKERS) --dist loadfile)
 
 # A few unit tests compile the JVM extension or list the Spark set's jars: the core group, no more.
