@@ -12,7 +12,15 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from unit.kafka.protobuf_vectors import ALL, LEGACY, doubles_payload, random_doubles, schemas, vectors
+from unit.kafka.protobuf_vectors import (
+    ALL,
+    LEGACY,
+    doubles_payload,
+    random_doubles,
+    random_messages,
+    schemas,
+    vectors,
+)
 
 from kafkalake.config.parsed import ParsedConfig
 from kafkalake.kafka import protobuf_schema
@@ -179,6 +187,23 @@ def test_values_decoded_straight_into_the_table_type_are_from_json_s_of_the_json
                 continue  # another message type of the same file, as a dead vector's may be
             assert straight["json"] is None and row["has_values"], case
             assert row["v"] == row["j"] == row["sv"], case
+
+
+def test_random_messages_decoded_straight_are_from_json_s_of_their_json(spark, with_extension):
+    """Random Alls (random_messages: every field, random bits and extremes, unknown enum numbers, a
+    map key twice): straight into the table's type, each record's values are from_json's of its JSON."""
+    kind = protobuf_schema.message_type_by_name(schemas()[ALL], "vectors.All")
+    table = nullable_everywhere(protobuf_schema.spark_type(kind))
+    payloads = [p for seed in range(4) for p in random_messages(seed, 100)]
+    got = _straight_and_from_json(spark, table, [(ALL, p) for p in payloads])
+    assert len(got) == len(payloads)
+    for row in got:
+        case = payloads[row["n"]]
+        assert row["t"]["reason"] is None and row["s"]["reason"] is None, (case, row["t"]["detail"])
+        assert row["s"]["json"] is None and row["has_values"], case
+        assert row["v"] == row["j"] == row["sv"], case
+    assert sum('"dup":2' in row["v"] for row in got) > 10
+    assert sum('"NaN"' in row["v"] for row in got) > 10
 
 
 def test_a_message_type_that_does_not_fit_the_table_keeps_the_json(spark, with_extension):

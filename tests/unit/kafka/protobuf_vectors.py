@@ -547,3 +547,97 @@ def doubles_payload(values: list[float]) -> bytes:
     """An All with ``values`` as its packed ``doubles``."""
     body = struct.pack(f"<{len(values)}d", *values)
     return b"\x00" + _tag(29, 2) + _varint(len(body)) + body
+
+
+def random_messages(seed: int, count: int) -> list[bytes]:
+    """Payloads (index ``[0]``, then an All) of random values in every field: doubles and floats
+    from random bits (NaN, infinities, -0.0, subnormals among them), each integer type's whole range,
+    text from the whole of Unicode but surrogates, enum numbers the file names and does not, maps
+    of random keys (the same key on the wire twice), Timestamps across their range, a random oneof
+    member or none, fields left unset."""
+    import random
+
+    rnd = random.Random(seed)
+    kinds = _classes()
+
+    def bits(width: int, signed: bool) -> int:
+        value = rnd.choice(
+            [0, 1, (1 << width) - 1, rnd.getrandbits(width), rnd.getrandbits(rnd.randint(1, width))]
+        )
+        return value - (1 << width) if signed and value >= 1 << (width - 1) else value
+
+    def double() -> float:
+        special = [0.0, -0.0, float("nan"), float("inf"), float("-inf"), 5e-324, 1.7976931348623157e308]
+        if rnd.random() < 0.2:
+            return rnd.choice(special)
+        return float(struct.unpack("<d", rnd.getrandbits(64).to_bytes(8, "little"))[0])
+
+    def single() -> float:
+        return float(struct.unpack("<f", rnd.getrandbits(32).to_bytes(4, "little"))[0])
+
+    def text() -> str:
+        def char() -> str:
+            code = rnd.choice(
+                [rnd.randint(0, 0x7F), rnd.randint(0x80, 0xFFFF), rnd.randint(0x10000, 0x10FFFF)]
+            )
+            return chr(code) if not 0xD800 <= code <= 0xDFFF else "x"
+
+        return "".join(char() for _ in range(rnd.randint(0, 12)))
+
+    def stamp(message: Any) -> None:
+        message.seconds = rnd.randint(-62135596800, 253402300799)
+        message.nanos = rnd.choice([0, rnd.randint(0, 999) * 1_000_000, rnd.randint(0, 999_999_999)])
+
+    out = []
+    for _ in range(count):
+        every = kinds["vectors.All"]()
+        maybe = lambda: rnd.random() < 0.7  # noqa: E731
+        if maybe():
+            every.f_double = double()
+        if maybe():
+            every.f_float = single()
+        for name, width, signed in [
+            ("f_int64", 64, True), ("f_uint64", 64, False), ("f_int32", 32, True), ("f_fixed64", 64, False),
+            ("f_fixed32", 32, False), ("f_uint32", 32, False), ("f_sfixed32", 32, True),
+            ("f_sfixed64", 64, True), ("f_sint32", 32, True), ("f_sint64", 64, True),
+        ]:  # fmt: skip
+            if maybe():
+                setattr(every, name, bits(width, signed))
+        every.f_bool = rnd.random() < 0.5
+        if maybe():
+            every.f_string = text()
+        if maybe():
+            every.f_bytes = rnd.randbytes(rnd.randint(0, 9))
+        every.kind = rnd.randint(0, 4)  # 3 and 4: numbers the file has no name for
+        if maybe():
+            every.inner.label = text()
+            if maybe():
+                stamp(every.inner.at)
+        for _ in range(rnd.randint(0, 3)):
+            item = every.inners.add(label=text())
+            if maybe():
+                stamp(item.at)
+        every.numbers.extend(bits(32, True) for _ in range(rnd.randint(0, 4)))
+        every.words.extend(text() for _ in range(rnd.randint(0, 3)))
+        every.kinds.extend(rnd.randint(0, 4) for _ in range(rnd.randint(0, 3)))
+        for _ in range(rnd.randint(0, 4)):
+            every.by_name[text()] = bits(64, True)
+            every.by_flag[rnd.random() < 0.5] = text()
+            every.by_big[bits(64, False)] = double()
+            every.by_number[bits(32, True)].label = text()
+        if maybe():
+            stamp(every.at)
+        choice = rnd.randint(0, 2)
+        if choice == 1:
+            every.pick_text = text()
+        elif choice == 2:
+            every.pick_number = bits(64, True)
+        every.doubles.extend(double() for _ in range(rnd.randint(0, 5)))
+        payload = bytes(every.SerializeToString())
+        if every.by_name and rnd.random() < 0.3:
+            # A map key given twice: the wire's later entry wins.
+            payload += _field(22, _field(1, b"dup") + _tag(2, 0) + _varint(1)) + _field(
+                22, _field(1, b"dup") + _tag(2, 0) + _varint(2)
+            )
+        out.append(b"\x00" + payload)
+    return out
