@@ -45,31 +45,29 @@ runtime: $(STAMP)  ## the venv, every JVM jar set into .jars, kafkalake's JVM ex
 	$(PY) -m kafkalake.launch.jars --no-registry
 	$(PY) -m kafkalake.dev.class_archive_training
 
+# Debian packages by apt-get, as root or with passwordless sudo; otherwise what to run by hand.
+# $(call apt_install,who needs them,packages[,apt-get options])
+apt_install = if [ "$$(id -u)" = 0 ]; then SUDO=; elif sudo -n true 2>/dev/null; then SUDO=sudo; else \
+	  echo "$(1): run 'sudo apt-get install -y $(2)'"; exit 1; fi; \
+	$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $(if $(3),$(3) )$(2)
+
 $(CHROMIUM):
-	@if [ "$$(id -u)" = 0 ]; then SUDO=; elif sudo -n true 2>/dev/null; then SUDO=sudo; else \
-	  echo "the browser test needs Debian's Chromium: run 'sudo apt-get install -y chromium'"; exit 1; fi; \
-	$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium
+	@$(call apt_install,the browser test needs Debian's Chromium,chromium)
 
 # Playwright drives Chromium from a Node.js of its own, which needs libatomic: a minimal Debian
 # lacks it, and the browser tests then errored there ("libatomic.so.1: cannot open shared object").
 browser: $(STAMP) $(CHROMIUM)  ## what the browser tests need: Debian's Chromium, and the libraries of Playwright's driver
 	@node=$$($(PY) -c 'import pathlib, playwright; print(pathlib.Path(playwright.__file__).parent / "driver" / "node")'); \
 	"$$node" --version >/dev/null 2>&1 && exit 0; \
-	if [ "$$(id -u)" = 0 ]; then SUDO=; elif sudo -n true 2>/dev/null; then SUDO=sudo; else \
-	  echo "the browser tests need libatomic1 for Playwright's driver: run 'sudo apt-get install -y libatomic1'"; exit 1; fi; \
-	$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq libatomic1; \
+	$(call apt_install,the browser tests need libatomic1 for Playwright's driver,libatomic1); \
 	"$$node" --version >/dev/null || { echo "Playwright's driver ($$node) still does not start"; exit 1; }
 
 $(DOCKER_COMPOSE):
-	@if [ "$$(id -u)" = 0 ]; then SUDO=; elif sudo -n true 2>/dev/null; then SUDO=sudo; else \
-	  echo "the compose check needs Debian's docker-compose: run 'sudo apt-get install -y docker-compose'"; exit 1; fi; \
-	$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends docker-compose
+	@$(call apt_install,the compose check needs Debian's docker-compose,docker-compose,--no-install-recommends)
 
 postgresql: $(STAMP)  ## Debian's PostgreSQL server, unless one is installed (the stack and the tests run clusters of their own)
 	@$(PY) -m kafkalake.dev.postgres bin >/dev/null 2>&1 && exit 0; \
-	if [ "$$(id -u)" = 0 ]; then SUDO=; elif sudo -n true 2>/dev/null; then SUDO=sudo; else \
-	  echo "the stack and the tests need PostgreSQL's server: run 'sudo apt-get install -y postgresql'"; exit 1; fi; \
-	$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends postgresql; \
+	$(call apt_install,the stack and the tests need PostgreSQL's server,postgresql,--no-install-recommends); \
 	$(PY) -m kafkalake.dev.postgres bin
 
 # Only the venv first: the demo resolves the jars of Spark and Kafka and builds kafkalake's JVM
