@@ -351,9 +351,12 @@ class ProtobufTopicParser(AvroTopicParser):
         # for the message types that fit it (the Python decoder gives JSON only).
         direct = jvm_decodes(self._writers)
         ids, payloads = F.when(is_known, F.col(SCHEMA_ID)), F.when(is_known, payload)
-        frame = frame.withColumn(
-            _DECODED, decoded(self._writers, ids, payloads, table_type=table_type if direct else None)
-        )
+        # One answer to "in the JVM?" for the decode and for how its values are read.
+        if direct:
+            decode = _jvm_call(self._writers, ids, payloads, names_only=False, table_type=table_type)
+        else:
+            decode = decoded(self._writers, ids, payloads, use_extension=False)
+        frame = frame.withColumn(_DECODED, decode)
         result = F.col(_DECODED)
         reason, detail = frame_checks(config, id_header, known, indexes=True)
         reason = reason.when(result["reason"].isNotNull(), result["reason"])

@@ -549,7 +549,7 @@ final class ProtobufDecoder(writers: Map[Long, Array[Byte]], target: Option[Stru
   /** (name, json, reason, detail) of one record, as protobuf_parser._decode_one gives them (and
    *  its values, with a target). */
   def decode(sid: Long, payload: Array[Byte]): InternalRow = {
-    if (!writers.contains(sid)) return new GenericInternalRow(width)
+    if (!writers.contains(sid)) return empty
     try {
       val (path, start) = indexes(payload)
       val kind = messageType(sid, path)
@@ -585,6 +585,9 @@ final class ProtobufDecoder(writers: Map[Long, Array[Byte]], target: Option[Stru
     }
   }
 
+  /** The result of a record with no schema id, payload or known writer: every field null. */
+  def empty: InternalRow = new GenericInternalRow(width)
+
   /** The first four values, and the fifth with a target. */
   private def row(values: Any*): InternalRow = new GenericInternalRow(values.take(width).toArray)
 }
@@ -617,7 +620,7 @@ case class KafkalakeProtobufDecode(
 
   /** The struct of one record's schema id and payload (either may be null). */
   def result(id: Any, bytes: Any): InternalRow =
-    if (id == null || bytes == null) new GenericInternalRow(if (target.isDefined) 5 else 4)
+    if (id == null || bytes == null) decoder.empty
     else if (namesOnly) decoder.name(id.asInstanceOf[Number].longValue, bytes.asInstanceOf[Array[Byte]])
     else decoder.decode(id.asInstanceOf[Number].longValue, bytes.asInstanceOf[Array[Byte]])
 
