@@ -31,11 +31,13 @@ os.environ.setdefault(
 
 from conftest import SHARED_BROKER_DIR
 
+from kafkalake.dev import job_host as hosting
 from kafkalake.dev import local_airflow
 from kafkalake.dev.broker import SMALL_LOAD_JAVA_OPTIONS, LocalKafka
 from kafkalake.dev.s3_server import LocalS3
 from kafkalake.dev.schema_registry import LocalRegistry
 from kafkalake.kafka import schema_registry
+from kafkalake.launch.job_host import ENV_JOB_HOST, socket_path
 
 from . import airflow_server as servers
 from .airflow_server import airflow_server, deployed_airflow_server
@@ -76,6 +78,9 @@ topics:
     parsed: {latest_by_key: true}
   - name: it-recreated-dag
     freshness_sla: 1h
+  - name: it-hosted
+    freshness_sla: 1h
+    parsed: false
   - topic_pattern: "it-fam-[a-z]+"
     table: it_family
     freshness_sla: 1h
@@ -194,11 +199,29 @@ def catalog_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
+@pytest.fixture(scope="session", autouse=True)
+def job_host(tmp_path_factory: pytest.TempPathFactory, lake: Path) -> Iterator[str]:
+    """This worker's job host (dev/job_host): a warm Spark application that runs the DAG runs'
+    jobs instead of a spark-submit each (~23 -> ~6 CPU-s for a short ingest, dev/bench_warm).
+
+    Named in this worker's environment, so every Airflow environment a test builds from it has it.
+    What it cannot stand in for goes to spark-submit (launch/job_host: kill points, clusters, object
+    stores, the metastore's jobs); so do the runs of a test that drops it from its environment
+    (one JVM per run measured, what ps shows, the soak's kills)."""
+    folder = tmp_path_factory.mktemp("job-host")
+    with hosting.running(folder, lake):
+        address = str(socket_path(folder))
+        os.environ[ENV_JOB_HOST] = address
+        yield address
+        os.environ.pop(ENV_JOB_HOST, None)
+
+
 @pytest.fixture(scope="session")
 def airflow_env(
-    tmp_path_factory: pytest.TempPathFactory, kafka: LocalKafka, lake: Path, catalog_file: Path
+    tmp_path_factory: pytest.TempPathFactory, kafka: LocalKafka, lake: Path, catalog_file: Path, job_host: str
 ) -> Iterator[dict[str, str]]:
-    """A migrated SQLite metadata DB and the environment `airflow dags test` runs in.
+    """A migrated SQLite metadata DB and the environment `airflow dags test` runs in (this worker's
+    job host among it).
 
     Its Airflow commands go through a fork server that imported Airflow once (an idle
     `dags test`: 10.5 -> 4.6 CPU-s); an environment that configures Airflow otherwise is run as a

@@ -22,6 +22,7 @@ from kafkalake.dev.producer import Record, client_settings
 from kafkalake.kafka.offsets import end_offsets
 from kafkalake.lake.latest_order import newest_spots  # noqa: F401 (the tests' oracle)
 from kafkalake.lake.run_history import RunRecord
+from kafkalake.launch.job_host import JOB_HOST_CMD
 from kafkalake.spark.batch_writer import BatchWriter
 from kafkalake.spark.ingest_run import IngestRun
 
@@ -40,6 +41,11 @@ def offsets_read_by_runs(runs: list[RunRecord]) -> Counter[tuple[str, int, int]]
 
 def table_version(path: Path) -> int:
     return DeltaTable(str(path)).version()
+
+
+def started_a_job(output: str) -> bool:
+    """Whether a DAG run's output shows a Spark job started: by spark-submit or on a job host."""
+    return "Spark-Submit cmd" in output or JOB_HOST_CMD in output
 
 
 def read_rows(path: Path) -> list[dict[str, Any]]:

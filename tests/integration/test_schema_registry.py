@@ -40,6 +40,7 @@ from kafkalake.dev.tls_proxy import TlsProxy
 from kafkalake.kafka import schema_registry
 from kafkalake.lake import parsed_backlog
 from kafkalake.lake.schema_history import SchemaHistory
+from kafkalake.launch.job_host import ENV_JOB_HOST
 
 from .helpers import PsWatcher, assert_exactly_once, files_containing, make_topic, read_rows
 from .helpers import run_ingest as run
@@ -424,6 +425,8 @@ def test_dag_runs_of_each_format_land_their_values_and_leave_the_secrets_nowhere
     env = local_airflow.environment(
         paths["airflow"], kafka_bootstrap=kafka.bootstrap_servers, catalog=catalog, lake_root=paths["lake"]
     )
+    # spark-submit, not the worker's job host: what ps shows and what the runs leave behind is checked.
+    env.pop(ENV_JOB_HOST, None)
     # Apicurio without OIDC takes any login: what is checked is where the password travels.
     connection = {
         "conn_type": "http",

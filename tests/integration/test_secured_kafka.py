@@ -37,6 +37,7 @@ from kafkalake.dev.secured_broker import PIPELINE_USER, SecuredKafka, client_con
 from kafkalake.kafka import client_config
 from kafkalake.kafka.offsets import watermarks
 from kafkalake.launch import handover, jobs
+from kafkalake.launch.job_host import ENV_JOB_HOST
 
 from .helpers import PsWatcher, assert_exactly_once, files_containing, read_rows
 
@@ -108,6 +109,8 @@ def secured_env(secured: SecuredKafka, work: dict[str, Path]) -> Iterator[dict[s
         catalog=work["catalog"],
         lake_root=work["lake"],
     )
+    # spark-submit, not the worker's job host: what ps shows and what the runs leave behind is checked.
+    env.pop(ENV_JOB_HOST, None)
     env["AIRFLOW_CONN_KAFKA_SCRAM"] = json.dumps(
         client_connection(secured.scram_config(PIPELINE_USER, CANARY))
     )

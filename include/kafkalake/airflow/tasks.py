@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shlex
 import tempfile
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -42,7 +43,7 @@ from kafkalake.kafka import client_config as kafka_client
 from kafkalake.kafka import offsets, redaction, windows
 from kafkalake.lake import care_due, parsed_backlog, registry, store_refusal_kinds, table_position
 from kafkalake.lake.checkpoint import read_checkpoint, read_family_checkpoint
-from kafkalake.launch import handover, submit
+from kafkalake.launch import handover, job_host, submit
 from kafkalake.launch.spark_conf import is_short_run, topic_conf
 
 log = logging.getLogger(__name__)
@@ -385,13 +386,50 @@ class KafkalakeSparkSubmitOperator(SparkSubmitOperator):  # type: ignore[misc]  
         try:
             with storage_settings_file(topic) as storage_env, registry_settings_file(topic) as registry_env:
                 self.env_vars = {**self.env_vars, **storage_env, **registry_env}
-                super().execute(context)
+                if not self._ran_on_job_host(built, topic):
+                    super().execute(context)
         except AirflowException as err:
             # The provider's error holds the exit code and the job's last lines: turn it into a
             # typed error the DAG's retry policy acts on, with the on-call message first.
             failed = job_failures.classify_job_failure(Path(self.application).name, self.topic_name, str(err))
             self.log.error("%s", failed.message)
             raise failed.error() from err
+
+    def _ran_on_job_host(self, built: submit.Submission, topic: TopicConfig) -> bool:
+        """Whether a job host ran the job (:mod:`kafkalake.launch.job_host`: the test suite's, when
+        its environment names one; never in production). The host's output and failure go through
+        the provider's own line handling, so a failed job raises the text spark-submit's would."""
+        address = job_host.host_address()
+        if address is None:
+            return False
+        self._hook = hook = self._get_hook()
+        # The job's environment under spark-submit is this process's and env_vars: the host's child
+        # takes kafkalake's variables from both (the rest is Airflow's, which no job reads).
+        env = {**job_host.project_variables(os.environ), **(self.env_vars or {})}
+        why_not = job_host.why_not_hosted(
+            built, hook._connection["master"], on_object_store=topic.on_object_store, env=os.environ
+        )
+        if why_not is not None:
+            self.log.info("spark-submit, not the job host: %s", why_not)
+            return False
+        # Beside the provider's "Spark-Submit cmd": the job and its arguments (never a secret).
+        self.log.info(
+            "%s %s (at %s)",
+            job_host.JOB_HOST_CMD,
+            shlex.join([str(built.application), *built.application_args]),
+            address,
+        )
+        outcome = job_host.run_hosted(address, built, env, lambda out: hook._process_spark_submit_log([out]))
+        if isinstance(outcome, str):
+            self.log.info("spark-submit, not the job host: %s", outcome)
+            return False
+        self.log.info("%s ran on the job host at %s: exit %d", built.application.name, address, outcome)
+        if outcome != 0:
+            raise AirflowException(
+                f"Cannot execute: {built.application.name} on the job host {address}. "
+                f"Error code is: {outcome}.{hook._submit_log_tail}"
+            )
+        return True
 
 
 class TopicSparkSubmitOperator(KafkalakeSparkSubmitOperator):

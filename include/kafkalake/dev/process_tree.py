@@ -4,6 +4,7 @@ reads."""
 
 from __future__ import annotations
 
+import os
 import resource
 from pathlib import Path
 
@@ -60,3 +61,18 @@ def peak_rss_mib(pid: int) -> tuple[str, float] | None:
     except OSError:
         return None
     return name, int(status.get("VmHWM", "0 kB").split()[0]) / 1024
+
+
+def tree_cpu_s(pid: int) -> float:
+    """CPU-seconds so far of ``pid`` and the live processes below it, with the children each of
+    them has waited for (a job host's forked jobs)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    for member in tree(pid):
+        try:
+            fields = stat_fields(member)[1]
+        except OSError:
+            continue
+        # proc(5): utime, stime, cutime, cstime are fields 14-17; the list starts at field 3.
+        total += sum(int(f) for f in fields[11:15]) / tick
+    return total

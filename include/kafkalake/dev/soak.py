@@ -45,6 +45,7 @@ from kafkalake.dev.broker import LocalKafka
 from kafkalake.dev.producer import Record
 from kafkalake.kafka.offsets import end_offsets
 from kafkalake.lake.latest_order import newest_spots
+from kafkalake.launch.job_host import ENV_JOB_HOST
 
 TOPIC = "soak"
 PARTITIONS = 3
@@ -180,6 +181,9 @@ def soak(
         env = local_airflow.environment(
             workdir / "airflow", kafka_bootstrap=bootstrap, catalog=catalog, lake_root=lake
         )
+        # The kills are of whole DAG runs, spark-submit's processes among them: never a job host's
+        # (which a kill under it ends).
+        env.pop(ENV_JOB_HOST, None)
         local_airflow.init_db(env)
         local_airflow.sync_dags(env)
         # A first run to its end learns how long a run lasts, so that the kills fall anywhere in

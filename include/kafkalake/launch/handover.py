@@ -84,6 +84,14 @@ def read_config_file(path: str | os.PathLike[str], *, remove: bool = False) -> d
     try:
         with open(path) as src:
             loaded = json.load(src)
+    except OSError as err:
+        # A job run again by hand after its file was read and deleted: a clear refusal, not a crash.
+        raise KafkaConfigError(
+            f"{path}: cannot read the Kafka client settings ({err.strerror}); the task that starts the "
+            "job writes this file and the job deletes it once read"
+        ) from err
+    except ValueError as err:
+        raise KafkaConfigError(f"{path}: not JSON ({err})") from err
     finally:
         if remove:
             Path(path).unlink(missing_ok=True)

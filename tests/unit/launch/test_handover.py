@@ -65,6 +65,16 @@ def test_read_config_file_can_delete_the_file_once_read():
         assert not path.exists()
 
 
+def test_a_missing_or_garbled_settings_file_is_a_configuration_error_naming_it(tmp_path):
+    gone = tmp_path / "kafka-client.json"
+    with pytest.raises(KafkaConfigError, match=f"{gone}: cannot read the Kafka client settings"):
+        read_config_file(gone)
+    gone.write_bytes(b'{"bootstrap.servers": "a"\xff')
+    with pytest.raises(KafkaConfigError, match=f"{gone}: not JSON"):
+        read_config_file(gone, remove=True)
+    assert not gone.exists()
+
+
 def test_a_settings_folder_left_by_a_killed_writer_is_swept(tmp_path):
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()

@@ -1,0 +1,125 @@
+"""The test suite's job host (dev/job_host) stands in for spark-submit: what it runs lands as a
+spark-submit's run would, what it cannot stand in for it refuses (the job then goes to spark-submit),
+and a job that dies under it ends it."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from kafkalake.config.catalog import load_catalog
+from kafkalake.config.topic import TopicConfig
+from kafkalake.dev import job_host as hosting
+from kafkalake.dev import producer
+from kafkalake.dev.broker import LocalKafka
+from kafkalake.launch import handover
+from kafkalake.launch.job_host import request as job_host_request
+from kafkalake.launch.job_host import run_hosted, socket_path
+from kafkalake.launch.submit import Submission, submission
+
+from .helpers import assert_exactly_once, read_rows
+
+pytestmark = pytest.mark.integration
+
+TOPIC = "it-hosted"
+SLEEPS = Path(__file__).resolve().parents[1] / "fixtures" / "jobs" / "sleeps.py"
+
+
+def ingest(
+    address: str, topic: TopicConfig, catalog: Path, lake: Path, bootstrap: str, lines: list[str]
+) -> int | str:
+    with handover.config_file({"bootstrap.servers": bootstrap}) as settings:
+        built = submission("ingest_topic", topic, catalog=catalog, lake=lake, kafka_settings=settings)
+        return run_hosted(address, built, built.env, lines.append)
+
+
+def sleeper() -> Submission:
+    return Submission(application=SLEEPS, application_args=(), conf={}, jars=(), env={}, name="sleeps")
+
+
+def test_hosted_ingests_land_each_record_once_and_a_second_job_meanwhile_is_refused(
+    job_host: str, kafka: LocalKafka, catalog_file: Path, lake: Path
+):
+    topic = load_catalog(catalog_file, lake).topic(TOPIC)
+    producer.create_topic(kafka.bootstrap_servers, TOPIC, partitions=2)
+    producer.produce(kafka.bootstrap_servers, TOPIC, producer.sample_orders(60, seed=11))
+    lines: list[str] = []
+    meanwhile: list[int | str] = []
+
+    def second() -> None:
+        while not any("took the run lock" in line for line in lines):
+            time.sleep(0.05)
+        meanwhile.append(run_hosted(job_host, sleeper(), {}, print))
+
+    other = threading.Thread(target=second, daemon=True)
+    other.start()
+    assert ingest(job_host, topic, catalog_file, lake, kafka.bootstrap_servers, lines) == 0, "\n".join(lines)
+    other.join(60)
+    assert meanwhile == ["busy with another job"]
+    assert any("done: 1 micro-batches, 60 rows to bronze" in line for line in lines), "\n".join(lines)
+    assert_exactly_once(read_rows(Path(topic.path)), TOPIC, kafka.bootstrap_servers)
+
+    # A second run in the same JVM reads on from the first's checkpoint.
+    producer.produce(kafka.bootstrap_servers, TOPIC, producer.sample_orders(25, seed=12))
+    lines.clear()
+    assert ingest(job_host, topic, catalog_file, lake, kafka.bootstrap_servers, lines) == 0, "\n".join(lines)
+    rows = read_rows(Path(topic.path))
+    assert len(rows) == 85
+    assert_exactly_once(rows, TOPIC, kafka.bootstrap_servers)
+
+
+def test_a_job_that_fails_under_the_host_exits_with_its_kind_and_says_so(
+    job_host: str, kafka: LocalKafka, catalog_file: Path, lake: Path
+):
+    topic = load_catalog(catalog_file, lake).topic(TOPIC)
+    with handover.config_file({"bootstrap.servers": kafka.bootstrap_servers}) as settings:
+        built = submission("ingest_topic", topic, catalog=catalog_file, lake=lake, kafka_settings=settings)
+    lines: list[str] = []
+    # The hand-over file is gone (the block above removed it): the job's own argument check answers.
+    assert run_hosted(job_host, built, built.env, lines.append) == 78, "\n".join(lines)
+    assert any(line.startswith("KAFKALAKE_FAILURE kind=bad_config") for line in lines), "\n".join(lines)
+
+
+def test_what_the_host_cannot_stand_in_for_is_refused_by_reason(job_host: str, catalog_file: Path, tmp_path):
+    topic = load_catalog(catalog_file, tmp_path / "lake").topic(TOPIC)
+    hive = submission(
+        "ingest_topic", topic, catalog=catalog_file, lake=tmp_path / "lake",
+        conf={"spark.sql.catalogImplementation": "hive"},
+    )  # fmt: skip
+    assert run_hosted(job_host, hive, hive.env, print) == (
+        "static setting spark.sql.catalogImplementation differs from the host's"
+    )
+    jars = Submission(SLEEPS, (), {}, (tmp_path / "hadoop-aws.jar",), {}, "sleeps")
+    assert run_hosted(job_host, jars, {}, print) == f"the host lacks jar {tmp_path / 'hadoop-aws.jar'}"
+
+
+def test_a_task_that_goes_away_takes_its_job_and_the_host_with_it(tmp_path, lake: Path):
+    """Its own host (the worker's must go on): the task's end kills the job's process, as a killed
+    spark-submit takes its driver, and the host stops taking jobs."""
+    folder = Path("/tmp") / f"kl-host-{os.getpid()}"
+    with hosting.running(folder, lake) as host:
+        address = socket_path(folder)
+        conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        conn.connect(str(address))
+        wanted = job_host_request(sleeper(), {"KAFKALAKE_MARK": "m1"})
+        conn.sendall(json.dumps(wanted).encode() + b"\n")
+        # The host's own lines (py4j's) may come first: the job's is the one that names its pid.
+        conn.settimeout(60)
+        first = next(line.decode() for line in conn.makefile("rb") if line.startswith(b"> job pid "))
+        assert first.rstrip().endswith("KAFKALAKE_MARK=m1"), first
+        pid = int(first.split()[3])
+        assert pid not in (host.pid, os.getpid())
+        conn.close()
+        deadline = time.monotonic() + 60
+        while host.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert host.returncode == 0, "the host went on after a job it could not finish"
+        assert not address.exists()
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)

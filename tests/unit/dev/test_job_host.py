@@ -1,0 +1,59 @@
+"""Which jobs a warm job host takes, and the runtime settings it gives each (dev/job_host)."""
+
+from __future__ import annotations
+
+from kafkalake.dev.job_host import plan
+
+HOST = {
+    "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
+    "spark.sql.shuffle.partitions": "2",
+}
+RUNTIME = {"spark.sql.shuffle.partitions", "spark.databricks.delta.snapshotPartitions"}
+
+
+def planned(conf: dict[str, str], jars: list[str] | None = None) -> tuple[dict[str, str], str | None]:
+    return plan(conf, jars or ["/j/delta.jar"], host_conf=HOST, host_jars={"/j/delta.jar", "/j/avro.jar"},
+                modifiable=RUNTIME.__contains__)  # fmt: skip
+
+
+def test_the_hosts_own_settings_and_the_launchs_need_nothing():
+    conf = {
+        **HOST,
+        "spark.driver.memory": "4g",
+        "spark.driver.extraJavaOptions": "-Xss4m",
+        "spark.app.name": "x",
+    }
+    assert planned(conf) == ({}, None)
+
+
+def test_a_runtime_setting_of_the_job_is_set_on_its_session():
+    assert planned({**HOST, "spark.sql.shuffle.partitions": "8"}) == (
+        {"spark.sql.shuffle.partitions": "8"},
+        None,
+    )
+
+
+def test_a_static_setting_that_differs_is_refused_by_name():
+    conf = {**HOST, "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension,other.Ext"}
+    assert planned(conf) == ({}, "static setting spark.sql.extensions differs from the host's")
+    assert planned({"spark.sql.catalogImplementation": "hive"})[1] == (
+        "static setting spark.sql.catalogImplementation differs from the host's"
+    )
+
+
+def test_another_lakes_metastore_settings_are_no_bar_the_hosted_jobs_never_open_it():
+    derby = "jdbc:derby:;databaseName=/other/metastore_db"
+    conf = {
+        **HOST,
+        "spark.sql.warehouse.dir": "/other/_warehouse",
+        "spark.hadoop.javax.jdo.option.ConnectionURL": derby,
+    }
+    assert planned(conf) == ({}, None)
+
+
+def test_a_jar_the_host_lacks_is_refused():
+    assert planned(HOST, ["/j/delta.jar", "/j/hadoop-aws.jar"]) == (
+        {},
+        "the host lacks jar /j/hadoop-aws.jar",
+    )
+    assert planned(HOST, ["/j/avro.jar"]) == ({}, None)
