@@ -200,7 +200,7 @@ def catalog_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session", autouse=True)
-def job_host(tmp_path_factory: pytest.TempPathFactory, lake: Path) -> Iterator[str]:
+def job_host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """This worker's job host (dev/job_host): a warm Spark application that runs the DAG runs'
     jobs instead of a spark-submit each (~23 -> ~6 CPU-s for a short ingest, dev/bench_warm).
 
@@ -209,7 +209,9 @@ def job_host(tmp_path_factory: pytest.TempPathFactory, lake: Path) -> Iterator[s
     stores, the metastore's jobs); so do the runs of a test that drops it from its environment
     (one JVM per run measured, what ps shows, the soak's kills)."""
     folder = tmp_path_factory.mktemp("job-host")
-    with hosting.running(folder, lake):
+    # A lake of its own: the jobs it runs serve any lake (the metastore's settings are no bar), and
+    # a module's own `lake` fixture is not the session's.
+    with hosting.running(folder, folder / "lake"):
         address = str(socket_path(folder))
         os.environ[ENV_JOB_HOST] = address
         yield address
