@@ -202,7 +202,7 @@ def catalog_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session", autouse=True)
 def job_host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """This worker's job host (dev/job_host): a warm Spark application that runs the DAG runs'
-    jobs instead of a spark-submit each (~23 -> ~6 CPU-s for a short ingest, dev/bench_warm).
+    jobs instead of a spark-submit each (~27 -> ~8 CPU-s for a short ingest, dev/bench_warm).
 
     Named in this worker's environment, so every Airflow environment a test builds from it has it.
     What it cannot stand in for goes to spark-submit (launch/job_host: kill points, clusters, object

@@ -2,7 +2,7 @@
 
 Production runs each job as one spark-submit, one JVM per run (:mod:`.submit`). The test suite's
 DAG runs start a few hundred short jobs, and a driver JVM's start and warm-up is most of what a
-short one costs (``python -m kafkalake.dev.bench_warm``: ~23 CPU-seconds cold, ~6 warm). When the
+short one costs (``python -m kafkalake.dev.bench_warm``: ~27 CPU-seconds cold, ~8 warm). When the
 environment names a host's socket in :data:`ENV_JOB_HOST` (``python -m kafkalake.dev.job_host``), an
 operator offers it the same :class:`~kafkalake.launch.submit.Submission` it would submit; the host
 runs the job in a child process on its warm JVM, or refuses (it is busy, or its JVM was not started
