@@ -33,7 +33,7 @@ from kafkalake.dev.process_tree import children_cpu_s, tree_cpu_s
 from kafkalake.dev.producer import create_topic, produce, sample_orders
 from kafkalake.launch.handover import config_file
 from kafkalake.launch.job_host import run_hosted, socket_path
-from kafkalake.launch.spark_conf import ENV_DRIVER_JAVA_OPTIONS
+from kafkalake.launch.spark_conf import ENV_DRIVER_JAVA_OPTIONS, SHORT_RUN_JAVA_OPTIONS
 from kafkalake.launch.submit import submission
 
 TOPIC = "bench-warm"
@@ -44,8 +44,6 @@ topics:
     max_offsets_per_trigger: 500
     parsed: {{latest_by_key: true}}
 """
-#: The test suite's options for the jobs' JVMs (tests/integration/conftest.py).
-SUITE_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=256m"
 
 
 def cold_run(bootstrap: str) -> int:
@@ -62,7 +60,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--records", type=int, default=500, help="new records before each run")
     args = parser.parse_args(argv)
     os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
-    os.environ.setdefault(ENV_DRIVER_JAVA_OPTIONS, SUITE_JAVA_OPTIONS)
+    # C1 only, as the test suite's jobs run (tests/integration/conftest.py).
+    os.environ.setdefault(ENV_DRIVER_JAVA_OPTIONS, SHORT_RUN_JAVA_OPTIONS)
     work = Path(tempfile.mkdtemp(prefix="kafkalake-bench-warm-"))
     catalog, lake = work / "topics.yaml", work / "lake"
     catalog.write_text(CATALOG)

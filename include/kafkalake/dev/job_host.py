@@ -149,9 +149,7 @@ class Host:
         self.conf = {**base_conf(lake), "spark.jars": ",".join(str(p) for p in jars)}
         self.jars = {str(p) for p in jars}
         builder = SparkSession.builder.master("local[*]").appName("kafkalake-job-host")
-        for key, value in self.conf.items():
-            builder = builder.config(key, value)
-        self.spark = builder.getOrCreate()
+        self.spark = builder.config(map=dict(self.conf)).getOrCreate()
         self.output = output
         self.busy = threading.Lock()
         self.done = threading.Event()

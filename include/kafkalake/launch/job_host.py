@@ -45,7 +45,9 @@ def host_address(env: Mapping[str, str] | None = None) -> str | None:
 def why_not_hosted(
     submission: Submission, master: str, *, on_object_store: bool, env: Mapping[str, str]
 ) -> str | None:
-    """Why ``submission`` must go to spark-submit whatever the host could do, or None.
+    """Why ``submission`` must go to spark-submit whatever the host could do, or None. ``env``: the
+    job's environment as the task would hand it to spark-submit (:func:`project_variables` of its
+    own, then the submission's).
 
     A job a test kills at a named point needs a process of its own to kill; a topic on an object
     store configures Hadoop's file systems, which a JVM caches across jobs; a cluster's master or
@@ -60,7 +62,7 @@ def why_not_hosted(
         return "the cluster authenticates"
     if on_object_store:
         return "the topic's tables are on an object store"
-    if env.get(ENV_KILL_AT) or submission.env.get(ENV_KILL_AT):
+    if env.get(ENV_KILL_AT):
         return f"{ENV_KILL_AT} is set"
     return None
 
