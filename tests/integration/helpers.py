@@ -8,13 +8,14 @@ import socket
 import subprocess
 import threading
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 from deltalake import DeltaTable
 
+from kafkalake.config.catalog import load_catalog
 from kafkalake.config.maintenance import MaintenanceConfig
 from kafkalake.config.parsed import ParsedConfig
 from kafkalake.config.topic import TopicConfig
@@ -22,7 +23,14 @@ from kafkalake.dev.producer import Record, client_settings
 from kafkalake.kafka.offsets import end_offsets
 from kafkalake.lake.latest_order import newest_spots  # noqa: F401 (the tests' oracle)
 from kafkalake.lake.run_history import RunRecord
-from kafkalake.launch.job_host import JOB_HOST_CMD
+from kafkalake.launch.job_host import (
+    JOB_HOST_CMD,
+    host_address,
+    project_variables,
+    run_hosted,
+    why_not_hosted,
+)
+from kafkalake.launch.submit import submission
 from kafkalake.spark.batch_writer import BatchWriter
 from kafkalake.spark.ingest_run import IngestRun
 
@@ -46,6 +54,42 @@ def table_version(path: Path) -> int:
 def started_a_job(output: str) -> bool:
     """Whether a DAG run's output shows a Spark job started: by spark-submit or on a job host."""
     return "Spark-Submit cmd" in output or JOB_HOST_CMD in output
+
+
+def run_to_end(
+    job: str,
+    topic_name: str,
+    *,
+    catalog: Path,
+    lake: Path,
+    env: Mapping[str, str],
+    extra_args: Sequence[str] = (),
+    short_run: bool = False,
+    timeout: float = 600,
+) -> subprocess.CompletedProcess[str]:
+    """A job that no test kills or watches, run to its end as an operator runs it: on this worker's
+    job host (``env`` names it) when the host takes it, else by ``spark-submit``; ``env``: the job's
+    whole environment (``jobs.environment`` and what the test adds). ``stdout``: what the job said
+    (spark-submit's standard output: the Python driver's output and error); ``stderr``: the JVM's
+    own log under spark-submit, empty on the host (whose lines are all in ``stdout``).
+
+    What the host will not run (a kill point, another JVM extension setting, an object store: the
+    rules of ``launch/job_host.why_not_hosted``) goes to spark-submit, as in a DAG run."""
+    topic = load_catalog(catalog, lake).topic(topic_name)
+    built = submission(job, topic, catalog=catalog, lake=lake, args=extra_args, short_run=short_run)
+    cmd = built.command("local[*]")
+    address = host_address(env)
+    hosted_env = project_variables({**built.env, **env})
+    if address is not None and not why_not_hosted(
+        built, "local[*]", on_object_store=topic.on_object_store, env=hosted_env
+    ):
+        said: list[str] = []
+        outcome = run_hosted(address, built, hosted_env, said.append, silence_timeout=timeout)
+        if isinstance(outcome, int):
+            return subprocess.CompletedProcess(
+                cmd, outcome, stdout="".join(f"{ln}\n" for ln in said), stderr=""
+            )
+    return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
 
 
 def read_rows(path: Path) -> list[dict[str, Any]]:

@@ -10,7 +10,6 @@ once: the next idle run at the same table position posts nothing.
 from __future__ import annotations
 
 import json
-import subprocess
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -28,7 +27,7 @@ from kafkalake.lake import run_history
 from kafkalake.launch import jobs
 
 from .airflow_server import WEBHOOK_PATH, WebhookReceiver
-from .helpers import read_rows
+from .helpers import read_rows, run_to_end
 
 pytestmark = pytest.mark.integration
 
@@ -64,14 +63,8 @@ def landed(tmp_path_factory: pytest.TempPathFactory, kafka: LocalKafka) -> tuple
         ],
     )
     with run_job.kafka_settings(kafka.bootstrap_servers, jobs.environment(catalog, lake)) as env:
-        done = subprocess.run(
-            jobs.command("ingest_topic", TOPIC, catalog=catalog, lake=lake, short_run=True),
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=600,
-        )
-    assert done.returncode == 0, (done.stdout + done.stderr)[-5000:]
+        done = run_to_end("ingest_topic", TOPIC, catalog=catalog, lake=lake, env=env, short_run=True)
+    assert done.returncode == 0, done.stdout[-5000:]
     rows = read_rows(Path(topic.path))
     assert len(rows) == RECORDS
     newest = max(r["kafka_timestamp"] for r in rows)

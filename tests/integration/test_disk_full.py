@@ -25,7 +25,7 @@ from kafkalake.kafka.offsets import end_offsets
 from kafkalake.launch import jobs
 from kafkalake.launch.handover import ENV_CLIENT_CONFIG_FILE, ENV_KEEP_CLIENT_CONFIG_FILE
 
-from .helpers import assert_exactly_once, read_rows
+from .helpers import assert_exactly_once, read_rows, run_to_end
 
 pytestmark = pytest.mark.integration
 
@@ -78,14 +78,13 @@ def run_ingest(
 ) -> subprocess.CompletedProcess[str]:
     env = {**jobs.environment(catalog, lake), ENV_CLIENT_CONFIG_FILE: str(settings)}
     env[ENV_KEEP_CLIENT_CONFIG_FILE] = "1"
-    cmd = jobs.command("ingest_topic", topic.name, catalog=catalog, lake=lake)
-    return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+    return run_to_end("ingest_topic", topic.name, catalog=catalog, lake=lake, env=env)
 
 
 def assert_fails_disk_full(topic: TopicConfig, catalog: Path, lake: Path, settings: Path) -> None:
     """An ingest run fails with disk_full (its exit code and its failure line say so)."""
     full = run_ingest(topic, catalog, lake, settings)
-    output = full.stdout + full.stderr
+    output = full.stdout + full.stderr  # the driver's, then the JVM's (under spark-submit)
     said = [ln for ln in output.splitlines() if "INFO" not in ln][-40:]
     assert full.returncode == EXIT_CODES[Kind.DISK_FULL], "\n".join(said)
     line = next(ln for ln in output.splitlines() if ln.startswith("KAFKALAKE_FAILURE"))

@@ -27,7 +27,7 @@ from kafkalake.launch import jobs, jvm_extension
 from kafkalake.launch.handover import ENV_CLIENT_CONFIG_FILE, ENV_KEEP_CLIENT_CONFIG_FILE
 from kafkalake.launch.spark_conf import DELTA_EXTENSION
 
-from .helpers import assert_exactly_once, newest_spots, read_rows
+from .helpers import assert_exactly_once, newest_spots, read_rows, run_to_end
 
 pytestmark = pytest.mark.integration
 
@@ -169,8 +169,8 @@ def json_or_broken(i: int, run: int) -> bytes:
 def run_ingest_job(
     topic: TopicConfig, catalog: Path, lake: Path, settings: Path, kill_at: str | None
 ) -> subprocess.CompletedProcess[str]:
-    """The ingest job, built as the launch layer builds it for this process's environment."""
-    cmd = jobs.command("ingest_topic", topic.name, catalog=catalog, lake=lake)
+    """The ingest job, built as the launch layer builds it for this process's environment; a run
+    that is not killed goes to the job host when it takes it (helpers.run_to_end)."""
     env = {
         **jobs.environment(catalog, lake),
         ENV_CLIENT_CONFIG_FILE: str(settings),
@@ -179,10 +179,7 @@ def run_ingest_job(
     if kill_at is not None:
         # The second micro-batch of the run: the first one's commits are complete by then.
         env |= {kill_points.ENV_KILL_AT: kill_at, kill_points.ENV_KILL_AFTER: "1"}
-    # spark-submit passes the driver's standard error on as its own standard output.
-    return subprocess.run(
-        cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=600
-    )
+    return run_to_end("ingest_topic", topic.name, catalog=catalog, lake=lake, env=env)
 
 
 def test_sigkill_at_each_commit_point_then_rerun_every_table_holds_each_offset_once(
@@ -288,15 +285,12 @@ def test_a_second_ingest_of_the_same_topic_meanwhile_is_turned_away_and_nothing_
         )
         os.killpg(first.pid, signal.SIGSTOP)
         assert first.poll() is None, "the first job ended before the second could meet it"
-        cmd = jobs.command("ingest_topic", topic.name, catalog=catalog_file, lake=lake)
         env = {
             **jobs.environment(catalog_file, lake),
             ENV_CLIENT_CONFIG_FILE: str(settings),
             ENV_KEEP_CLIENT_CONFIG_FILE: "1",
         }
-        second = subprocess.run(
-            cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=600
-        )
+        second = run_to_end("ingest_topic", topic.name, catalog=catalog_file, lake=lake, env=env)
         os.killpg(first.pid, signal.SIGCONT)
 
         assert second.returncode == EXIT_CODES[Kind.CHECKPOINT_LOCKED], second.stdout[-3000:]

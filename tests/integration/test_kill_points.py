@@ -28,7 +28,7 @@ from kafkalake.lake.registry import is_recorded, registry_dir
 from kafkalake.launch import jobs
 from kafkalake.launch.handover import ENV_CLIENT_CONFIG_FILE, ENV_KEEP_CLIENT_CONFIG_FILE
 
-from .helpers import assert_exactly_once, read_rows
+from .helpers import assert_exactly_once, read_rows, run_to_end
 
 pytestmark = pytest.mark.integration
 
@@ -54,15 +54,11 @@ def topic(
     settings.write_text(json.dumps({"bootstrap.servers": kafka.bootstrap_servers}))
     env = {**jobs.environment(catalog_file, lake), ENV_CLIENT_CONFIG_FILE: str(settings)}
     env[ENV_KEEP_CLIENT_CONFIG_FILE] = "1"
-    done = subprocess.run(
-        # Land only: the care is due at once (1s), and the ingest would otherwise do it in its session.
-        jobs.command("ingest_topic", TOPIC, catalog=catalog_file, lake=lake, extra_args=["--no-follow-ups"]),
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
+    # Land only: the care is due at once (1s), and the ingest would otherwise do it in its session.
+    done = run_to_end(
+        "ingest_topic", TOPIC, catalog=catalog_file, lake=lake, env=env, extra_args=["--no-follow-ups"]
     )
-    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+    assert done.returncode == 0, done.stdout[-4000:]
     assert len(DeltaTable(config.path).file_uris()) >= 4
     return config
 
@@ -146,7 +142,15 @@ def test_table_care_killed_inside_optimize_and_inside_vacuum_then_run_again(topi
     assert_every_table_holds_each_offset_once(topic, kafka.bootstrap_servers)
 
     # Run again, whole: every table compacted to what its log references, nothing else on disk.
-    assert run_job("maintain_table", catalog_file, lake, args=("--force",)) == 0
+    again = run_to_end(
+        "maintain_table",
+        TOPIC,
+        catalog=catalog_file,
+        lake=lake,
+        env=jobs.environment(catalog_file, lake),
+        extra_args=["--force"],
+    )
+    assert again.returncode == 0, again.stdout[-4000:]
     assert_every_table_holds_each_offset_once(topic, kafka.bootstrap_servers)
     for table in topic_tables(topic):
         live = {Path(uri).name for uri in DeltaTable(table.location).file_uris()}

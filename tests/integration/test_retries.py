@@ -35,7 +35,7 @@ from kafkalake.lake import run_history
 from kafkalake.lake.run_history import RunRecord
 from kafkalake.launch import jobs
 
-from .helpers import assert_exactly_once, offsets_read_by_runs, read_rows
+from .helpers import assert_exactly_once, offsets_read_by_runs, read_rows, run_to_end
 
 pytestmark = pytest.mark.integration
 
@@ -267,9 +267,10 @@ def test_the_ingest_job_itself_reports_expired_offsets_with_its_exit_code(
 ):
     """Without the pre-flight (a run already under way when retention strikes), Spark's data-loss
     check fails the job; it says so in one line and exits with the non-retryable code."""
-    cmd = jobs.command("ingest_topic", EXPIRED_TOPIC, catalog=catalog_file, lake=lake)
     with run_job.kafka_settings(kafka.bootstrap_servers, jobs.environment(catalog_file, lake)) as env:
-        done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+        done = run_to_end(
+            "ingest_topic", EXPIRED_TOPIC, catalog=catalog_file, lake=lake, env=env, timeout=300
+        )
 
     output = done.stdout + done.stderr  # spark-submit hands on the driver's stderr as its stdout
     assert done.returncode == EXIT_CODES[Kind.OFFSETS_EXPIRED], output[-5000:]
@@ -300,10 +301,9 @@ def test_with_fail_on_data_loss_false_the_loss_is_recorded_in_the_gaps_table_log
     )
     assert load_catalog(accepting, lake).topic(EXPIRED_TOPIC).fail_on_data_loss is False
     metrics_file = tmp_path / "metrics.json"
-    cmd = jobs.command("ingest_topic", EXPIRED_TOPIC, catalog=accepting, lake=lake)
     base = {**jobs.environment(accepting, lake), ENV_METRICS_FILE: str(metrics_file)}
     with run_job.kafka_settings(kafka.bootstrap_servers, base) as env:
-        done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+        done = run_to_end("ingest_topic", EXPIRED_TOPIC, catalog=accepting, lake=lake, env=env, timeout=300)
     output = done.stdout + done.stderr
     assert done.returncode == 0, output[-5000:]
 

@@ -85,12 +85,20 @@ def request(submission: Submission, env: Mapping[str, str]) -> dict[str, object]
 
 
 def run_hosted(
-    address: str, submission: Submission, env: Mapping[str, str], on_line: Callable[[str], None]
+    address: str,
+    submission: Submission,
+    env: Mapping[str, str],
+    on_line: Callable[[str], None],
+    *,
+    silence_timeout: float | None = None,
 ) -> int | str:
     """Run ``submission`` on the host at ``address``: its exit code, or why the host did not take it
-    (busy, different settings, gone). ``on_line`` gets each line of the job's output as it comes."""
+    (busy, different settings, gone). ``on_line`` gets each line of the job's output as it comes.
+    ``silence_timeout``: seconds the job may say nothing before :class:`TimeoutError` (which, closing
+    the connection, makes the host kill the job)."""
     try:
         conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        conn.settimeout(silence_timeout)
         conn.connect(address)
     except OSError as err:
         return f"no job host at {address}: {err}"

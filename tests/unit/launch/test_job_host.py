@@ -62,7 +62,9 @@ class Server:
     """A socket that answers one request with the given lines, then closes: the host's side of the
     protocol, without a JVM."""
 
-    def __init__(self, path: Path, answer: list[bytes]) -> None:
+    def __init__(self, path: Path, answer: list[bytes], *, then_wait: bool = False) -> None:
+        self.then_wait = then_wait
+        self.client_left = threading.Event()
         self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.listener.bind(str(path))
         self.listener.listen(1)
@@ -77,6 +79,9 @@ class Server:
             self.received = json.loads(conn.makefile("rb").readline())
             for part in self.answer:
                 conn.sendall(part)
+            # As the host's watch does: an empty read is the task gone, and the job is killed.
+            if self.then_wait and conn.recv(1) == b"":
+                self.client_left.set()
 
 
 @pytest.fixture
@@ -118,3 +123,13 @@ def test_a_host_that_goes_away_mid_job_is_a_killed_job(address):
 def test_no_host_listening_is_a_reason_to_use_spark_submit(address):
     outcome = job_host.run_hosted(str(address), built(), {}, print)
     assert isinstance(outcome, str) and outcome.startswith(f"no job host at {address}")
+
+
+def test_a_job_silent_past_the_timeout_raises_and_leaves_the_host(address):
+    server = Server(address, [b"> started\n"], then_wait=True)
+    lines: list[str] = []
+    with pytest.raises(TimeoutError):
+        job_host.run_hosted(str(address), built(), {}, lines.append, silence_timeout=0.3)
+    assert lines == ["started"]
+    # The connection is closed: the host's cue to kill the job.
+    assert server.client_left.wait(5)
