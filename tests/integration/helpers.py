@@ -73,23 +73,27 @@ def run_to_end(
     (spark-submit's standard output: the Python driver's output and error); ``stderr``: the JVM's
     own log under spark-submit, empty on the host (whose lines are all in ``stdout``).
 
-    What the host will not run (a kill point, another JVM extension setting, an object store: the
+    What the host will not run (a kill point, another JVM extension setting, a cluster: the
     rules of ``launch/job_host.why_not_hosted``) goes to spark-submit, as in a DAG run."""
     topic = load_catalog(catalog, lake).topic(topic_name)
     built = submission(job, topic, catalog=catalog, lake=lake, args=extra_args, short_run=short_run)
     cmd = built.command("local[*]")
     address = host_address(env)
     hosted_env = project_variables({**built.env, **env})
-    if address is not None and not why_not_hosted(
-        built, "local[*]", on_object_store=topic.on_object_store, env=hosted_env
-    ):
+    if address is not None and not why_not_hosted(built, "local[*]", env=hosted_env):
         said: list[str] = []
         outcome = run_hosted(address, built, hosted_env, said.append, silence_timeout=timeout)
         if isinstance(outcome, int):
+            ran = [JOB_HOST_CMD, address, str(built.application), *built.application_args]
             return subprocess.CompletedProcess(
-                cmd, outcome, stdout="".join(f"{ln}\n" for ln in said), stderr=""
+                ran, outcome, stdout="".join(f"{ln}\n" for ln in said), stderr=""
             )
     return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def ran_on_job_host(done: subprocess.CompletedProcess[str]) -> bool:
+    """Whether :func:`run_to_end`'s job ran on the job host (else by spark-submit)."""
+    return bool(done.args) and done.args[0] == JOB_HOST_CMD
 
 
 def read_rows(path: Path) -> list[dict[str, Any]]:

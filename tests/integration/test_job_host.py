@@ -29,6 +29,7 @@ pytestmark = pytest.mark.integration
 
 TOPIC = "it-hosted"
 SLEEPS = Path(__file__).resolve().parents[1] / "fixtures" / "jobs" / "sleeps.py"
+S3A_STATE = SLEEPS.with_name("s3a_state.py")
 
 
 def ingest(
@@ -41,6 +42,27 @@ def ingest(
 
 def sleeper() -> Submission:
     return Submission(application=SLEEPS, application_args=(), conf={}, jars=(), env={}, name="sleeps")
+
+
+def test_a_job_meets_no_s3a_settings_or_file_system_the_job_before_it_left(job_host: str):
+    """A job on an object store sets its endpoint and credentials on the JVM's one Hadoop
+    configuration, and S3A caches a file system per bucket with them: the next job on the host must
+    reach its store with its own settings, never the last job's."""
+    said: list[list[str]] = []
+    for secret in ("first-secret", "second-secret"):
+        lines: list[str] = []
+        probe = Submission(S3A_STATE, (secret,), conf={}, jars=(), env={}, name="s3a-state")
+        assert run_hosted(job_host, probe, {}, lines.append) == 0, "\n".join(lines)
+        said.append(lines)
+
+    def found(lines: list[str], prefix: str) -> str:
+        return next(line for line in lines if line.startswith(prefix)).removeprefix(prefix)
+
+    settings = [json.loads(found(lines, "settings found: ")) for lines in said]
+    # As at the host's start (Hadoop's defaults), whatever job ran before the first.
+    assert settings[1] == settings[0] and settings[1]["fs.s3a.secret.key"] is None, settings[1]
+    stores = [found(lines, "file system: ") for lines in said]
+    assert stores[0] != stores[1], "the second job was handed the first job's cached S3A file system"
 
 
 def test_hosted_ingests_land_each_record_once_and_a_second_job_meanwhile_is_refused(

@@ -45,7 +45,7 @@ from kafkalake.lake.lease_lock import LeaseLock
 from kafkalake.launch import jobs
 from kafkalake.launch.handover import ENV_CLIENT_CONFIG_FILE, ENV_KEEP_CLIENT_CONFIG_FILE
 
-from .helpers import assert_exactly_once, kafka_spots, newest_spots
+from .helpers import assert_exactly_once, kafka_spots, newest_spots, ran_on_job_host, run_to_end
 
 pytestmark = [pytest.mark.integration, pytest.mark.objectstore]
 
@@ -157,19 +157,13 @@ def run_ingest_job(
     kafka_settings.write_text(json.dumps({"bootstrap.servers": kafka.bootstrap_servers}))
     handed.write_text(settings.to_json())
     handed.chmod(0o600)
-    return subprocess.run(
-        jobs.command("ingest_topic", TOPIC, catalog=catalog, lake=lake),
-        env={
-            **jobs.environment(catalog, lake),
-            ENV_CLIENT_CONFIG_FILE: str(kafka_settings),
-            ENV_KEEP_CLIENT_CONFIG_FILE: "1",
-            store_settings.ENV_STORAGE_CONFIG_FILE: str(handed),
-        },
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
+    env = {
+        **jobs.environment(catalog, lake),
+        ENV_CLIENT_CONFIG_FILE: str(kafka_settings),
+        ENV_KEEP_CLIENT_CONFIG_FILE: "1",
+        store_settings.ENV_STORAGE_CONFIG_FILE: str(handed),
+    }
+    return run_to_end("ingest_topic", TOPIC, catalog=catalog, lake=lake, env=env)
 
 
 def delete_rows(location: str, predicate: str) -> int:
@@ -274,6 +268,9 @@ def test_a_wrong_secret_fails_the_run_at_once_naming_the_connection(
     assert reported is not None and reported.kind is Kind.AUTHENTICATION_FAILED, output[-3000:]
     assert "the object store refused the credentials of connection 'it_objectstore'" in reported.message
     assert wrong not in output and not handed.exists()
+    # On the job host, after the DAG runs before it reached the store with the right secret: the
+    # JVM's cached S3A file system and settings were not this job's to use.
+    assert ran_on_job_host(done)
 
 
 def test_a_store_that_does_not_answer_is_store_unreachable_and_retried(
@@ -305,6 +302,7 @@ def test_a_store_that_does_not_answer_is_store_unreachable_and_retried(
     reported = parse_failure_line(output)
     assert reported is not None and reported.kind is Kind.STORE_UNREACHABLE and reported.retryable
     assert f"the object store at 127.0.0.1:{port} did not answer" in reported.message, reported.message
+    assert ran_on_job_host(done)  # and not served by the file system of the store that answers
 
 
 def test_the_batch_that_waited_lands_once_with_the_fixed_connection(env, s3_server, kafka, topic):
@@ -419,14 +417,7 @@ def test_a_second_ingest_on_the_store_meanwhile_is_turned_away(kafka, store_cata
             assert time.monotonic() < deadline, "the first job never took the lock"
             time.sleep(0.1)
         os.killpg(first.pid, signal.SIGSTOP)
-        second = subprocess.run(
-            cmd,
-            env=job_env("second"),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            timeout=600,
-        )
+        second = run_to_end("ingest_topic", TOPIC, catalog=store_catalog, lake=lake, env=job_env("second"))
         os.killpg(first.pid, signal.SIGCONT)
 
         assert second.returncode == EXIT_CODES[Kind.CHECKPOINT_LOCKED], second.stdout[-3000:]
@@ -490,9 +481,7 @@ def test_a_holder_frozen_past_its_lease_writes_nothing_after_the_takeover(
             time.sleep(0.1)
         # Its last renewal was at most a sixth of the lease before it froze; whole seconds on the server.
         time.sleep(lease_lock.takeover_after(8) + 1.5)
-        second = subprocess.run(
-            cmd, env=job_env("second"), capture_output=True, text=True, timeout=600, check=False
-        )
+        second = run_to_end("ingest_topic", TOPIC, catalog=store_catalog, lake=lake, env=job_env("second"))
         assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-3000:]
         assert "taking it over" in second.stdout + second.stderr
         assert_tables_agree(topic, kafka)

@@ -406,9 +406,7 @@ class KafkalakeSparkSubmitOperator(SparkSubmitOperator):  # type: ignore[misc]  
         # The job's environment under spark-submit is this process's and env_vars: the host's child
         # takes kafkalake's variables from both (the rest is Airflow's, which no job reads).
         env = {**job_host.project_variables(os.environ), **(self.env_vars or {})}
-        why_not = job_host.why_not_hosted(
-            built, hook._connection["master"], on_object_store=topic.on_object_store, env=env
-        )
+        why_not = job_host.why_not_hosted(built, hook._connection["master"], env=env)
         if why_not is not None:
             self.log.info("spark-submit, not the job host: %s", why_not)
             return False

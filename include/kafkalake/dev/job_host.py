@@ -12,8 +12,10 @@ environment, module state, exit code) as under spark-submit, on the host's JVM: 
 (``newSession``: its own settings and streams), Delta's table cache emptied, the job's runtime
 settings applied, its output and the JVM's sent back to the task while it runs. The host refuses a
 job (which then goes to spark-submit) while one runs, when the job needs a jar it lacks, or when a
-static setting differs from its JVM's. A child that dies of a signal, or a task that goes away
-mid-job, ends the host: a stream it started may still run in the JVM, and the next job must not meet it.
+static setting differs from its JVM's. Before each job the JVM forgets the object stores the jobs
+before it reached (their S3A settings and cached file systems). A child that dies of a signal, or
+a task that goes away mid-job, ends the host: a stream it started may still run in the JVM, and the
+next job must not meet it.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from kafkalake.lake import store_settings
 from kafkalake.launch.jars import jar_files
 from kafkalake.launch.job_host import EXIT, LINE, REFUSED, project_variables, socket_path
 from kafkalake.launch.spark_conf import base_conf
@@ -55,6 +58,12 @@ LAUNCH_SETTINGS = frozenset(
 #: The metastore's settings, which differ by lake: the jobs a host runs never open the metastore
 #: (launch/job_host.HOSTED_JOBS), so one host serves the jobs of any lake.
 METASTORE_SETTINGS = frozenset({"spark.sql.warehouse.dir", "spark.hadoop.javax.jdo.option.ConnectionURL"})
+#: Settings Spark reads from a session's Hadoop configuration, which that session's settings make
+#: up (``sessionState.newHadoopConf``): set on the job's session, they are the job's alone, though
+#: ``isModifiable`` (which knows only the SQL settings it has registered as runtime) says no. An
+#: object store's checkpoint manager (launch/spark_conf.OBJECT_STORE_CONF) is read where the
+#: stream opens its checkpoint (``CheckpointFileManager.create``).
+SESSION_HADOOP_SETTINGS = frozenset({"spark.sql.streaming.checkpointFileManagerClass"})
 #: Written to the output pipe after a child ended: every line before it is the job's.
 _END = b"\x00kafkalake-job-host-end\n"
 
@@ -75,7 +84,7 @@ def plan(
     for key, value in conf.items():
         if key in LAUNCH_SETTINGS or key in METASTORE_SETTINGS or host_conf.get(key) == value:
             continue
-        if not modifiable(key):
+        if key not in SESSION_HADOOP_SETTINGS and not modifiable(key):
             return {}, f"static setting {key} differs from the host's"
         runtime[key] = value
     return runtime, None
@@ -145,11 +154,15 @@ class Host:
     def __init__(self, lake: Path, output: Output) -> None:
         from pyspark.sql import SparkSession
 
-        jars = [*jar_files("spark"), *jar_files("avro")]
+        # Every set a job may need, so that jobs on an object store or in a registry's format fit.
+        jars = [*jar_files("spark"), *jar_files("avro"), *jar_files("s3a")]
         self.conf = {**base_conf(lake), "spark.jars": ",".join(str(p) for p in jars)}
         self.jars = {str(p) for p in jars}
         builder = SparkSession.builder.master("local[*]").appName("kafkalake-job-host")
         self.spark = builder.config(map=dict(self.conf)).getOrCreate()
+        hadoop = self.spark.sparkContext._jsc.hadoopConfiguration()
+        # What a job on an object store may set on the JVM's one Hadoop configuration (spark/s3a_session).
+        self.store_defaults = {key: hadoop.get(key) for key in store_settings.HADOOP_KEYS}
         self.output = output
         self.busy = threading.Lock()
         self.done = threading.Event()
@@ -229,6 +242,7 @@ class Host:
             # The JVM is the host's: a job's stop ends its run, not the application.
             SparkSession.stop = lambda self: None
             jvm.org.apache.spark.sql.delta.DeltaLog.clearCache()
+            self._forget_object_stores(jvm)
             for handler in logging.root.handlers[:]:
                 logging.root.removeHandler(handler)
             logging.getLogger("py4j").setLevel(logging.NOTSET)
@@ -248,6 +262,18 @@ class Host:
             sys.stdout.flush()
             sys.stderr.flush()
         return code
+
+    def _forget_object_stores(self, jvm: Any) -> None:
+        """The JVM's object-store state as at the host's start: the job's settings (endpoint,
+        credentials) come from its own hand-over file or nowhere, never from the job before, whose
+        cached S3A file systems would otherwise serve this one with their credentials."""
+        hadoop = self.spark.sparkContext._jsc.hadoopConfiguration()
+        for key, value in self.store_defaults.items():
+            if value is None:
+                hadoop.unset(key)
+            else:
+                hadoop.set(key, value)
+        jvm.org.apache.hadoop.fs.FileSystem.closeAll()
 
     def stop(self) -> None:
         self.done.set()

@@ -42,16 +42,14 @@ def host_address(env: Mapping[str, str] | None = None) -> str | None:
     return (os.environ if env is None else env).get(ENV_JOB_HOST) or None
 
 
-def why_not_hosted(
-    submission: Submission, master: str, *, on_object_store: bool, env: Mapping[str, str]
-) -> str | None:
+def why_not_hosted(submission: Submission, master: str, *, env: Mapping[str, str]) -> str | None:
     """Why ``submission`` must go to spark-submit whatever the host could do, or None. ``env``: the
     job's environment as the task would hand it to spark-submit (:func:`project_variables` of its
     own, then the submission's).
 
-    A job a test kills at a named point needs a process of its own to kill; a topic on an object
-    store configures Hadoop's file systems, which a JVM caches across jobs; a cluster's master or
-    secret is not the host's ``local[*]``.
+    A job a test kills at a named point needs a process of its own to kill; a cluster's master or
+    secret is not the host's ``local[*]``. (A job on an object store is hosted: the host resets
+    the JVM's S3A settings and file systems before each job.)
     """
     job = submission.application.stem
     if job not in HOSTED_JOBS:
@@ -60,8 +58,6 @@ def why_not_hosted(
         return f"master {master} is not local"
     if submission.properties_file is not None:
         return "the cluster authenticates"
-    if on_object_store:
-        return "the topic's tables are on an object store"
     if env.get(ENV_KILL_AT):
         return f"{ENV_KILL_AT} is set"
     return None

@@ -33,6 +33,14 @@ def test_a_runtime_setting_of_the_job_is_set_on_its_session():
     )
 
 
+def test_the_object_stores_checkpoint_manager_goes_on_the_jobs_session():
+    """Not a runtime setting to Spark's isModifiable, but read from the session's Hadoop
+    configuration, which the session's settings make up."""
+    manager = "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager"
+    conf = {**HOST, "spark.sql.streaming.checkpointFileManagerClass": manager}
+    assert planned(conf) == ({"spark.sql.streaming.checkpointFileManagerClass": manager}, None)
+
+
 def test_a_static_setting_that_differs_is_refused_by_name():
     conf = {**HOST, "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension,other.Ext"}
     assert planned(conf) == ({}, "static setting spark.sql.extensions differs from the host's")

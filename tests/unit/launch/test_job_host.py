@@ -29,22 +29,21 @@ def built(job: str = "ingest_topic", properties_file: Path | None = None) -> Sub
 
 @pytest.mark.parametrize("job", job_host.HOSTED_JOBS)
 def test_a_local_job_of_the_hosted_kinds_is_offered(job):
-    assert job_host.why_not_hosted(built(job), "local[*]", on_object_store=False, env={}) is None
+    assert job_host.why_not_hosted(built(job), "local[*]", env={}) is None
 
 
 @pytest.mark.parametrize(
-    ("submission", "master", "store", "env", "reason"),
+    ("submission", "master", "env", "reason"),
     [
-        (built("register_table"), "local[*]", False, {}, "register_table is not run by a job host"),
-        (built("show_table"), "local[*]", False, {}, "show_table is not run by a job host"),
-        (built(), "spark://10.0.0.5:7077", False, {}, "master spark://10.0.0.5:7077 is not local"),
-        (built(properties_file=Path("/tmp/auth.conf")), "local[*]", False, {}, "the cluster authenticates"),
-        (built(), "local[2]", True, {}, "the topic's tables are on an object store"),
-        (built(), "local[*]", False, {ENV_KILL_AT: "after-commit"}, f"{ENV_KILL_AT} is set"),
+        (built("register_table"), "local[*]", {}, "register_table is not run by a job host"),
+        (built("show_table"), "local[*]", {}, "show_table is not run by a job host"),
+        (built(), "spark://10.0.0.5:7077", {}, "master spark://10.0.0.5:7077 is not local"),
+        (built(properties_file=Path("/tmp/auth.conf")), "local[*]", {}, "the cluster authenticates"),
+        (built(), "local[*]", {ENV_KILL_AT: "after-commit"}, f"{ENV_KILL_AT} is set"),
     ],
 )
-def test_jobs_a_host_cannot_stand_in_for_go_to_spark_submit(submission, master, store, env, reason):
-    assert job_host.why_not_hosted(submission, master, on_object_store=store, env=env) == reason
+def test_jobs_a_host_cannot_stand_in_for_go_to_spark_submit(submission, master, env, reason):
+    assert job_host.why_not_hosted(submission, master, env=env) == reason
 
 
 def test_only_kafkalake_variables_are_taken_from_the_task():
