@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import os
 import tempfile
+import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,11 +21,29 @@ import pytest
 os.environ.setdefault("AIRFLOW_HOME", tempfile.mkdtemp(prefix="kafkalake-airflow-"))
 os.environ.setdefault("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
 
+from kafkalake.dev import test_cpu
 from kafkalake.dev.broker import LocalKafka
+from kafkalake.dev.process_tree import tree_cpu_s
 
 #: The broker's folder under the run's base temp folder (xdist: the workers' common parent). The
 #: ``kafka`` fixture (tests/integration/conftest.py) starts it; the controller stops it here.
 SHARED_BROKER_DIR = "kafka-shared"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    """With KAFKALAKE_TEST_CPU_DIR set: the CPU-seconds of this worker's process tree over each
+    test, set-up and tear-down included (kafkalake.dev.test_cpu)."""
+    folder = os.environ.get(test_cpu.ENV_TEST_CPU_DIR)
+    if not folder:
+        yield
+        return
+    started, cpu = time.monotonic(), tree_cpu_s(os.getpid())
+    yield
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+    test_cpu.record(
+        Path(folder), worker, item.nodeid, tree_cpu_s(os.getpid()) - cpu, time.monotonic() - started
+    )
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
