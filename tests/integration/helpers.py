@@ -15,7 +15,6 @@ from typing import Any
 
 from deltalake import DeltaTable
 
-from kafkalake.config.catalog import load_catalog
 from kafkalake.config.maintenance import MaintenanceConfig
 from kafkalake.config.parsed import ParsedConfig
 from kafkalake.config.topic import TopicConfig
@@ -23,6 +22,7 @@ from kafkalake.dev.producer import Record, client_settings
 from kafkalake.kafka.offsets import end_offsets
 from kafkalake.lake.latest_order import newest_spots  # noqa: F401 (the tests' oracle)
 from kafkalake.lake.run_history import RunRecord
+from kafkalake.launch import jobs
 from kafkalake.launch.job_host import (
     JOB_HOST_CMD,
     host_address,
@@ -30,7 +30,6 @@ from kafkalake.launch.job_host import (
     run_hosted,
     why_not_hosted,
 )
-from kafkalake.launch.submit import submission
 from kafkalake.spark.batch_writer import BatchWriter
 from kafkalake.spark.ingest_run import IngestRun
 
@@ -75,12 +74,13 @@ def run_to_end(
 
     What the host will not run (a kill point, another JVM extension setting, a cluster: the
     rules of ``launch/job_host.why_not_hosted``) goes to spark-submit, as in a DAG run."""
-    topic = load_catalog(catalog, lake).topic(topic_name)
-    built = submission(job, topic, catalog=catalog, lake=lake, args=extra_args, short_run=short_run)
-    cmd = built.command("local[*]")
+    built = jobs.topic_submission(
+        job, topic_name, catalog=catalog, lake=lake, extra_args=extra_args, short_run=short_run
+    )
+    master = jobs.LOCAL_MASTER
     address = host_address(env)
     hosted_env = project_variables({**built.env, **env})
-    if address is not None and not why_not_hosted(built, "local[*]", env=hosted_env):
+    if address is not None and not why_not_hosted(built, master, env=hosted_env):
         said: list[str] = []
         outcome = run_hosted(address, built, hosted_env, said.append, silence_timeout=timeout)
         if isinstance(outcome, int):
@@ -88,7 +88,7 @@ def run_to_end(
             return subprocess.CompletedProcess(
                 ran, outcome, stdout="".join(f"{ln}\n" for ln in said), stderr=""
             )
-    return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(built.command(master), env=env, capture_output=True, text=True, timeout=timeout)
 
 
 def ran_on_job_host(done: subprocess.CompletedProcess[str]) -> bool:

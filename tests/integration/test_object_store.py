@@ -268,8 +268,9 @@ def test_a_wrong_secret_fails_the_run_at_once_naming_the_connection(
     assert reported is not None and reported.kind is Kind.AUTHENTICATION_FAILED, output[-3000:]
     assert "the object store refused the credentials of connection 'it_objectstore'" in reported.message
     assert wrong not in output and not handed.exists()
-    # On the job host, after the DAG runs before it reached the store with the right secret: the
-    # JVM's cached S3A file system and settings were not this job's to use.
+    # On the job host, after DAG runs that reached the store with the right secret. The job meets
+    # the refusal on its Python side first; that the JVM's S3A state is reset between jobs is
+    # test_job_host's test.
     assert ran_on_job_host(done)
 
 
@@ -302,7 +303,7 @@ def test_a_store_that_does_not_answer_is_store_unreachable_and_retried(
     reported = parse_failure_line(output)
     assert reported is not None and reported.kind is Kind.STORE_UNREACHABLE and reported.retryable
     assert f"the object store at 127.0.0.1:{port} did not answer" in reported.message, reported.message
-    assert ran_on_job_host(done)  # and not served by the file system of the store that answers
+    assert ran_on_job_host(done)  # after jobs that reached the store that answers
 
 
 def test_the_batch_that_waited_lands_once_with_the_fixed_connection(env, s3_server, kafka, topic):
