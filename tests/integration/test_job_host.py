@@ -60,7 +60,7 @@ def test_a_job_meets_no_s3a_settings_or_file_system_the_job_before_it_left(job_h
 
     settings = [json.loads(found(lines, "settings found: ")) for lines in said]
     # As at the host's start (Hadoop's defaults), whatever job ran before the first.
-    assert settings[1] == settings[0] and settings[1]["fs.s3a.secret.key"] is None, settings[1]
+    assert settings[1] == settings[0] and "fs.s3a.secret.key" not in settings[1], settings[1]
     stores = [found(lines, "file system: ") for lines in said]
     assert stores[0] != stores[1], "the second job was handed the first job's cached S3A file system"
 

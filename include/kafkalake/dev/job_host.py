@@ -38,7 +38,6 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from kafkalake.lake import store_settings
 from kafkalake.launch.jars import jar_files
 from kafkalake.launch.job_host import EXIT, LINE, REFUSED, project_variables, socket_path
 from kafkalake.launch.spark_conf import base_conf
@@ -64,6 +63,9 @@ METASTORE_SETTINGS = frozenset({"spark.sql.warehouse.dir", "spark.hadoop.javax.j
 #: object store's checkpoint manager (launch/spark_conf.OBJECT_STORE_CONF) is read where the
 #: stream opens its checkpoint (``CheckpointFileManager.create``).
 SESSION_HADOOP_SETTINGS = frozenset({"spark.sql.streaming.checkpointFileManagerClass"})
+#: The prefix of Hadoop's S3A settings, which a job on an object store sets on the JVM's one Hadoop
+#: configuration (spark/s3a_session) and the host sets back before the next job.
+S3A_PREFIX = "fs.s3a."
 #: Written to the output pipe after a child ended: every line before it is the job's.
 _END = b"\x00kafkalake-job-host-end\n"
 
@@ -88,6 +90,11 @@ def plan(
             return {}, f"static setting {key} differs from the host's"
         runtime[key] = value
     return runtime, None
+
+
+def s3a_settings(hadoop: Any) -> dict[str, str]:
+    """Every S3A setting of a Hadoop configuration (a py4j proxy), by its whole key."""
+    return {S3A_PREFIX + key: str(value) for key, value in hadoop.getPropsWithPrefix(S3A_PREFIX).items()}
 
 
 class Output:
@@ -160,9 +167,7 @@ class Host:
         self.jars = {str(p) for p in jars}
         builder = SparkSession.builder.master("local[*]").appName("kafkalake-job-host")
         self.spark = builder.config(map=dict(self.conf)).getOrCreate()
-        hadoop = self.spark.sparkContext._jsc.hadoopConfiguration()
-        # What a job on an object store may set on the JVM's one Hadoop configuration (spark/s3a_session).
-        self.store_defaults = {key: hadoop.get(key) for key in store_settings.HADOOP_KEYS}
+        self.store_defaults = s3a_settings(self.spark.sparkContext._jsc.hadoopConfiguration())
         self.output = output
         self.busy = threading.Lock()
         self.done = threading.Event()
@@ -268,10 +273,11 @@ class Host:
         credentials) come from its own hand-over file or nowhere, never from the job before, whose
         cached S3A file systems would otherwise serve this one with their credentials."""
         hadoop = self.spark.sparkContext._jsc.hadoopConfiguration()
+        now = s3a_settings(hadoop)
+        for key in now.keys() - self.store_defaults.keys():
+            hadoop.unset(key)
         for key, value in self.store_defaults.items():
-            if value is None:
-                hadoop.unset(key)
-            else:
+            if now.get(key) != value:
                 hadoop.set(key, value)
         jvm.org.apache.hadoop.fs.FileSystem.closeAll()
 

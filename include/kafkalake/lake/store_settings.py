@@ -33,17 +33,6 @@ if TYPE_CHECKING:
 
 #: The settings file a Spark job reads (and deletes) at start, written by its Airflow task.
 ENV_STORAGE_CONFIG_FILE = "KAFKALAKE_STORAGE_CONFIG_FILE"
-#: Every Hadoop setting :meth:`StorageSettings.hadoop_conf` may give.
-HADOOP_KEYS = (
-    "fs.s3a.endpoint",
-    "fs.s3a.endpoint.region",
-    "fs.s3a.path.style.access",
-    "fs.s3a.connection.ssl.enabled",
-    "fs.s3a.access.key",
-    "fs.s3a.secret.key",
-    "fs.s3a.session.token",
-    "fs.s3a.aws.credentials.provider",
-)
 
 
 @dataclass(frozen=True)
@@ -74,7 +63,7 @@ class StorageSettings:
         }
         return {k: v for k, v in options.items() if v}
 
-    def hadoop_conf(self) -> dict[str, str]:  # its keys: HADOOP_KEYS
+    def hadoop_conf(self) -> dict[str, str]:
         """Hadoop S3A settings (set on the job's Hadoop configuration, never on the command line)."""
         conf = {
             "fs.s3a.endpoint": self.endpoint,

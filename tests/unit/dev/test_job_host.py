@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from kafkalake.dev.job_host import plan
+from kafkalake.dev.job_host import S3A_PREFIX, plan
+from kafkalake.lake import store_settings
 
 HOST = {
     "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
@@ -65,3 +66,17 @@ def test_a_jar_the_host_lacks_is_refused():
         "the host lacks jar /j/hadoop-aws.jar",
     )
     assert planned(HOST, ["/j/avro.jar"]) == ({}, None)
+
+
+def test_every_hadoop_setting_the_settings_give_is_one_a_job_host_resets():
+    """A job host sets back every S3A_PREFIX setting before each job (dev/job_host): a key outside
+    it would carry one job's endpoint or credentials into the next job's S3A."""
+    full = store_settings.StorageSettings(
+        endpoint="http://127.0.0.1:9000",
+        region="eu-west-1",
+        access_key="AKIA1",
+        secret_key="secret",
+        session_token="tok",
+    )
+    assert len(full.hadoop_conf()) == 8
+    assert all(key.startswith(S3A_PREFIX) for key in full.hadoop_conf())

@@ -47,19 +47,6 @@ def test_a_session_token_switches_s3a_to_temporary_credentials():
     assert settings.secrets() == ["secret", "tok"]
 
 
-def test_every_hadoop_setting_the_settings_give_is_one_a_job_host_resets():
-    """A job host forgets HADOOP_KEYS before each job (dev/job_host): a key outside them would
-    carry one job's endpoint or credentials into the next job's S3A."""
-    full = store_settings.StorageSettings(
-        endpoint="http://127.0.0.1:9000",
-        region="eu-west-1",
-        access_key="AKIA1",
-        secret_key="secret",
-        session_token="tok",
-    )
-    assert set(full.hadoop_conf()) == set(store_settings.HADOOP_KEYS)
-
-
 def test_no_fields_means_the_environment_decides():
     settings = store_settings.from_connection("aws_default", None, None, {})
     assert settings == store_settings.StorageSettings()
