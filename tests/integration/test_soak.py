@@ -1,4 +1,4 @@
-"""A short soak in the suite: three seeded SIGKILLs of real DAG runs at random moments (any task:
+"""A short soak in the suite: two seeded SIGKILLs of real DAG runs at random moments (any task:
 the pre-flight, the ingest's Spark job, the schema refresh, the registration), then one run to its
 end; every offset must be in bronze once, once across the parsed table and the dead letters, and
 each key's newest record (in the latest table's own order) in the latest table.
@@ -18,12 +18,13 @@ from kafkalake.dev import soak
 
 pytestmark = [pytest.mark.integration, pytest.mark.soak]
 
-#: Three, not five: the suite's time is capped at 20 minutes, and each kill is a whole DAG run; the
-#: 25-kill command explores further.
-KILLS = 3
+#: Two (was five, then three): the suite's time is capped at 20 minutes, and each kill is a whole
+#: DAG run of ~39 CPU-s. Each suite run draws its own seed, so CI runs explore different moments;
+#: the 25-kill command explores further.
+KILLS = 2
 
 
-# Five DAG runs (one to learn a run's length, three killed, one to the end), each ~40 s alone and
+# Four DAG runs (one to learn a run's length, two killed, one to the end), each ~40 s alone and
 # up to ~150 s on 2 cores under the whole suite.
 @pytest.mark.timeout(2700)
 def test_seeded_kills_lose_and_duplicate_nothing(kafka, tmp_path):
