@@ -18,7 +18,7 @@ from kafkalake.dev import soak
 
 pytestmark = [pytest.mark.integration, pytest.mark.soak]
 
-#: Two (was five, then three): the suite's time is capped at 20 minutes, and each kill is a whole
+#: Two: the suite's time is capped at 20 minutes, and each kill is a whole
 #: DAG run of ~39 CPU-s. Each suite run draws its own seed, so CI runs explore different moments;
 #: the 25-kill command explores further.
 KILLS = 2

@@ -14,8 +14,8 @@ then one clean run, and the check: every offset Kafka holds is in bronze once, i
 or the dead letters once, and each key's newest parsed record (in the latest table's own order:
 :mod:`kafkalake.lake.latest_order`, by offset within a partition, by record timestamp across) is in
 the latest table. It prints the kills, runs, rows, lost and duplicated, and exits non-zero unless
-every count of harm is 0. The suite runs a short one (``tests/integration/test_soak.py``, two kills
-on the shared broker: :func:`soak`).
+every count of harm is 0. The suite runs a short one (``tests/integration/test_soak.py``, its
+``KILLS`` kills on the shared broker: :func:`soak`).
 """
 
 from __future__ import annotations
