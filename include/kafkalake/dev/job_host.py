@@ -183,11 +183,17 @@ class Host:
                 conn.sendall(f"{REFUSED}busy with another job\n".encode())
                 return
             try:
-                self._run(conn, wanted)
+                last = self._run(conn, wanted)
             finally:
                 self.busy.release()
+            # Only once the host is free: a task told its job's end may send the next job at once,
+            # and must not find the host still busy with the one it was told has ended.
+            with contextlib.suppress(OSError):
+                conn.sendall(last)
 
-    def _run(self, conn: socket.socket, wanted: dict[str, Any]) -> None:
+    def _run(self, conn: socket.socket, wanted: dict[str, Any]) -> bytes:
+        """Run the job ``wanted`` asks for: the last line to send its task (why the host refused it,
+        or its exit code)."""
         runtime, refused = plan(
             wanted["conf"],
             wanted["jars"],
@@ -196,8 +202,7 @@ class Host:
             modifiable=lambda key: bool(self.jvm_calls.submit(self.spark.conf.isModifiable, key).result()),
         )
         if refused is not None or self.done.is_set():
-            conn.sendall(f"{REFUSED}{refused or 'the host is stopping'}\n".encode())
-            return
+            return f"{REFUSED}{refused or 'the host is stopping'}\n".encode()
         self.output.to(conn)
         pid = os.fork()
         if pid == 0:
@@ -210,11 +215,10 @@ class Host:
         self.output.to(None)
         code = os.waitstatus_to_exitcode(status)
         child.reaped()
-        with contextlib.suppress(OSError):
-            conn.sendall(f"{EXIT}{code}\n".encode())
         if code < 0:
             log.warning("job %s died of signal %d: the host stops", wanted["application"], -code)
             self.stop()
+        return f"{EXIT}{code}\n".encode()
 
     def _watch(self, conn: socket.socket, child: Child) -> None:
         """A task that goes away mid-job (killed, timed out) takes its job with it, as a killed

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
-from kafkalake.dev.job_host import S3A_PREFIX, plan
+import socket
+import threading
+
+from kafkalake.dev.job_host import S3A_PREFIX, Host, plan
 from kafkalake.lake import store_settings
+from kafkalake.launch.job_host import EXIT
 
 HOST = {
     "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
@@ -80,3 +84,20 @@ def test_every_hadoop_setting_the_settings_give_is_one_a_job_host_resets():
     )
     assert len(full.hadoop_conf()) == 8
     assert all(key.startswith(S3A_PREFIX) for key in full.hadoop_conf())
+
+
+def test_a_task_told_its_jobs_end_finds_the_host_free_for_its_next_job():
+    """The host frees itself before it tells the task the job has ended: a task sending its next job
+    at once must not be refused as busy with the one it was told is over (a CI run saw it)."""
+    host = object.__new__(Host)
+    host.busy = threading.Lock()
+    host._run = lambda conn, wanted: f"{EXIT}0\n".encode()  # type: ignore[method-assign]
+    ours, theirs = socket.socketpair()
+    with ours:
+        ours.sendall(b"{}\n")
+        server = threading.Thread(target=host.serve, args=(theirs,))
+        server.start()
+        assert ours.makefile("rb").readline() == f"{EXIT}0\n".encode()
+        free = host.busy.acquire(blocking=False)
+        server.join(10)
+    assert free, "the host was still busy with a job whose end it had already told"
