@@ -27,7 +27,7 @@ KILLS = 2
 # Four DAG runs (one to learn a run's length, two killed, one to the end), each ~40 s alone and
 # up to ~150 s on 2 cores under the whole suite.
 @pytest.mark.timeout(2700)
-def test_seeded_kills_lose_and_duplicate_nothing(kafka, tmp_path):
+def test_seeded_kills_lose_and_duplicate_nothing(kafka, tmp_path, job_host):
     seed = int(os.environ.get("KAFKALAKE_SOAK_SEED") or random.SystemRandom().randrange(1, 10**6))
     print(f"soak seed {seed} (KAFKALAKE_SOAK_SEED={seed} replays it)")
     result = soak.soak(
@@ -37,6 +37,7 @@ def test_seeded_kills_lose_and_duplicate_nothing(kafka, tmp_path):
         seed=seed,
         max_minutes=30,
         topic_name=f"it-soak-{seed}",
+        job_host=job_host,  # the final run's jobs, which nobody kills: the worker's warm host
     )
     print(soak.summary(result, tmp_path / "dag-runs.log"))
     assert result.kills >= KILLS, f"seed {seed}: only {result.kills} kills in {result.runs} runs"

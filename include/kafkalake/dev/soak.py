@@ -21,6 +21,7 @@ every count of harm is 0. The suite runs a short one (``tests/integration/test_s
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import random
@@ -40,7 +41,7 @@ from deltalake import DeltaTable
 from kafkalake.config.catalog import load_catalog
 from kafkalake.config.topic import TopicConfig
 from kafkalake.core.paths import REPO_ROOT
-from kafkalake.dev import local_airflow, producer
+from kafkalake.dev import airflow_forkserver, local_airflow, producer
 from kafkalake.dev.broker import LocalKafka
 from kafkalake.dev.producer import Record
 from kafkalake.kafka.offsets import end_offsets
@@ -124,6 +125,15 @@ def dag_run(
             return time.monotonic() - started, process.wait(timeout=60)
 
 
+def served_dag_run(env: dict[str, str], dag_id: str, log: Path) -> int:
+    """One ``airflow dags test`` that nobody kills, through ``env``'s fork server: its exit code."""
+    args = local_airflow.dags_test_args(dag_id)
+    done = local_airflow.run_airflow(local_airflow.dags_test_environment(env), *args, check=False)
+    with log.open("a") as out:
+        out.write(done.stdout + done.stderr)
+    return done.returncode
+
+
 def check(topic: TopicConfig, bootstrap: str, soak: Soak) -> None:
     def rows(path: str) -> list[dict[str, Any]]:
         found: list[dict[str, Any]] = DeltaTable(path).to_pyarrow_table().to_pylist()
@@ -161,9 +171,13 @@ def soak(
     max_minutes: float,
     topic_name: str = TOPIC,
     log_line: Any = print,
+    job_host: str | None = None,
 ) -> Soak:
     """Kill DAG runs of a new topic ``topic_name`` on the broker at ``bootstrap`` until ``kills``
-    (or ``max_minutes``), then run it to its end and count: the :class:`Soak`."""
+    (or ``max_minutes``), then run it to its end and count: the :class:`Soak`.
+
+    ``job_host``: a job host's address (:mod:`kafkalake.dev.job_host`) for the final run's jobs,
+    which nobody kills; every other run's jobs are spark-submits under the DAG run's process."""
     rng = random.Random(seed)
     result = Soak(seed=seed)
     for stale in ("lake", "airflow"):
@@ -172,6 +186,7 @@ def soak(
     log = workdir / "dag-runs.log"
     log.write_text("")
     started = time.monotonic()
+    stack = contextlib.ExitStack()
     try:
         catalog = workdir / "catalog.yaml"
         catalog.write_text(catalog_text(topic_name))
@@ -184,8 +199,14 @@ def soak(
         # The kills are of whole DAG runs, spark-submit's processes among them: never a job host's
         # (which a kill under it ends).
         env.pop(ENV_JOB_HOST, None)
-        local_airflow.init_db(env)
-        local_airflow.sync_dags(env)
+        # The Airflow commands nobody kills (the DB's set-up, the final run) go through a fork
+        # server that imports Airflow once; its children share its process group, so the runs it
+        # kills are `airflow dags test` processes of their own (dag_run).
+        server = airflow_forkserver.AirflowForkServer(env).start()
+        stack.callback(server.stop)
+        served = {**env, airflow_forkserver.ENV_FORKSERVER: server.socket}
+        local_airflow.init_db(served)
+        local_airflow.sync_dags(served)
         # A first run to its end learns how long a run lasts, so that the kills fall anywhere in
         # one (the tasks after the ingest too), not only in its first minute.
         batch = records(rng, result.produced, rng.randrange(50, 700))
@@ -219,12 +240,14 @@ def soak(
                 + (f"killed at {killed:.1f}s" if killed else f"ended by itself, exit {code}")
             )
         # The last word: one run to its end (a leftover lock or half-written batch must not stop it).
-        killed, code = dag_run(env, topic.dag_id, None, log)
+        final = served if job_host is None else {**served, ENV_JOB_HOST: job_host}
+        code = served_dag_run(final, topic.dag_id, log)
         result.runs += 1
-        if killed is not None or code != 0:
+        if code != 0:
             raise RuntimeError(f"the final DAG run failed (exit {code}); see {log}")
         check(topic, bootstrap, result)
     finally:
+        stack.close()
         result.seconds = round(time.monotonic() - started, 1)
     return result
 
