@@ -1,8 +1,9 @@
 """Table care against real Spark and Delta: OPTIMIZE, VACUUM, properties, full-refresh protection.
 
-Most tables are bronze-shaped and written by the in-process session (as 20 ingest runs would); the
-concurrency test runs a real ingest from Kafka. Every check reads the result back with delta-rs, an
-independent reader.
+Most tables are bronze-shaped: created by the in-process session as an ingest creates them, then
+given one append commit (one file) per ingest run with delta-rs, which costs no Spark job (20 Spark
+appends were ~8-17 CPU-s of the compaction test alone). The concurrency test runs a real ingest from
+Kafka. Every check reads the result back with delta-rs, an independent reader.
 """
 
 from __future__ import annotations
@@ -14,8 +15,9 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pytest
-from deltalake import DeltaTable
+from deltalake import DeltaTable, write_deltalake
 
 from kafkalake.config.maintenance import MaintenanceConfig
 from kafkalake.config.parsed import ParsedConfig
@@ -25,7 +27,7 @@ from kafkalake.dev import producer
 from kafkalake.dev.producer import Record
 from kafkalake.lake.care_due import read_state
 from kafkalake.spark.batch_writer import BatchWriter
-from kafkalake.spark.stream import bronze_schema, ensure_table, start_ingest
+from kafkalake.spark.stream import ensure_table, start_ingest
 from kafkalake.spark.table_care import maintain
 
 from .helpers import assert_exactly_once, make_topic, read_rows
@@ -62,16 +64,33 @@ def batch(start: int, count: int, partition: int = 0) -> list[tuple[Any, ...]]:
     ]
 
 
-def append(spark: Any, topic: TopicConfig, rows: list[tuple[Any, ...]]) -> None:
-    spark.createDataFrame(rows, bronze_schema()).coalesce(1).write.format("delta").mode("append").save(
-        topic.path
-    )
+#: kafkalake.spark.stream.bronze_schema() in Arrow's terms (an append that differs is refused).
+BRONZE_ARROW = pa.schema(
+    [
+        ("key", pa.binary()),
+        ("value", pa.binary()),
+        ("headers", pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))),
+        ("topic", pa.string()),
+        ("partition", pa.int32()),
+        ("offset", pa.int64()),
+        ("kafka_timestamp", pa.timestamp("us", tz="UTC")),
+        ("kafka_timestamp_type", pa.int32()),
+        ("ingested_at", pa.timestamp("us", tz="UTC")),
+    ]
+)
+
+
+def append(topic: TopicConfig, rows: list[tuple[Any, ...]]) -> None:
+    """One commit of ``rows`` in one file, as one ingest run's bronze write (delta-rs: no Spark job)."""
+    columns = [list(column) for column in zip(*rows, strict=True)]
+    columns[2] = [[{"key": k, "value": v} for k, v in headers] for headers in columns[2]]
+    write_deltalake(topic.path, pa.table(columns, schema=BRONZE_ARROW), mode="append")
 
 
 def landed(spark: Any, topic: TopicConfig, runs: int, per_run: int = 50) -> None:
     ensure_table(spark, topic)
     for run in range(runs):
-        append(spark, topic, batch(run * per_run, per_run))
+        append(topic, batch(run * per_run, per_run))
 
 
 def contents(path: str) -> list[tuple[Any, ...]]:
@@ -302,7 +321,7 @@ def test_care_in_the_ingest_session_when_due_and_only_then(spark, tmp_path, caps
     broken = bronze_topic(
         tmp_path / "care_followup", optimize_every=timedelta(seconds=1), zorder_by=("customer_id",)
     )
-    append(spark, broken, batch(1_000, 10))
+    append(broken, batch(1_000, 10))
     version = DeltaTable(broken.path).version()
     time.sleep(1)
     assert care_in_session(spark, broken) is None  # its task then runs the job and fails bad_config
