@@ -3,9 +3,10 @@ Debezium's PostgreSQL connector in Kafka Connect (pgoutput), into the shared bro
 kafkalake's ingest (``format: debezium``): after each run the current-state table equals
 ``SELECT * FROM`` the source table, row by row.
 
-One PostgreSQL cluster, one database, one Connect worker and one topic for the module; the tests run
-in order, each moving the source table on (inserts, updates, deletes, a primary-key update, a new
-column, a truncate, a run killed and run again, a replay) and checking the tables after it. The first
+One PostgreSQL cluster, one database, one Connect worker and one topic for the module (the bare
+events' and the shards' connectors join that worker for their tests: one JVM start, not three); the
+tests run in order, each moving the source table on (inserts, updates, deletes, a primary-key update,
+a new column, a truncate, a run killed and run again, a replay) and checking the tables after it. The first
 run, the run after the kill and the replay are Airflow DAG runs (``airflow dags test``: the pre-flight,
 the ingest task's spark-submit, the replay DAG); the others are the same ingest run in the session's
 Spark (:class:`kafkalake.spark.ingest_run.IngestRun`), which costs no JVM of its own.
@@ -50,11 +51,13 @@ PREFIX = "it-cdc"
 TOPIC = f"{PREFIX}.{TABLE}"
 #: A second table, captured by a connector whose JSON converter writes bare events (no envelope).
 BARE_TOPIC = "it-cdc-bare.public.orders"
+BARE_CONNECTOR = "kafkalake_cdc_bare"
 #: One source table in two shards (schemas eu and us, as two databases' would be): a family.
 SHARDS = ("eu", "us")
 SHARD_PREFIX = "it-cdc-fam"
 SHARD_TOPICS = tuple(f"{SHARD_PREFIX}.{shard}.orders" for shard in SHARDS)
 SHARD_FAMILY = "it_cdc_fam_orders"
+SHARD_CONNECTOR = "kafkalake_cdc_fam"
 #: The DAG's tasks after the ingest, marked done in this module's DAG runs.
 NOT_LANDING = "refresh_schema|register_table|maintain_table"
 #: The module's other entries; TOPIC's is in the session catalog (tests/integration/conftest.py,
@@ -441,26 +444,18 @@ def test_a_key_that_moved_partition_is_ordered_by_the_source_position(
 def test_bare_events_without_the_envelope_land_the_same_way(
     spark: Any,
     postgres: LocalPostgres,
-    shop: Database,
+    source: LocalConnect,
     kafka: LocalKafka,
     cdc_catalog: Path,
     cdc_lake: Path,
-    tmp_path: Path,
 ) -> None:
     sql(
         postgres,
         "CREATE TABLE orders (id int PRIMARY KEY, item text, qty int); ALTER TABLE orders OWNER TO shop;",
     )
     sql(postgres, "INSERT INTO orders VALUES (1, 'pen', 2), (2, 'ink', 1);")
-    bare = LocalConnect(
-        tmp_path / "connect",
-        kafka.bootstrap_servers,
-        shop,
-        ("public.orders",),
-        topic_prefix="it-cdc-bare",
-        schemas_enable=False,
-        name="kafkalake_cdc_bare",
-    ).start()
+    # A connector of its own on the module's worker, its converter without the envelope.
+    source.add_connector(BARE_CONNECTOR, ("public.orders",), topic_prefix="it-cdc-bare", schemas_enable=False)
     try:
         sql(
             postgres,
@@ -469,7 +464,7 @@ def test_bare_events_without_the_envelope_land_the_same_way(
         )
         events = topic_events(kafka.bootstrap_servers, BARE_TOPIC, 9)  # r r u d - c d - c
     finally:
-        bare.stop()
+        source.remove_connector(BARE_CONNECTOR)
     assert all("payload" not in e["value"] and "op" in e["value"] for e in events if e["value"])
     orders = load_catalog(cdc_catalog, cdc_lake).topic(BARE_TOPIC)
     run_ingest(spark, orders, kafka.bootstrap_servers)
@@ -517,7 +512,7 @@ def assert_each_member_is_its_shard(
 def test_a_family_of_shards_keeps_each_members_rows_as_its_source_table(
     spark: Any,
     postgres: LocalPostgres,
-    shop: Database,
+    source: LocalConnect,
     kafka: LocalKafka,
     cdc_catalog: Path,
     cdc_lake: Path,
@@ -536,14 +531,9 @@ def test_a_family_of_shards_keeps_each_members_rows_as_its_source_table(
         "INSERT INTO eu.orders VALUES (1, 'pen', 2), (2, 'ink', 1);"
         "INSERT INTO us.orders VALUES (1, 'cap', 7);",
     )
-    connect = LocalConnect(
-        tmp_path / "connect",
-        kafka.bootstrap_servers,
-        shop,
-        tuple(f"{shard}.orders" for shard in SHARDS),
-        topic_prefix=SHARD_PREFIX,
-        name="kafkalake_cdc_fam",
-    ).start()
+    source.add_connector(
+        SHARD_CONNECTOR, tuple(f"{shard}.orders" for shard in SHARDS), topic_prefix=SHARD_PREFIX
+    )
     family = load_catalog(cdc_catalog, cdc_lake).topic(SHARD_FAMILY)
     try:
         sql(
@@ -597,7 +587,7 @@ def test_a_family_of_shards_keeps_each_members_rows_as_its_source_table(
         topic_events(kafka.bootstrap_servers, SHARD_TOPICS[0], 15)  # c
         topic_events(kafka.bootstrap_servers, SHARD_TOPICS[1], 16)  # d -
     finally:
-        connect.stop()
+        source.remove_connector(SHARD_CONNECTOR)
     assert run_ingest(spark, family, kafka.bootstrap_servers).recovered
     got = assert_each_member_is_its_shard(family, postgres)
     assert [r["id"] for r in got["eu"]] == [1, 4, 5, 7] and [r["id"] for r in got["us"]] == [10, 20]

@@ -30,7 +30,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from kafkalake.core.paths import REPO_ROOT
@@ -56,7 +56,10 @@ def _properties(settings: dict[str, str]) -> str:
 
 @dataclass
 class LocalConnect:
-    """One Connect worker running one Debezium PostgreSQL connector; its state lives in ``directory``.
+    """One Connect worker running a Debezium PostgreSQL connector; its state lives in ``directory``.
+
+    More connectors on the same database join the running worker (:meth:`add_connector`), each with
+    its own name, tables, topic prefix and JSON envelope: one JVM for them all.
 
     Args:
         directory: private folder (made 0700) for the worker's and connector's configuration, the
@@ -95,17 +98,26 @@ class LocalConnect:
         """The topic of a captured ``schema.table``."""
         return f"{self.topic_prefix}.{table}"
 
-    def _worker_settings(self, rest_port: int) -> dict[str, str]:
+    def _converter_settings(self) -> dict[str, str]:
         schemas = "true" if self.schemas_enable else "false"
         return {
-            "bootstrap.servers": self.bootstrap_servers,
             "key.converter": "org.apache.kafka.connect.json.JsonConverter",
             "value.converter": "org.apache.kafka.connect.json.JsonConverter",
             "key.converter.schemas.enable": schemas,
             "value.converter.schemas.enable": schemas,
+        }
+
+    def _worker_settings(self, rest_port: int) -> dict[str, str]:
+        return {
+            "bootstrap.servers": self.bootstrap_servers,
+            **self._converter_settings(),
             "offset.storage.file.filename": str(self.directory / "offsets"),
             "offset.flush.interval.ms": "1000",
             "listeners": f"http://127.0.0.1:{rest_port}",
+            # Plugins by their ServiceLoader manifests (all of these jars have them, as Connect's
+            # warning says), not by scanning every class on the classpath: a start took 5.5
+            # CPU-s with the scan, 3.4 without.
+            "plugin.discovery": "service_load",
             "config.providers": "file",
             "config.providers.file.class": "org.apache.kafka.common.config.provider.FileConfigProvider",
             # The broker creates no topic on its own (auto.create.topics.enable=false): Connect
@@ -142,6 +154,8 @@ class LocalConnect:
             "poll.interval.ms": "200",
             # Debezium skips truncates unless told: a truncate event (op t) empties the table downstream.
             "skipped.operations": "none",
+            # The connector's own converters: another connector on the worker may choose otherwise.
+            **self._converter_settings(),
         }
 
     def running_pid(self) -> int | None:
@@ -187,30 +201,78 @@ class LocalConnect:
             )
         self._pid_file.write_text(str(process.pid))
         try:
-            self._wait_running(timeout, process)
+            self._wait_running(self.name, timeout, process)
         except CdcSourceError:
             self.stop()
             raise
         log.info("Debezium connector %s running (Connect pid %d)", self.name, process.pid)
         return self
 
-    def status(self) -> dict[str, object] | None:
-        """The connector's status from Connect's REST API (loopback); None when it does not answer."""
+    def add_connector(
+        self,
+        name: str,
+        tables: tuple[str, ...],
+        *,
+        topic_prefix: str,
+        schemas_enable: bool = True,
+        timeout: float = 120.0,
+    ) -> None:
+        """Add a connector to the running worker (Connect's REST API); return once its task runs.
+
+        It reads this source's database, with its own name (its replication slot's and
+        publication's), tables, topic prefix and JSON envelope (``schemas_enable``); its offsets
+        and log are the worker's. :meth:`remove_connector` takes it away again.
+        """
+        process_pid = self.running_pid()
+        if process_pid is None:
+            raise CdcSourceError(f"no Connect worker runs from {self.directory}: start it first")
+        other = replace(
+            self, name=name, tables=tables, topic_prefix=topic_prefix, schemas_enable=schemas_enable
+        )
+        self._request("PUT", f"/connectors/{name}/config", other._connector_settings())
+        self._wait_running(name, timeout, None)
+        log.info("Debezium connector %s running (Connect pid %d)", name, process_pid)
+
+    def remove_connector(self, name: str) -> None:
+        """Stop and delete a connector :meth:`add_connector` added; its replication slot stays."""
+        self._request("DELETE", f"/connectors/{name}", None)
+
+    def _request(self, method: str, path: str, body: dict[str, str] | None) -> None:
+        port = int((self.directory / "rest_port").read_text())
+        request = urllib.request.Request(
+            f"http://127.0.0.1:{port}{path}",
+            data=None if body is None else json.dumps(body).encode(),
+            headers={"Content-Type": "application/json"},
+            method=method,
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=30):
+                pass
+        except urllib.error.HTTPError as e:
+            raise CdcSourceError(
+                f"Connect answered {method} {path} with {e.code}: {e.read()[:2000]!r}"
+            ) from e
+
+    def status(self, name: str | None = None) -> dict[str, object] | None:
+        """A connector's status (this source's own by default) from Connect's REST API (loopback);
+        None when it does not answer."""
         try:
             port = int((self.directory / "rest_port").read_text())
-            url = f"http://127.0.0.1:{port}/connectors/{self.name}/status"
+            url = f"http://127.0.0.1:{port}/connectors/{name or self.name}/status"
             with urllib.request.urlopen(url, timeout=2) as response:
                 answer: dict[str, object] = json.load(response)
                 return answer
         except (OSError, ValueError, urllib.error.URLError):
             return None
 
-    def _wait_running(self, timeout: float, process: subprocess.Popen[bytes]) -> None:
+    def _wait_running(self, name: str, timeout: float, process: subprocess.Popen[bytes] | None) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if process.poll() is not None:
+            if process is not None and process.poll() is not None:
                 raise CdcSourceError(f"Connect exited with {process.returncode}; see {self.log_file}")
-            status = self.status()
+            if process is None and self.running_pid() is None:
+                raise CdcSourceError(f"Connect is gone; see {self.log_file}")
+            status = self.status(name)
             tasks = status.get("tasks") if status else None
             if isinstance(tasks, list) and tasks:
                 states = {str(t.get("state")) for t in tasks if isinstance(t, dict)}
@@ -221,7 +283,7 @@ class LocalConnect:
                     raise CdcSourceError(f"the Debezium connector's task failed: {trace}")
             time.sleep(0.5)
         raise CdcSourceError(
-            f"the Debezium connector was not running after {timeout:.0f}s; see {self.log_file}"
+            f"the Debezium connector {name} was not running after {timeout:.0f}s; see {self.log_file}"
         )
 
     def stop(self, timeout: float = 30.0) -> None:
