@@ -21,6 +21,7 @@ import shutil
 import sqlite3
 import subprocess
 from collections import Counter
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -80,6 +81,15 @@ def family(catalog_file: Path, lake: Path, kafka: LocalKafka, since: datetime) -
 def deleted() -> dict[str, int]:
     """Records of members deleted from Kafka, which the table keeps: {topic: rows}."""
     return {}
+
+
+def in_one_batch(topic: TopicConfig) -> TopicConfig:
+    """``topic`` without the catalog's 10 records a micro-batch, for an in-process run that only
+    lands what is left: the DAG runs and the killed jobs keep the limit (a kill mid-run needs several
+    batches); a run after them lands in one batch, not up to seven (each ~1 CPU-s), since no
+    assertion counts its batches. A batch a kill left unfinished is run again as its checkpoint
+    recorded it, whatever the limit."""
+    return replace(topic, max_offsets_per_trigger=None)
 
 
 def produce(kafka: LocalKafka, topic: str, count: int, partitions: int) -> None:
@@ -217,7 +227,7 @@ def test_sigkill_mid_run_then_rerun_lands_every_offset_once(
     partial = read_rows(Path(family.path))
     assert before < len(partial) < before + 36
 
-    run_ingest(spark, family, kafka.bootstrap_servers)
+    run_ingest(spark, in_one_batch(family), kafka.bootstrap_servers)
     assert len(assert_every_spot_once(family, kafka, deleted)) == before + 36
 
 
@@ -290,7 +300,7 @@ def test_a_full_refresh_of_the_family_lands_every_member_again_once(
     assert "every record of the 4 members of 'it_family'" in capsys.readouterr().out
     assert not Path(family.path).exists()
 
-    run_ingest(spark, family, kafka.bootstrap_servers)
+    run_ingest(spark, in_one_batch(family), kafka.bootstrap_servers)
     rows = assert_every_spot_once(family, kafka, deleted={})
     assert Counter(r["topic"] for r in rows)["it-fam-c"] == 2
 
