@@ -17,17 +17,12 @@ from typing import Any
 
 import pytest
 
+from .jvm_options import C1_ONLY, INTERPRETED
+
 # Test traffic stays on loopback: Spark would otherwise bind the machine's external address.
 os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
-# The tests' Spark jobs are short and small: C2's compilations never pay back. C1 only cut a
-# two-job test's CPU time from 192 to 140 s for the same wall time (launch/spark_conf).
-# C1 only also shrinks the JVM's code cache to 48 MiB, which the in-process session (hundreds of
-# distinct queries over a worker's run) fills: the sweeper then flushed compiled code and C1
-# compiled it again. With 256 MiB, test_reingest's first test: JVM 131.8 -> 111.0 CPU-s (sweeper
-# 11.9 -> 0, C1 17.7 -> 9.4).
-os.environ.setdefault(
-    "KAFKALAKE_DRIVER_JAVA_OPTIONS", "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=256m"
-)
+# The tests' Spark JVMs: C1 only, and Spark's expressions interpreted (.jvm_options says why).
+os.environ.setdefault("KAFKALAKE_DRIVER_JAVA_OPTIONS", f"{C1_ONLY} {INTERPRETED}")
 
 from conftest import SHARED_BROKER_DIR
 

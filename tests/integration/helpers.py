@@ -3,12 +3,13 @@ ingest run in the test session's SparkSession."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 import subprocess
 import threading
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -154,6 +155,27 @@ def make_topic(
         parsed_location=str(lake / "silver" / table),
         maintenance=maintenance or MaintenanceConfig(),
     )
+
+
+#: Spark's own defaults for compiling expressions and whole stages. The suite's Spark JVMs interpret
+#: them (tests/integration/conftest.py, INTERPRETED); a module that tests generated code sets these.
+COMPILED = {"spark.sql.codegen.factoryMode": "FALLBACK", "spark.sql.codegen.wholeStage": "true"}
+
+
+@contextlib.contextmanager
+def session_settings(spark: Any, settings: Mapping[str, str]) -> Iterator[None]:
+    """The shared session with ``settings`` for the block, then each as it was before (set or not)."""
+    before = {key: spark.conf.get(key, None) for key in settings}
+    for key, value in settings.items():
+        spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        for key, value in before.items():
+            if value is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, value)
 
 
 def run_ingest(spark: Any, topic: TopicConfig, bootstrap: str, topic_id: str | None = None) -> BatchWriter:

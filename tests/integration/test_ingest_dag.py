@@ -28,7 +28,9 @@ from kafkalake.dev.producer import Record
 from kafkalake.lake import run_history
 from kafkalake.launch import jobs
 from kafkalake.launch.job_host import ENV_JOB_HOST
+from kafkalake.launch.spark_conf import ENV_DRIVER_JAVA_OPTIONS
 
+from .conftest import C1_ONLY
 from .helpers import (
     StatsdReceiver,
     assert_contents,
@@ -87,8 +89,11 @@ def statsd() -> Iterator[StatsdReceiver]:
 @pytest.fixture(scope="module")
 def airflow_env(airflow_env: dict[str, str]) -> dict[str, str]:
     """The shared environment without the job host: this module's runs are spark-submits, one
-    driver JVM each, whose peak memory the run history holds."""
-    return {key: value for key, value in airflow_env.items() if key != ENV_JOB_HOST}
+    driver JVM each, whose peak memory the run history holds. Their queries compile as Spark's
+    defaults have them (the suite's other JVMs interpret them: conftest.INTERPRETED), so the
+    suite's flagship DAG runs run what production runs."""
+    env = {key: value for key, value in airflow_env.items() if key != ENV_JOB_HOST}
+    return {**env, ENV_DRIVER_JAVA_OPTIONS: C1_ONLY}
 
 
 @pytest.fixture(scope="module")

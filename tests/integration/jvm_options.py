@@ -1,0 +1,20 @@
+"""The driver JVM options of the suite's Spark JVMs: tests/integration/conftest.py sets them, through
+``KAFKALAKE_DRIVER_JAVA_OPTIONS``, for every in-process session, job host and job the tests start."""
+
+#: C1 only. The tests' Spark jobs are short and small: C2's compilations never pay back. C1 only cut
+#: a two-job test's CPU time from 192 to 140 s for the same wall time (launch/spark_conf). It also
+#: shrinks the JVM's code cache to 48 MiB, which the in-process session (hundreds of distinct queries
+#: over a worker's run) fills: the sweeper then flushed compiled code and C1 compiled it again. With
+#: 256 MiB, test_reingest's first test: JVM 131.8 -> 111.0 CPU-s (sweeper 11.9 -> 0, C1 17.7 -> 9.4).
+C1_ONLY = "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=256m"
+
+#: Spark's expressions interpreted, not compiled: ``spark.*`` system properties are read into every
+#: driver's SparkConf. A test's queries run once, over tens to thousands of rows: generating each
+#: plan's Java source (generated again even when its compiled class is cached: the source is the
+#: cache's key) and Janino's compile cost more than the rows. A profile of test_parsed_tables'
+#: session JVM (Java Flight Recorder): 23% of its samples generating source, 9% in Janino.
+#: test_parsing alone: 68.4 -> 46.1 CPU-s. What production runs is still tested: the project's own
+#: generated code compiled and interpreted (test_json_functions and test_protobuf_decode set
+#: helpers.COMPILED), and test_ingest_dag's DAG runs with Spark's defaults (C1_ONLY alone).
+#: Throughput is `make bench`'s, which runs the jobs as production does.
+INTERPRETED = "-Dspark.sql.codegen.factoryMode=NO_CODEGEN -Dspark.sql.codegen.wholeStage=false"
