@@ -13,6 +13,7 @@ the ordinary (slower) start.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import shutil
@@ -49,19 +50,31 @@ def java_binary(env: dict[str, str] | None = None) -> Path | None:
 TRAINING_VERSION = 3
 
 
+def pyspark_file() -> str:
+    """pyspark's ``__init__.py``, located without importing pyspark (a JVM-free caller stays light)."""
+    spec = importlib.util.find_spec("pyspark")
+    return str(spec.origin) if spec is not None and spec.origin else ""
+
+
 def fingerprint(target: Path | None = None, env: dict[str, str] | None = None) -> dict[str, object]:
     """What the archive depends on: a different JVM build or jar set makes its classes stale."""
     java = java_binary(env)
     stat = java.stat() if java is not None and java.exists() else None
     # Size and time too: the JVM refuses an archive whose jar changed under the same name (the
     # kafkalake jar rebuilt from an edited source), and would then start without it.
-    stats = [(p.name, p.stat()) for p in sorted(((target or jars_dir()) / "spark").glob("*.jar"))]
+    folder = target or jars_dir()
+    stats = [(p.name, p.stat()) for p in sorted((folder / "spark").glob("*.jar"))]
     jars = [[name, jar.st_size, jar.st_mtime_ns] for name, jar in stats]
     return {
         "java": str(java) if java else None,
         "java_size": stat.st_size if stat else None,
         "java_mtime_ns": stat.st_mtime_ns if stat else None,
         "pyspark": version("pyspark"),
+        # Where the classes were: the archive holds the class path by its absolute paths, and a JVM
+        # whose paths differ (a checkout moved or copied, its jars with it) ignores the whole
+        # archive ("shared class paths mismatch"), so every driver started without it.
+        "pyspark_jars": str(Path(pyspark_file()).parent / "jars"),
+        "jars_dir": str(folder.resolve()),
         "jars": jars,
         "training": TRAINING_VERSION,
     }

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -51,6 +52,16 @@ def test_a_truncated_archive_is_not_used(target: Path, java_home: dict[str, str]
     archive_file(target).write_bytes(b"x" * 999)
     assert usable_archive(target, java_home) is None
     assert driver_java_options(target, java_home) == []
+
+
+def test_the_same_jars_in_another_folder_make_it_stale(
+    target: Path, java_home: dict[str, str], tmp_path: Path
+) -> None:
+    # The JVM checks the class path's absolute paths: a copied archive would be ignored whole.
+    moved = tmp_path / "moved"
+    shutil.copytree(target, moved, copy_function=shutil.copy2)
+    assert usable_archive(moved, java_home) is None
+    assert usable_archive(target, java_home) == archive_file(target)
 
 
 def test_other_jars_make_it_stale(target: Path, java_home: dict[str, str]) -> None:
