@@ -19,7 +19,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -65,11 +65,16 @@ def new_cluster_id(random_bytes: Callable[[], bytes] = lambda: uuid.uuid4().byte
             return candidate
 
 
-def free_port() -> int:
-    """A TCP port on loopback that nothing listens on now."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+def free_port(avoid: Collection[int] = ()) -> int:
+    """A TCP port on loopback that nothing listens on now, and not one of ``avoid``: the kernel may
+    hand out a port it just gave back, and a broker whose two listeners got the same one refused to
+    format its storage (a secured broker's SASL_SSL and SSL listeners, seen once in a suite run)."""
+    while True:
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = int(sock.getsockname()[1])
+        if port not in avoid:
+            return port
 
 
 def _port_open(port: int) -> bool:
@@ -221,7 +226,7 @@ class LocalKafka:
 
     def _pick_ports(self) -> None:
         self.port = self.port or free_port()
-        self.controller_port = self.controller_port or free_port()
+        self.controller_port = self.controller_port or free_port(avoid={self.port})
 
     def _ports(self) -> list[int]:
         return [self.port, self.controller_port]

@@ -157,7 +157,7 @@ class SecuredKafka(LocalKafka):
 
     def _pick_ports(self) -> None:
         super()._pick_ports()
-        self.ssl_port = self.ssl_port or free_port()
+        self.ssl_port = self.ssl_port or free_port(avoid={self.port, self.controller_port})
 
     def _ports(self) -> list[int]:
         return [self.port, self.controller_port, self.ssl_port]
