@@ -36,6 +36,7 @@ from kafkalake.launch.job_host import ENV_JOB_HOST, socket_path
 
 from . import airflow_server as servers
 from .airflow_server import airflow_server, deployed_airflow_server
+from .helpers import COMPILED, session_settings
 
 __all__ = ["airflow_server", "deployed_airflow_server"]
 
@@ -261,6 +262,14 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     session.sparkContext.setLogLevel("WARN")
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="module")
+def compiled(spark: Any) -> Iterator[None]:
+    """The shared session compiling expressions as Spark's defaults have it (helpers.COMPILED) for a
+    module that tests generated code; the suite's other modules run it interpreted (INTERPRETED)."""
+    with session_settings(spark, COMPILED):
+        yield
 
 
 @pytest.hookimpl(wrapper=True)

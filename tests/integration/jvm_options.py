@@ -1,12 +1,14 @@
 """The driver JVM options of the suite's Spark JVMs: tests/integration/conftest.py sets them, through
 ``KAFKALAKE_DRIVER_JAVA_OPTIONS``, for every in-process session, job host and job the tests start."""
 
+from kafkalake.launch.spark_conf import SHORT_RUN_JAVA_OPTIONS
+
 #: C1 only. The tests' Spark jobs are short and small: C2's compilations never pay back. C1 only cut
 #: a two-job test's CPU time from 192 to 140 s for the same wall time (launch/spark_conf). It also
 #: shrinks the JVM's code cache to 48 MiB, which the in-process session (hundreds of distinct queries
 #: over a worker's run) fills: the sweeper then flushed compiled code and C1 compiled it again. With
 #: 256 MiB, test_reingest's first test: JVM 131.8 -> 111.0 CPU-s (sweeper 11.9 -> 0, C1 17.7 -> 9.4).
-C1_ONLY = "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=256m"
+C1_ONLY = SHORT_RUN_JAVA_OPTIONS  # the same options a production run of few records gets
 
 #: Spark's expressions interpreted, not compiled: ``spark.*`` system properties are read into every
 #: driver's SparkConf. A test's queries run once, over tens to thousands of rows: generating each

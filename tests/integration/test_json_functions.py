@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import codecs
 import random
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -28,10 +27,10 @@ from pyspark.sql.types import ArrayType, DataType, MapType, StringType, StructTy
 from kafkalake.spark import extension, parse_columns
 from kafkalake.spark.json_functions import TRAILING_KEYS, from_json, from_json_keyed, utf8_text
 
-from .helpers import COMPILED, session_settings
 from .test_parsing import SHORTCUT_SCHEMA, SHORTCUT_VALUES
 
-pytestmark = pytest.mark.integration
+# The project's own generated code is tested here: compiled, as Spark's defaults have it (conftest).
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("compiled")]
 
 _OBJECT = b'{"s": "a", "n": 1}'
 ODD_VALUES: list[bytes | None] = [
@@ -94,14 +93,6 @@ SCHEMAS: dict[str, DataType] = {
     "map of texts": MapType(StringType(), StringType()),
     "array of texts": ArrayType(StringType()),
 }
-
-
-@pytest.fixture(scope="module", autouse=True)
-def compiled(spark: Any) -> Iterator[None]:
-    """This module tests the project's own generated code: its queries compile as Spark's defaults
-    have them, not interpreted as the suite's shared session runs the others' (helpers.COMPILED)."""
-    with session_settings(spark, COMPILED):
-        yield
 
 
 @pytest.fixture(params=[True, False], ids=["extension", "built-ins"])

@@ -7,7 +7,6 @@ the pandas UDF of a session without the extension).
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterator
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
@@ -39,20 +38,13 @@ from kafkalake.spark.protobuf_parser import (
 )
 from kafkalake.spark.registry_parser import nullable_everywhere
 
-from .helpers import COMPILED, make_topic, session_settings
+from .helpers import make_topic
 
-pytestmark = pytest.mark.integration
+# The project's own generated code is tested here: compiled, as Spark's defaults have it (conftest).
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("compiled")]
 
 #: A known id whose writer is no Protobuf schema, one whose schema could not be resolved.
 AVRO, UNRESOLVED = 9, 10
-
-
-@pytest.fixture(scope="module", autouse=True)
-def compiled(spark: Any) -> Iterator[None]:
-    """This module tests the project's own generated code: its queries compile as Spark's defaults
-    have them, not interpreted as the suite's shared session runs the others' (helpers.COMPILED)."""
-    with session_settings(spark, COMPILED):
-        yield
 
 
 def _writers() -> dict[int, RegisteredSchema | None]:

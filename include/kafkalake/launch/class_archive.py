@@ -13,7 +13,6 @@ the ordinary (slower) start.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import shutil
@@ -21,6 +20,7 @@ from importlib.metadata import version
 from pathlib import Path
 
 from kafkalake.core.paths import jars_dir
+from kafkalake.launch.jars import pyspark_jars_dir
 
 ENV_CLASS_ARCHIVE = "KAFKALAKE_CLASS_ARCHIVE"
 #: The option a training run gives the driver JVM to write the archive at its exit.
@@ -50,12 +50,6 @@ def java_binary(env: dict[str, str] | None = None) -> Path | None:
 TRAINING_VERSION = 3
 
 
-def pyspark_file() -> str:
-    """pyspark's ``__init__.py``, located without importing pyspark (a JVM-free caller stays light)."""
-    spec = importlib.util.find_spec("pyspark")
-    return str(spec.origin) if spec is not None and spec.origin else ""
-
-
 def fingerprint(target: Path | None = None, env: dict[str, str] | None = None) -> dict[str, object]:
     """What the archive depends on: a different JVM build or jar set makes its classes stale."""
     java = java_binary(env)
@@ -73,7 +67,7 @@ def fingerprint(target: Path | None = None, env: dict[str, str] | None = None) -
         # Where the classes were: the archive holds the class path by its absolute paths, and a JVM
         # whose paths differ (a checkout moved or copied, its jars with it) ignores the whole
         # archive ("shared class paths mismatch"), so every driver started without it.
-        "pyspark_jars": str(Path(pyspark_file()).parent / "jars"),
+        "pyspark_jars": str(pyspark_jars_dir()),
         "jars_dir": str(folder.resolve()),
         "jars": jars,
         "training": TRAINING_VERSION,
