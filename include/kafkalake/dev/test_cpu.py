@@ -26,6 +26,8 @@ ENV_TEST_CPU_DIR = "KAFKALAKE_TEST_CPU_DIR"
 
 
 def record(folder: Path, worker: str, test: str, cpu_s: float, wall_s: float) -> None:
+    # Made here, not by the caller: the first test to end may be in any process (make check's own).
+    folder.mkdir(parents=True, exist_ok=True)
     with (folder / f"{worker}.jsonl").open("a") as out:
         out.write(json.dumps({"test": test, "cpu_s": round(cpu_s, 2), "wall_s": round(wall_s, 2)}) + "\n")
 

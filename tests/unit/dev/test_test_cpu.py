@@ -6,6 +6,8 @@ from kafkalake.dev import test_cpu
 
 
 def test_workers_lines_sum_by_module_and_the_costliest_test_comes_first(tmp_path):
+    # The folder need not exist beforehand: make check's process records its tests first.
+    tmp_path = tmp_path / "not-yet"
     test_cpu.record(tmp_path, "gw0", "tests/integration/test_a.py::test_one", 10.0, 12.0)
     test_cpu.record(tmp_path, "gw0", "tests/integration/test_a.py::test_two", 2.5, 3.0)
     test_cpu.record(tmp_path, "gw1", "tests/integration/test_b.py::test_big[x]", 30.0, 20.0)
