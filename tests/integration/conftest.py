@@ -17,12 +17,13 @@ from typing import Any
 
 import pytest
 
-from .jvm_options import C1_ONLY, INTERPRETED
+from .jvm_options import C1_ONLY, INTERPRETED, SERIAL_GC
 
 # Test traffic stays on loopback: Spark would otherwise bind the machine's external address.
 os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
-# The tests' Spark JVMs: C1 only, and Spark's expressions interpreted (.jvm_options says why).
-os.environ.setdefault("KAFKALAKE_DRIVER_JAVA_OPTIONS", f"{C1_ONLY} {INTERPRETED}")
+# The tests' Spark JVMs: C1 only, the serial collector, and Spark's expressions interpreted
+# (.jvm_options says why).
+os.environ.setdefault("KAFKALAKE_DRIVER_JAVA_OPTIONS", f"{C1_ONLY} {SERIAL_GC} {INTERPRETED}")
 
 from conftest import SHARED_BROKER_DIR
 

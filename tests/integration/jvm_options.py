@@ -20,3 +20,10 @@ C1_ONLY = SHORT_RUN_JAVA_OPTIONS  # the same options a production run of few rec
 #: helpers.COMPILED), and test_ingest_dag's DAG runs with Spark's defaults (C1_ONLY alone).
 #: Throughput is `make bench`'s, which runs the jobs as production does.
 INTERPRETED = "-Dspark.sql.codegen.factoryMode=NO_CODEGEN -Dspark.sql.codegen.wholeStage=false"
+
+#: The serial collector instead of G1 (the JVM's choice on 2 cores and GiBs): its concurrent marking
+#: and refinement threads and write barriers cost CPU that small heaps over short lives never need
+#: back. test_parsing + test_replay (an in-process session, a job host, spark-submits), one after
+#: the other, interleaved twice: 160 and 174 CPU-s with G1, 141 and 146 with the serial collector.
+#: test_ingest_dag keeps the JVM's own choice (C1_ONLY alone), as production runs it.
+SERIAL_GC = "-XX:+UseSerialGC"
