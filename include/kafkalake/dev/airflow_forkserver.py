@@ -32,6 +32,7 @@ import time
 import traceback
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 # Airflow is imported by the server (PRELOAD) and its children only, never by the process that starts the
 # server: Airflow reads its configuration when imported.
@@ -55,6 +56,13 @@ PRELOAD = (
     "airflow.providers.apache.spark.operators.spark_submit",
     "kafkalake.airflow.dag_factory",
     "kafkalake.airflow.tasks",
+    # A task's run history is appended through delta-rs, which imports pyarrow and pandas (~1.5 CPU-s
+    # a child); Airflow's migration check imports alembic.
+    "kafkalake.lake.run_history",
+    "deltalake",
+    "pyarrow",
+    "pandas",
+    "alembic.context",
 )
 
 #: The reply when the command's environment configures Airflow otherwise: run it as a process.
@@ -131,10 +139,41 @@ def _run_child(request: dict[str, object]) -> int:
     return code
 
 
+def warm_execution_api() -> None:
+    """Build the in-process execution API's app once, here, and hand it to the first one a child asks for.
+
+    ``airflow dags test`` runs its tasks against an in-process execution API; Cadwyn makes that app's
+    versioned routes on its first request: a profile (py-spy) of the forked ``dags test`` children
+    of test_ingest_dag put 196 and 282 of their 372 and 528 samples there, 4-5.5 CPU-s a run. The
+    app built here is what ``InProcessExecutionAPI.app`` builds (its own lifespan and services,
+    authentication bypassed), routes made; a child's first ``create_task_execution_api_app`` returns
+    it, later ones build their own, so no app is entered twice in one process.
+
+    Only Airflow's own objects are reused, and none holds a thread, socket or connection; where
+    Airflow has moved them, children build theirs as before (and the server's log says so).
+    """
+    try:
+        from airflow.api_fastapi.execution_api import app as execution_app
+
+        warm = execution_app.InProcessExecutionAPI().app
+        warm._cadwyn_initialize()
+        build = execution_app.create_task_execution_api_app
+    except (ImportError, AttributeError) as err:
+        logging.getLogger(__name__).warning("execution API not warmed, children build theirs: %r", err)
+        return
+    unused = [warm]
+
+    def create_task_execution_api_app(*args: Any, **kwargs: Any) -> Any:
+        return unused.pop() if unused else build(*args, **kwargs)
+
+    execution_app.create_task_execution_api_app = create_task_execution_api_app
+
+
 def serve(path: str) -> None:
     """The server's loop: import, listen on ``path``, fork a child per command."""
     for module in PRELOAD:
         importlib.import_module(module)
+    warm_execution_api()
     settings = airflow_settings(os.environ)
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     # Listening before the path appears: the starter waits for the path.

@@ -107,3 +107,25 @@ def test_the_server_ends_with_its_starter(tmp_path_factory: pytest.TempPathFacto
     assert started.process.wait(timeout=180) == 0
     started.stop()
     assert not started.folder.exists()
+
+
+def test_a_childs_first_execution_api_is_the_one_the_server_built_routes_made(
+    monkeypatch: pytest.MonkeyPatch,
+):
+    from airflow.api_fastapi.execution_api import app as execution_app
+
+    # Restored after the test: the warm-up replaces the module's builder, as it does in the server.
+    monkeypatch.setattr(
+        execution_app, "create_task_execution_api_app", execution_app.create_task_execution_api_app
+    )
+    airflow_forkserver.warm_execution_api()
+
+    first = execution_app.InProcessExecutionAPI().app
+    assert first._cadwyn_initialized  # its versioned routes made before any request
+    # Built as InProcessExecutionAPI builds its own: authentication bypassed, a dag bag of its own.
+    assert len(first.dependency_overrides) == 4
+    assert first.state.dag_bag is not None
+    # The next one in the same process is built anew: one app's lifespan is never entered twice.
+    second = execution_app.InProcessExecutionAPI().app
+    assert second is not first
+    assert not second._cadwyn_initialized
