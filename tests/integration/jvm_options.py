@@ -21,9 +21,9 @@ C1_ONLY = SHORT_RUN_JAVA_OPTIONS  # the same options a production run of few rec
 #: Throughput is `make bench`'s, which runs the jobs as production does.
 INTERPRETED = "-Dspark.sql.codegen.factoryMode=NO_CODEGEN -Dspark.sql.codegen.wholeStage=false"
 
-#: The serial collector instead of G1 (the JVM's choice on 2 cores and GiBs): its concurrent marking
-#: and refinement threads and write barriers cost CPU that small heaps over short lives never need
-#: back. test_parsing + test_replay (an in-process session, a job host, spark-submits), one after
-#: the other, interleaved twice: 160 and 174 CPU-s with G1, 141 and 146 with the serial collector.
-#: test_ingest_dag keeps the JVM's own choice (C1_ONLY alone), as production runs it.
+#: The serial collector instead of production's throughput collector (launch/spark_conf.JVM_GC_OPTIONS,
+#: which this replaces): its parallel threads cost more CPU than one thread does on the tests' small,
+#: short-lived heaps. test_parsing + test_replay (an in-process session, a job host, spark-submits),
+#: one after the other, interleaved twice: 160 and 174 CPU-s with the throughput collector, 141 and
+#: 146 with the serial one. test_ingest_dag keeps production's (C1_ONLY alone).
 SERIAL_GC = "-XX:+UseSerialGC"

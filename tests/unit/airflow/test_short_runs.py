@@ -12,7 +12,6 @@ from kafkalake.config.topic import TopicConfig
 from kafkalake.core.run_mode import Mode, RunMode
 from kafkalake.lake import care_due, parsed_backlog
 from kafkalake.launch.spark_conf import (
-    ENV_DRIVER_JAVA_OPTIONS,
     SHORT_RUN_JAVA_OPTIONS,
     SHORT_RUN_RECORDS,
     for_run,
@@ -21,9 +20,6 @@ from kafkalake.launch.spark_conf import (
 
 @pytest.fixture
 def ingest(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> IngestOperator:
-    # The project's own driver options: not the integration tests' choice of compilers, which a
-    # worker that ran them keeps in its environment and which would stand instead (for_run).
-    monkeypatch.delenv(ENV_DRIVER_JAVA_OPTIONS, raising=False)
     path = str(tmp_path / "lake" / "orders")
     topic = TopicConfig(name="orders", freshness_sla=timedelta(hours=1), path=path)
     return IngestOperator(

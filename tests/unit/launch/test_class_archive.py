@@ -18,7 +18,7 @@ from kafkalake.launch.class_archive import (
     stamp_file,
     usable_archive,
 )
-from kafkalake.launch.spark_conf import ENV_DRIVER_JAVA_OPTIONS, JVM_OPTIONS, base_conf
+from kafkalake.launch.spark_conf import JVM_OPTIONS, base_conf
 
 
 @pytest.fixture
@@ -108,7 +108,6 @@ def test_jobs_get_it_with_their_other_driver_options(
     monkeypatch.setattr(class_archive, "jars_dir", lambda: target)
     for key, value in java_home.items():
         monkeypatch.setenv(key, value)
-    monkeypatch.delenv(ENV_DRIVER_JAVA_OPTIONS, raising=False)  # set by tests/integration/conftest.py
     options = base_conf(tmp_path / "lake")["spark.driver.extraJavaOptions"].split()
     assert options == [
         f"-Dderby.system.home={tmp_path / 'lake' / '_metastore'}",

@@ -15,7 +15,6 @@ from kafkalake.launch import jobs, jvm_extension, spark_auth, submit
 from kafkalake.launch.handover import ENV_CLIENT_CONFIG_FILE
 from kafkalake.launch.spark_conf import (
     DELTA_SETTINGS,
-    ENV_DRIVER_JAVA_OPTIONS,
     MACHINERY_JIT_OPTIONS,
     SHORT_RUN_JAVA_OPTIONS,
     for_run,
@@ -66,7 +65,6 @@ def test_a_topic_on_an_object_store_gets_the_s3a_jars_too(lake, resolved_jars):
 
 
 def test_settings_chosen_before_are_kept_and_a_run_length_adds_its_compilers(lake, monkeypatch):
-    monkeypatch.delenv(ENV_DRIVER_JAVA_OPTIONS, raising=False)  # the suite's own choice of compilers
     chosen = {"spark.driver.extraJavaOptions": "-Dx=1", "spark.executor.memory": "3g"}
     orders = topic("orders-v2", lake)
     kept = submit.submission("ingest_topic", orders, catalog=CATALOG, lake=lake, conf=chosen)
