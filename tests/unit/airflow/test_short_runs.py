@@ -11,15 +11,11 @@ from kafkalake.airflow.tasks import IngestOperator
 from kafkalake.config.topic import TopicConfig
 from kafkalake.core.run_mode import Mode, RunMode
 from kafkalake.lake import care_due, parsed_backlog
-from kafkalake.launch.spark_conf import (
-    SHORT_RUN_JAVA_OPTIONS,
-    SHORT_RUN_RECORDS,
-    for_run,
-)
+from kafkalake.launch.spark_conf import SHORT_RUN_JAVA_OPTIONS, SHORT_RUN_RECORDS, for_run
 
 
 @pytest.fixture
-def ingest(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> IngestOperator:
+def ingest(tmp_path: Path) -> IngestOperator:
     path = str(tmp_path / "lake" / "orders")
     topic = TopicConfig(name="orders", freshness_sla=timedelta(hours=1), path=path)
     return IngestOperator(

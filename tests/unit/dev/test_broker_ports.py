@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import socket
-from typing import Any
+
+import pytest
 
 from kafkalake.dev import broker
 
 
-def test_a_port_to_avoid_is_never_handed_out(monkeypatch: Any) -> None:
+def test_a_port_to_avoid_is_never_handed_out(monkeypatch: pytest.MonkeyPatch) -> None:
     # The kernel handed back the port it had just given: the second pick must not take it.
     ports = iter([40001, 40001, 40002])
 

@@ -177,7 +177,7 @@ def test_a_short_run_reads_few_records_with_no_table_care_due(records, care_due,
     [(True, SHORT_RUN_JAVA_OPTIONS), (False, MACHINERY_JIT_OPTIONS)],
     ids=["short", "long"],
 )
-def test_a_run_adds_its_compiler_options_after_the_drivers_own(tmp_path, monkeypatch, short, added):
+def test_a_run_adds_its_compiler_options_after_the_drivers_own(tmp_path, short, added):
     """A short run: the quick compiler only. A long run: both, the machinery's thresholds raised."""
     conf = base_conf(tmp_path)
     options = conf["spark.driver.extraJavaOptions"]
@@ -223,7 +223,7 @@ def test_a_compiler_choice_in_the_settings_stands_in_any_run(chosen):
     assert for_run(conf, short=False) == conf
 
 
-def test_a_topics_jvm_options_come_after_the_projects_and_keep_them(tmp_path, monkeypatch):
+def test_a_topics_jvm_options_come_after_the_projects_and_keep_them(tmp_path):
     """A topic that sets a JVM property (docs/security.md's OAuth example) keeps the metastore's home, the
     class archive and the collector; its own options come last, so they win where both set one."""
     own = "-Dorg.apache.kafka.sasl.oauthbearer.allowed.urls=https://idp.example/token -Xss4m"

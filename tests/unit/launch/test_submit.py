@@ -64,7 +64,7 @@ def test_a_topic_on_an_object_store_gets_the_s3a_jars_too(lake, resolved_jars):
     assert built.jars_arg() == ",".join(str(p) for p in built.jars)
 
 
-def test_settings_chosen_before_are_kept_and_a_run_length_adds_its_compilers(lake, monkeypatch):
+def test_settings_chosen_before_are_kept_and_a_run_length_adds_its_compilers(lake):
     chosen = {"spark.driver.extraJavaOptions": "-Dx=1", "spark.executor.memory": "3g"}
     orders = topic("orders-v2", lake)
     kept = submit.submission("ingest_topic", orders, catalog=CATALOG, lake=lake, conf=chosen)
