@@ -40,6 +40,10 @@ EXTENSION_CLASS = "org.apache.spark.sql.kafkalake.KafkalakeExtensions"
 #: Where the source is: Spark-side code, kept beside the Python that calls it.
 SOURCE_DIR = Path(__file__).resolve().parents[1] / "spark" / "jvm"
 _PREFIX = "kafkalake-spark-"
+#: The classes that depend on Hadoop alone (LocalFileSystems.scala) go into a jar of their own,
+#: which a job's driver has on its class path from the JVM's start (launch/spark_conf).
+HADOOP_PACKAGE = "kafkalake/hadoop/"
+_HADOOP_PREFIX = "kafkalake-hadoop-"
 
 #: Whether the jobs run with kafkalake's JVM extension: ``on`` (the default) or ``off`` (Spark's and
 #: Delta's public APIs only, for an upgrade that breaks the extension; docs/scale.md).
@@ -73,8 +77,8 @@ def loaded_by(extensions: str) -> bool:
 
 
 def is_extension_jar(jar: Path) -> bool:
-    """Whether ``jar`` is a build of the extension (of any digest)."""
-    return jar.name.startswith(_PREFIX) and jar.suffix == ".jar"
+    """Whether ``jar`` is a build of the extension (either of its jars, of any digest)."""
+    return jar.name.startswith((_PREFIX, _HADOOP_PREFIX)) and jar.suffix == ".jar"
 
 
 def _sources() -> list[Path]:
@@ -93,8 +97,13 @@ def jar_path(target: Path | None = None) -> Path:
     return (target or jars_dir()) / "spark" / f"{_PREFIX}{digest()}.jar"
 
 
+def hadoop_jar_path(target: Path | None = None) -> Path:
+    """The jar of the extension's :data:`HADOOP_PACKAGE`, built with :func:`jar_path`."""
+    return (target or jars_dir()) / "spark" / f"{_HADOOP_PREFIX}{digest()}.jar"
+
+
 def is_built(target: Path | None = None) -> bool:
-    return jar_path(target).is_file()
+    return jar_path(target).is_file() and hadoop_jar_path(target).is_file()
 
 
 def delta_jars(spark_set: Path) -> list[Path]:
@@ -104,12 +113,13 @@ def delta_jars(spark_set: Path) -> list[Path]:
 
 
 def build(target: Path | None = None, *, pyspark_jars: Path, delta: list[Path] | None = None) -> Path:
-    """Compile the sources into :func:`jar_path` unless it is there; older builds are removed.
+    """Compile the sources into :func:`jar_path` and :func:`hadoop_jar_path` unless they are there;
+    older builds are removed.
 
     ``delta``: the Delta jars to compile against; by default those of the target's ``spark`` set.
     """
     jar = jar_path(target)
-    if jar.is_file():
+    if is_built(target):
         log.info("kafkalake's JVM extension already built: %s", jar.name)
         return jar
     java = shutil.which("java")
@@ -143,18 +153,28 @@ def build(target: Path | None = None, *, pyspark_jars: Path, delta: list[Path] |
                 f"the Scala compiler could not build {SOURCE_DIR} (exit {done.returncode}):\n"
                 f"{done.stdout[-4000:]}\n{done.stderr[-4000:]}"
             )
-        # Written beside it, then into place in one step: a job never sees a half-written jar.
-        partial = jar.with_name(f".{jar.name}.{os.getpid()}")
-        try:
-            with zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as out:
-                out.writestr("META-INF/MANIFEST.MF", "Manifest-Version: 1.0\r\nCreated-By: kafkalake\r\n\r\n")
-                for path in sorted(classes.rglob("*.class")):
-                    out.write(path, path.relative_to(classes).as_posix())
-            partial.replace(jar)
-        finally:
-            partial.unlink(missing_ok=True)
-    for old in jar.parent.glob(f"{_PREFIX}*.jar"):
-        if old != jar:
+        classes_of = sorted(classes.rglob("*.class"))
+        hadoop = {p for p in classes_of if p.relative_to(classes).as_posix().startswith(HADOOP_PACKAGE)}
+        # The Hadoop jar first: a build that stops between the two leaves the main jar missing,
+        # which is_built notices.
+        _write_jar(hadoop_jar_path(target), classes, sorted(hadoop))
+        _write_jar(jar, classes, [p for p in classes_of if p not in hadoop])
+    for old in jar.parent.glob("kafkalake-*.jar"):
+        if is_extension_jar(old) and old not in (jar, hadoop_jar_path(target)):
             old.unlink()
     log.info("built %s", jar)
     return jar
+
+
+def _write_jar(jar: Path, classes: Path, files: list[Path]) -> None:
+    """The ``files`` (under ``classes``) as ``jar``: written beside it, then put in place in one
+    step, so a job never sees a half-written jar."""
+    partial = jar.with_name(f".{jar.name}.{os.getpid()}")
+    try:
+        with zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as out:
+            out.writestr("META-INF/MANIFEST.MF", "Manifest-Version: 1.0\r\nCreated-By: kafkalake\r\n\r\n")
+            for path in files:
+                out.write(path, path.relative_to(classes).as_posix())
+        partial.replace(jar)
+    finally:
+        partial.unlink(missing_ok=True)

@@ -37,6 +37,30 @@ def delta_settings(extension: bool | None = None) -> dict[str, str]:
     return {**DELTA_SETTINGS, "spark.sql.extensions": DELTA_EXTENSION}
 
 
+#: Hadoop's local file system through both its APIs, as kafkalake's JVM extension has it
+#: (LocalFileSystems.scala): a permission set and a link read in the JVM, where Hadoop without its
+#: native library starts a `chmod` or `readlink` process for each (every data file, checksum,
+#: Delta commit and checkpoint file; ~5 ms of CPU each). test_parsed_tables' session JVM started
+#: ~1,780 of them in two minutes (strace). Their jar goes on the driver's class path too
+#: (:func:`local_fs_settings`): spark-submit reads the local jars it is given through this file
+#: system before it adds them to the JVM.
+LOCAL_FS_SETTINGS = {
+    "spark.hadoop.fs.file.impl": "kafkalake.hadoop.KafkalakeLocalFileSystem",
+    "spark.hadoop.fs.AbstractFileSystem.file.impl": "kafkalake.hadoop.KafkalakeLocalFs",
+}
+
+
+DRIVER_CLASS_PATH = "spark.driver.extraClassPath"
+
+
+def local_fs_settings(extension: bool | None = None) -> dict[str, str]:
+    """:data:`LOCAL_FS_SETTINGS` and their jar on the driver's class path, with kafkalake's JVM
+    extension; none without it (a file system class that is not there fails every job)."""
+    if not (jvm_extension.enabled() if extension is None else extension):
+        return {}
+    return {**LOCAL_FS_SETTINGS, DRIVER_CLASS_PATH: str(jvm_extension.hadoop_jar_path())}
+
+
 def redaction_conf() -> dict[str, str]:
     """What Spark hides wherever it prints settings or a data source's options (event log, UI, plans).
 
@@ -154,6 +178,7 @@ def base_conf(
     uri = metastore or metastore_uri()
     conf = {
         **delta_settings(extension),
+        **local_fs_settings(extension),
         # As a setting, not --driver-memory (which would beat a topic's own spark_conf).
         "spark.driver.memory": "1g",
         # No shuffle in the ingest path; keep the few that happen (registration, checks) cheap.
@@ -266,5 +291,11 @@ def topic_conf(topic: TopicConfig, lake_root: Path) -> dict[str, str]:
     store = OBJECT_STORE_CONF if topic.on_object_store else {}
     conf = {**base_conf(lake_root), **store}
     for key, value in topic.spark_conf:
-        conf[key] = merged_java_options(conf.get(key, ""), value) if key in JAVA_OPTION_SETTINGS else value
+        if key in JAVA_OPTION_SETTINGS:
+            conf[key] = merged_java_options(conf.get(key, ""), value)
+        elif key == DRIVER_CLASS_PATH and conf.get(key):
+            # After the project's jar, not in its place: the file system classes must stay there.
+            conf[key] = f"{conf[key]}{os.pathsep}{value}"
+        else:
+            conf[key] = value
     return conf

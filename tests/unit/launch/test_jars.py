@@ -206,6 +206,12 @@ def test_jars_resolved_for_other_versions_are_not_resolved(tmp_path):
         jar_files("spark", tmp_path)
 
 
+def built_extension(target: Path) -> None:
+    """Both jars of a build of kafkalake's JVM extension, as jvm_extension.build leaves them."""
+    jvm_extension.jar_path(target).write_bytes(b"PK")
+    jvm_extension.hadoop_jar_path(target).write_bytes(b"PK")
+
+
 def test_resolved_folder_lists_its_jars_sorted(tmp_path):
     make_jars(tmp_path / "spark", "spark-sql-kafka-0-10_2.13-4.2.0.jar", "delta-spark_4.2_2.13-4.4.0.jar")
     make_jars(tmp_path / "kafka", "kafka_2.13-4.2.0.jar")
@@ -214,9 +220,10 @@ def test_resolved_folder_lists_its_jars_sorted(tmp_path):
     assert is_resolved(tmp_path) is True
     with pytest.raises(JarsMissingError, match=r"JVM extension .* not built .* run `make setup`"):
         jar_files("spark", tmp_path)
-    jvm_extension.jar_path(tmp_path).write_bytes(b"PK")
+    built_extension(tmp_path)
     assert jar_files("spark", tmp_path) == [
         tmp_path / "spark" / "delta-spark_4.2_2.13-4.4.0.jar",
+        jvm_extension.hadoop_jar_path(tmp_path),
         jvm_extension.jar_path(tmp_path),
         tmp_path / "spark" / "spark-sql-kafka-0-10_2.13-4.2.0.jar",
     ]
@@ -232,8 +239,9 @@ def test_with_the_switch_off_the_spark_set_leaves_the_extension_out_built_or_not
     ]
     # Not built: no error without it.
     assert jar_files("spark", tmp_path, extension=False) == without
-    jvm_extension.jar_path(tmp_path).write_bytes(b"PK")
+    built_extension(tmp_path)
     (tmp_path / "spark" / "kafkalake-spark-000000000000.jar").write_bytes(b"PK")  # a stale build too
+    (tmp_path / "spark" / "kafkalake-hadoop-000000000000.jar").write_bytes(b"PK")
     assert jar_files("spark", tmp_path, extension=False) == without
     assert jvm_extension.jar_path(tmp_path) in jar_files("spark", tmp_path, extension=True)
     # By default, the switch decides.
@@ -256,7 +264,7 @@ def test_an_unbuilt_extension_names_the_switch_that_does_without_it(tmp_path):
 def test_the_object_store_jars_have_their_own_marker(tmp_path):
     """Resolving the object-store group never unsettles the core group's marker, and vice versa."""
     make_jars(tmp_path / "spark", "delta-spark_4.2_2.13-4.4.0.jar")
-    jvm_extension.jar_path(tmp_path).write_bytes(b"PK")
+    built_extension(tmp_path)
     (tmp_path / "resolved.txt").write_text(marker_text())
     assert jar_files("spark", tmp_path)
     with pytest.raises(JarsMissingError, match="make setup"):

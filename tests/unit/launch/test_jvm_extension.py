@@ -19,6 +19,8 @@ def test_the_build_compiles_the_source_once_and_removes_older_builds(tmp_path):
     stale = tmp_path / "spark" / "kafkalake-spark-000000000000.jar"
     stale.parent.mkdir()
     stale.write_bytes(b"PK")
+    stale_hadoop = tmp_path / "spark" / "kafkalake-hadoop-000000000000.jar"
+    stale_hadoop.write_bytes(b"PK")
     other = tmp_path / "spark" / "kafka-clients-3.9.2.jar"
     other.write_bytes(b"PK")
 
@@ -33,7 +35,16 @@ def test_the_build_compiles_the_source_once_and_removes_older_builds(tmp_path):
     assert f"{package}KafkalakeProtobufDecode.class" in names
     assert jvm_extension.EXTENSION_CLASS.replace(".", "/") + ".class" in names
     assert "org/apache/spark/sql/delta/kafkalake/IdempotentAppend.class" in names
-    assert not stale.exists() and other.exists()
+    # The classes that depend on Hadoop alone, in their own jar for the driver's class path.
+    with zipfile.ZipFile(jvm_extension.hadoop_jar_path(tmp_path)) as built:
+        hadoop = set(built.namelist())
+    assert "kafkalake/hadoop/KafkalakeLocalFileSystem.class" in hadoop
+    assert "kafkalake/hadoop/KafkalakeLocalFs.class" in hadoop
+    assert not {n for n in names if n.startswith(jvm_extension.HADOOP_PACKAGE)}
+    assert {n for n in hadoop if n.endswith(".class")} == {
+        n for n in hadoop if n.startswith(jvm_extension.HADOOP_PACKAGE)
+    }
+    assert not stale.exists() and not stale_hadoop.exists() and other.exists()
     built_at = jar.stat().st_mtime_ns
     assert jvm_extension.build(tmp_path, pyspark_jars=pyspark_jars_dir(), delta=DELTA) == jar
     assert jar.stat().st_mtime_ns == built_at

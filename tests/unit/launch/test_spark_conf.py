@@ -12,11 +12,14 @@ import pytest
 from kafkalake.config.topic import TopicConfig
 from kafkalake.core.errors import BadConfigError
 from kafkalake.core.paths import metastore_dir
+from kafkalake.launch import jvm_extension
 from kafkalake.launch.jvm_extension import ENV_JVM_EXTENSION, EXTENSION_CLASS
 from kafkalake.launch.spark_conf import (
     DELTA_SETTINGS,
+    DRIVER_CLASS_PATH,
     ENV_DRIVER_JAVA_OPTIONS,
     JVM_OPTIONS,
+    LOCAL_FS_SETTINGS,
     MACHINERY_CLASSES,
     MACHINERY_JIT_OPTIONS,
     SHORT_RUN_JAVA_OPTIONS,
@@ -95,9 +98,12 @@ def test_with_the_switch_off_only_delta_s_extension_is_loaded(tmp_path, monkeypa
     conf = base_conf(tmp_path)
     assert conf["spark.sql.extensions"] == "io.delta.sql.DeltaSparkSessionExtension"
     assert conf["spark.sql.catalog.spark_catalog"] == DELTA_SETTINGS["spark.sql.catalog.spark_catalog"]
-    # Nothing else changes.
+    # Nothing else changes, but Hadoop's own local file system (the extension's is in its jars).
+    assert not set(LOCAL_FS_SETTINGS) & set(conf)
     assert {k: v for k, v in conf.items() if k != "spark.sql.extensions"} == {
-        k: v for k, v in base_conf(tmp_path, extension=True).items() if k != "spark.sql.extensions"
+        k: v
+        for k, v in base_conf(tmp_path, extension=True).items()
+        if k != "spark.sql.extensions" and k not in LOCAL_FS_SETTINGS and k != DRIVER_CLASS_PATH
     }
     topic = TopicConfig(name="orders", freshness_sla=timedelta(hours=6))
     assert EXTENSION_CLASS not in topic_conf(topic, tmp_path)["spark.sql.extensions"]
@@ -237,6 +243,24 @@ def test_a_topics_jvm_options_come_after_the_projects_and_keep_them(tmp_path):
     assert conf["spark.driver.extraJavaOptions"] == f"{base['spark.driver.extraJavaOptions']} {own}"
     assert conf["spark.driver.extraJavaOptions"].startswith(f"-Dderby.system.home={metastore_dir(tmp_path)}")
     assert conf["spark.executor.extraJavaOptions"] == f"{JVM_OPTIONS} {MACHINERY_JIT_OPTIONS} -Xss4m"
+
+
+def test_the_local_file_system_is_the_extensions_and_a_topics_class_path_comes_after_its_jar(tmp_path):
+    """Hadoop's local file system without a process per chmod or readlink (LocalFileSystems.scala):
+    its jar on the driver's class path from the start, which a topic's own class path extends."""
+    base = base_conf(tmp_path, extension=True)
+    assert {k: base[k] for k in LOCAL_FS_SETTINGS} == LOCAL_FS_SETTINGS
+    assert base[DRIVER_CLASS_PATH] == str(jvm_extension.hadoop_jar_path())
+    own = "/opt/jdbc/driver.jar"
+    topic = TopicConfig(
+        name="orders", freshness_sla=timedelta(hours=1), spark_conf=((DRIVER_CLASS_PATH, own),)
+    )
+    assert topic_conf(topic, tmp_path)[DRIVER_CLASS_PATH] == f"{jvm_extension.hadoop_jar_path()}:{own}"
+    # A topic may still choose its own file system class: the last word is the topic's.
+    topic = TopicConfig(
+        name="orders", freshness_sla=timedelta(hours=1), spark_conf=(("spark.hadoop.fs.file.impl", "x.Fs"),)
+    )
+    assert topic_conf(topic, tmp_path)["spark.hadoop.fs.file.impl"] == "x.Fs"
 
 
 @pytest.mark.parametrize("collector", ["-XX:+UseG1GC", "-XX:+UseSerialGC", "-XX:+UseZGC"])
