@@ -93,13 +93,17 @@ def digest() -> str:
     return h.hexdigest()[:12]
 
 
+def _build_path(prefix: str, target: Path | None) -> Path:
+    return (target or jars_dir()) / "spark" / f"{prefix}{digest()}.jar"
+
+
 def jar_path(target: Path | None = None) -> Path:
-    return (target or jars_dir()) / "spark" / f"{_PREFIX}{digest()}.jar"
+    return _build_path(_PREFIX, target)
 
 
 def hadoop_jar_path(target: Path | None = None) -> Path:
     """The jar of the extension's :data:`HADOOP_PACKAGE`, built with :func:`jar_path`."""
-    return (target or jars_dir()) / "spark" / f"{_HADOOP_PREFIX}{digest()}.jar"
+    return _build_path(_HADOOP_PREFIX, target)
 
 
 def is_built(target: Path | None = None) -> bool:
@@ -118,7 +122,7 @@ def build(target: Path | None = None, *, pyspark_jars: Path, delta: list[Path] |
 
     ``delta``: the Delta jars to compile against; by default those of the target's ``spark`` set.
     """
-    jar = jar_path(target)
+    jar, hadoop_jar = jar_path(target), hadoop_jar_path(target)
     if is_built(target):
         log.info("kafkalake's JVM extension already built: %s", jar.name)
         return jar
@@ -157,10 +161,10 @@ def build(target: Path | None = None, *, pyspark_jars: Path, delta: list[Path] |
         hadoop = {p for p in classes_of if p.relative_to(classes).as_posix().startswith(HADOOP_PACKAGE)}
         # The Hadoop jar first: a build that stops between the two leaves the main jar missing,
         # which is_built notices.
-        _write_jar(hadoop_jar_path(target), classes, sorted(hadoop))
+        _write_jar(hadoop_jar, classes, sorted(hadoop))
         _write_jar(jar, classes, [p for p in classes_of if p not in hadoop])
     for old in jar.parent.glob("kafkalake-*.jar"):
-        if is_extension_jar(old) and old not in (jar, hadoop_jar_path(target)):
+        if is_extension_jar(old) and old not in (jar, hadoop_jar):
             old.unlink()
     log.info("built %s", jar)
     return jar
