@@ -120,6 +120,13 @@ def test_with_the_switch_off_only_delta_s_extension_is_loaded(tmp_path, monkeypa
     )
 
 
+def test_pyspark_call_site_capture_is_off_unless_a_topic_turns_it_on(tmp_path):
+    key = "spark.python.sql.dataFrameDebugging.enabled"
+    assert base_conf(tmp_path)[key] == "false"
+    topic = TopicConfig(name="orders", freshness_sla=timedelta(hours=6), spark_conf=((key, "true"),))
+    assert topic_conf(topic, tmp_path)[key] == "true"
+
+
 def test_topic_without_spark_conf_gets_exactly_the_base(tmp_path):
     topic = TopicConfig(name="orders", freshness_sla=timedelta(hours=6))
     assert topic_conf(topic, tmp_path) == base_conf(tmp_path)
