@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
 import time
 from collections import Counter
 from pathlib import Path
@@ -90,10 +89,10 @@ def test_broker_stopped_during_ingest_then_started_task_succeeds_on_retry_exactl
     checkpoint = Path(topic.checkpoint_path)
     output = tmp_path / "dags-test.log"
 
-    cmd = local_airflow.airflow_command(*local_airflow.dags_test_args(topic.dag_id, NOT_REGISTERED))
     env = local_airflow.dags_test_environment(local_airflow.with_kafka(airflow_env, kafka.bootstrap_servers))
-    with output.open("wb") as out:
-        run = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    run = local_airflow.start_airflow(
+        env, *local_airflow.dags_test_args(topic.dag_id, NOT_REGISTERED), output=output
+    )
     try:
         # The stream is running (micro-batches planned) when the broker goes away.
         wait_for(

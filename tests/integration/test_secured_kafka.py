@@ -212,16 +212,13 @@ def test_a_killed_run_leaves_no_credential_behind(secured, secured_env, work):
     """SIGKILL the whole `airflow dags test` (task and job) once the job has started: no finally runs."""
     producer.produce(secured.admin_config(), SCRAM_TOPIC, records(0, 40))
     dag_id = load_catalog(work["catalog"], work["lake"]).topic(SCRAM_TOPIC).dag_id
-    cmd = local_airflow.airflow_command(*local_airflow.dags_test_args(dag_id))
     tmp = work["tmp"]
     output = work["airflow"] / "killed-run.log"  # in AIRFLOW_HOME: searched by the next test too
-    with PsWatcher() as ps, output.open("wb") as out:
-        process = subprocess.Popen(
-            cmd,
-            env=local_airflow.dags_test_environment(secured_env),
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
+    with PsWatcher() as ps:
+        process = local_airflow.start_airflow(
+            local_airflow.dags_test_environment(secured_env),
+            *local_airflow.dags_test_args(dag_id),
+            output=output,
         )
         try:
             deadline = time.monotonic() + 240

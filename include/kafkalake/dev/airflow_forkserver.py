@@ -11,6 +11,11 @@ A command is served only when its environment configures Airflow as the server's
 Airflow reads when it looks them up): Airflow reads its configuration when imported, so anything
 else runs as a fresh ``airflow`` process (:mod:`kafkalake.dev.local_airflow` falls back by itself).
 
+A command a caller may kill (``airflow dags test`` SIGKILLed mid-run, as a lost worker would be)
+is started with :func:`start`: its child makes a process group of its own and tells its pid, so a
+``killpg`` ends it and every process under it, as ``subprocess.Popen(..., start_new_session=True)``
+of a fresh ``airflow`` would, without paying Airflow's imports again (~6.5 CPU-s a run).
+
 The server ends when the process that started it closes its stdin (or dies), so it never outlives
 a test session.
 """
@@ -23,11 +28,13 @@ import json
 import logging
 import os
 import select
+import signal
 import socket
 import struct
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import traceback
 from collections.abc import Mapping, Sequence
@@ -113,10 +120,14 @@ def _run_child(request: dict[str, object]) -> int:
     env = request["env"]
     assert isinstance(env, dict)
     take_environment(env)
-    for fd, path in ((1, request["stdout"]), (2, request["stderr"])):
-        out = os.open(str(path), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        os.dup2(out, fd)
-        os.close(out)
+    # Appended (a log several runs share) or started anew; one file for both when they name the same.
+    flags = os.O_WRONLY | os.O_CREAT | (os.O_APPEND if request.get("append") else os.O_TRUNC)
+    out = os.open(str(request["stdout"]), flags, 0o600)
+    err = out if request["stderr"] == request["stdout"] else os.open(str(request["stderr"]), flags, 0o600)
+    for fd, opened in ((1, out), (2, err)):
+        os.dup2(opened, fd)
+    for opened in {out, err}:
+        os.close(opened)
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
     os.close(devnull)
@@ -180,8 +191,17 @@ def serve(path: str) -> None:
     listener.bind(path + ".tmp")
     listener.listen(8)
     os.rename(path + ".tmp", path)
+    # A child is reaped the moment it ends: a caller waiting on a started command (ServedRun)
+    # waits until its pid is gone, as Popen.wait does, and a zombie's pid still counts as running
+    # to whoever checks it (handover.sweep_stale, after a killed run).
+    reaped, wake = os.pipe()
+    os.set_blocking(wake, False)
+    signal.set_wakeup_fd(wake)
+    signal.signal(signal.SIGCHLD, lambda *_: None)
     while True:
-        readable, _, _ = select.select([listener, sys.stdin], [], [], 1.0)
+        readable, _, _ = select.select([listener, sys.stdin, reaped], [], [], 1.0)
+        if reaped in readable:
+            os.read(reaped, 512)
         while True:  # reap finished children
             try:
                 pid, _status = os.waitpid(-1, os.WNOHANG)
@@ -205,8 +225,16 @@ def serve(path: str) -> None:
             continue
         if os.fork() == 0:
             listener.close()
+            signal.set_wakeup_fd(-1)
+            signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+            os.close(reaped)
+            os.close(wake)
             code = 1
             try:
+                if request.get("own_group"):
+                    # A group of its own, which the caller kills whole; it learns whose first.
+                    os.setsid()
+                    _send(conn, _CODE.pack(os.getpid()))
                 code = _run_child(request)
             finally:
                 # As at a process's own exit: every log handler flushed and closed (os._exit below
@@ -286,6 +314,68 @@ def run(
         if code == NOT_SERVED:
             return None
         return subprocess.CompletedProcess(["airflow", *args], code, _text(out), _text(err))
+
+
+class ServedRun:
+    """A command the server runs in a process group of its own (:func:`start`): what a caller of
+    ``subprocess.Popen(..., start_new_session=True)`` uses of it, ``pid`` (the group's) for
+    ``os.killpg``, ``poll`` and ``wait``. The exit code is the one the child sends, -9 when it dies
+    without sending one (killed)."""
+
+    def __init__(self, conn: socket.socket, pid: int) -> None:
+        self.pid = pid
+        self.returncode: int | None = None
+        self._conn = conn
+        self._done = threading.Event()
+        threading.Thread(target=self._await_code, name=f"served-run-{pid}", daemon=True).start()
+
+    def _await_code(self) -> None:
+        try:
+            (code,) = _CODE.unpack(_receive(self._conn))
+        except (ConnectionError, OSError):
+            code = -9
+        finally:
+            self._conn.close()
+        # Gone, not only done talking: reaped by the server the moment it ends.
+        while Path(f"/proc/{self.pid}").exists():
+            time.sleep(0.02)
+        self.returncode = code
+        self._done.set()
+
+    def poll(self) -> int | None:
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        if not self._done.wait(timeout):
+            raise subprocess.TimeoutExpired(f"served run {self.pid}", timeout or 0.0)
+        assert self.returncode is not None
+        return self.returncode
+
+
+def start(socket_path: str, args: Sequence[str], env: Mapping[str, str], output: Path) -> ServedRun | None:
+    """Start ``airflow *args`` in ``env`` through the server at ``socket_path``, in a process group
+    of its own, its stdout and stderr appended to ``output``; None when the server does not serve
+    this environment's Airflow configuration (start it as a process then)."""
+    request = {
+        "args": list(args),
+        "env": dict(env),
+        "stdout": str(output),
+        "stderr": str(output),
+        "append": True,
+        "own_group": True,
+    }
+    conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        conn.connect(socket_path)
+        _send(conn, json.dumps(request).encode())
+        (first,) = _CODE.unpack(_receive(conn))
+    except BaseException:
+        conn.close()
+        raise
+    if first == NOT_SERVED:
+        conn.close()
+        return None
+    return ServedRun(conn, first)
 
 
 def _text(path: Path) -> str:

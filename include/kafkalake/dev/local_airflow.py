@@ -16,7 +16,7 @@ import sys
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from kafkalake.airflow.pools import DEFAULT_SPARK_SLOTS, SPARK_POOL, pools_set_args
 from kafkalake.airflow.sla_alerts import ENV_DEADLINE_ALERTS
@@ -134,11 +134,17 @@ def admin_password(airflow_home: Path) -> str | None:
     return str(passwords["admin"])
 
 
-def _airflow(env: Mapping[str, str], *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    # An environment made at a session's start holds the test of that moment: the command and the
-    # jobs it starts are the calling test's (dev/suite_cpu sums CPU by the test in the environment).
+def _calling_test(env: Mapping[str, str]) -> Mapping[str, str]:
+    """``env`` naming the test that runs now: one made at a session's start holds the test of that
+    moment, and a command and the jobs it starts are the calling test's (dev/suite_cpu sums CPU by
+    the test in the environment)."""
     if test := os.environ.get("PYTEST_CURRENT_TEST"):
-        env = {**env, "PYTEST_CURRENT_TEST": test}
+        return {**env, "PYTEST_CURRENT_TEST": test}
+    return env
+
+
+def _airflow(env: Mapping[str, str], *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    env = _calling_test(env)
     done = None
     if server := env.get(airflow_forkserver.ENV_FORKSERVER):
         done = airflow_forkserver.run(server, args, env)
@@ -152,6 +158,35 @@ def _airflow(env: Mapping[str, str], *args: str, check: bool = True) -> subproce
             f"\n{done.stderr[-3000:]}"
         )
     return done
+
+
+class StartedAirflow(Protocol):
+    """An Airflow command started in a process group of its own (:func:`start_airflow`)."""
+
+    pid: int
+
+    def poll(self) -> int | None: ...
+
+    def wait(self, timeout: float | None = None) -> int: ...
+
+
+def start_airflow(env: Mapping[str, str], *args: str, output: Path) -> StartedAirflow:
+    """Start Airflow's CLI in ``env`` in a process group of its own (``os.killpg(started.pid, …)``
+    ends it and all under it), its output appended to ``output``: through ``env``'s fork server
+    when it serves this configuration, else as a process of its own."""
+    env = _calling_test(env)
+    if server := env.get(airflow_forkserver.ENV_FORKSERVER):
+        served = airflow_forkserver.start(server, args, env, output)
+        if served is not None:
+            return served
+    with output.open("ab") as out:
+        return subprocess.Popen(
+            airflow_command(*args),
+            env=dict(env),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
 
 
 def run_airflow(env: Mapping[str, str], *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:

@@ -104,34 +104,19 @@ def records(rng: random.Random, start: int, count: int) -> list[Record]:
 def dag_run(
     env: dict[str, str], dag_id: str, kill_after: float | None, log: Path
 ) -> tuple[float | None, int]:
-    """One ``airflow dags test``; killed (the whole group) after ``kill_after`` s unless done by then.
+    """One ``airflow dags test`` in a process group of its own (through ``env``'s fork server when
+    it has one); killed (the whole group) after ``kill_after`` s unless done by then.
 
     Returns the moment it was killed (None when it ended by itself) and its exit code.
     """
-    cmd = local_airflow.airflow_command(*local_airflow.dags_test_args(dag_id))
-    started = time.monotonic()
-    with log.open("ab") as out:
-        process = subprocess.Popen(
-            cmd,
-            env=local_airflow.dags_test_environment(env),
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-        try:
-            return None, process.wait(timeout=kill_after if kill_after is not None else 900)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            return time.monotonic() - started, process.wait(timeout=60)
-
-
-def served_dag_run(env: dict[str, str], dag_id: str, log: Path) -> int:
-    """One ``airflow dags test`` that nobody kills, through ``env``'s fork server: its exit code."""
     args = local_airflow.dags_test_args(dag_id)
-    done = local_airflow.run_airflow(local_airflow.dags_test_environment(env), *args, check=False)
-    with log.open("a") as out:
-        out.write(done.stdout + done.stderr)
-    return done.returncode
+    started = time.monotonic()
+    run = local_airflow.start_airflow(local_airflow.dags_test_environment(env), *args, output=log)
+    try:
+        return None, run.wait(timeout=kill_after if kill_after is not None else 900)
+    except subprocess.TimeoutExpired:
+        os.killpg(run.pid, signal.SIGKILL)
+        return time.monotonic() - started, run.wait(timeout=60)
 
 
 def check(topic: TopicConfig, bootstrap: str, soak: Soak) -> None:
@@ -199,9 +184,8 @@ def soak(
         # The kills are of whole DAG runs, spark-submit's processes among them: never a job host's
         # (which a kill under it ends).
         env.pop(ENV_JOB_HOST, None)
-        # The Airflow commands nobody kills (the DB's set-up, the final run) go through a fork
-        # server that imports Airflow once; its children share its process group, so the runs it
-        # kills are `airflow dags test` processes of their own (dag_run).
+        # Every Airflow command goes through a fork server that imports Airflow once; the runs it
+        # may kill are children in process groups of their own (dag_run).
         server = airflow_forkserver.AirflowForkServer(env).start()
         stack.callback(server.stop)
         served = {**env, airflow_forkserver.ENV_FORKSERVER: server.socket}
@@ -213,7 +197,7 @@ def soak(
         producer.produce(bootstrap, topic_name, batch)
         result.produced += len(batch)
         begun = time.monotonic()
-        killed, code = dag_run(env, topic.dag_id, None, log)
+        killed, code = dag_run(served, topic.dag_id, None, log)
         result.runs += 1
         if code != 0:
             raise RuntimeError(f"the first DAG run failed (exit {code}); see {log}")
@@ -225,7 +209,7 @@ def soak(
             result.produced += len(batch)
             moment = rng.uniform(1.0, typical)
             begun = time.monotonic()
-            killed, code = dag_run(env, topic.dag_id, moment, log)
+            killed, code = dag_run(served, topic.dag_id, moment, log)
             result.runs += 1
             if killed is None:
                 # The latest length, not the longest: a run slowed by a busy machine must not
@@ -241,7 +225,7 @@ def soak(
             )
         # The last word: one run to its end (a leftover lock or half-written batch must not stop it).
         final = served if job_host is None else {**served, ENV_JOB_HOST: job_host}
-        code = served_dag_run(final, topic.dag_id, log)
+        _, code = dag_run(final, topic.dag_id, None, log)
         result.runs += 1
         if code != 0:
             raise RuntimeError(f"the final DAG run failed (exit {code}); see {log}")

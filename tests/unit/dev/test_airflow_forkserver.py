@@ -7,6 +7,7 @@ import json
 import os
 import signal
 import socket
+import subprocess
 import tempfile
 import time
 from collections.abc import Iterator
@@ -16,7 +17,7 @@ import pytest
 
 from kafkalake.dev import airflow_forkserver
 from kafkalake.dev.airflow_forkserver import AirflowForkServer, airflow_settings
-from kafkalake.dev.local_airflow import environment, run_airflow
+from kafkalake.dev.local_airflow import environment, run_airflow, start_airflow
 
 
 def test_only_settings_airflow_reads_at_import_must_match():
@@ -96,6 +97,64 @@ def test_a_killed_command_is_reported_as_killed(server: AirflowForkServer, tmp_p
             os.kill(int(pid), signal.SIGKILL)
         with pytest.raises(ConnectionError):
             airflow_forkserver._receive(conn)  # closed without a code: run() reports -9
+
+
+def test_a_started_command_appends_its_output_and_reports_its_exit_code(
+    server: AirflowForkServer, tmp_path: Path
+):
+    output = tmp_path / "runs.log"
+    output.write_text("an earlier run's line\n")
+    env = {**server.env, "AIRFLOW_VAR_GREETING": "hé there"}
+    run = airflow_forkserver.start(server.socket, ["variables", "get", "GREETING"], env, output)
+    assert run is not None, "not served"
+    assert run.wait(timeout=120) == 0, output.read_text()[-2000:]
+    assert run.poll() == 0
+    lines = output.read_text().splitlines()
+    assert lines[0] == "an earlier run's line"
+    assert lines[-1] == "hé there"
+    failed = airflow_forkserver.start(server.socket, ["variables", "get", "MISSING"], env, output)
+    assert failed is not None and failed.wait(timeout=120) != 0
+
+
+def test_a_started_command_is_a_process_group_of_its_own_that_a_kill_ends(
+    server: AirflowForkServer, tmp_path: Path
+):
+    # Its output is a FIFO nobody reads: the child blocks opening it, so it surely still runs.
+    fifo = tmp_path / "output"
+    os.mkfifo(fifo)
+    run = airflow_forkserver.start(server.socket, ["version"], server.env, fifo)
+    assert run is not None
+    assert server.process is not None
+    assert os.getpgid(run.pid) == run.pid != os.getpgid(server.process.pid)
+    assert run.poll() is None
+    with pytest.raises(subprocess.TimeoutExpired):
+        run.wait(timeout=0.2)
+    os.killpg(run.pid, signal.SIGKILL)
+    assert run.wait(timeout=30) == -9
+    # Reaped, not a zombie: a pid check after the kill (handover.sweep_stale's) finds it gone.
+    assert not Path(f"/proc/{run.pid}").exists()
+    # The server serves on.
+    assert airflow_forkserver.run(server.socket, ["version"], server.env) is not None
+
+
+def test_a_command_another_configuration_starts_is_a_process_of_its_own(
+    server: AirflowForkServer, tmp_path: Path
+):
+    other = {**server.env, "AIRFLOW__CORE__PARALLELISM": "3"}
+    output = tmp_path / "out.log"
+    assert airflow_forkserver.start(server.socket, ["version"], other, output) is None
+    run = start_airflow(
+        {**other, airflow_forkserver.ENV_FORKSERVER: server.socket},
+        "config",
+        "get-value",
+        "core",
+        "parallelism",
+        output=output,
+    )
+    assert isinstance(run, subprocess.Popen)
+    assert os.getpgid(run.pid) == run.pid
+    assert run.wait(timeout=120) == 0
+    assert output.read_text().strip().splitlines()[-1] == "3"
 
 
 def test_the_server_ends_with_its_starter(tmp_path_factory: pytest.TempPathFactory):
