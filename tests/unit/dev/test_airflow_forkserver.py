@@ -64,17 +64,15 @@ def test_a_command_runs_in_the_callers_environment(server: AirflowForkServer):
     assert failed.returncode != 0
 
 
+#: A command whose answer shows the Airflow configuration it ran in.
+PARALLELISM = ("config", "get-value", "core", "parallelism")
+
+
 def test_another_airflow_configuration_is_not_served(server: AirflowForkServer):
     other = {**server.env, "AIRFLOW__CORE__PARALLELISM": "3"}
     assert airflow_forkserver.run(server.socket, ["version"], other) is None
     # local_airflow then runs it as a process of its own, and it works.
-    done = run_airflow(
-        {**other, airflow_forkserver.ENV_FORKSERVER: server.socket},
-        "config",
-        "get-value",
-        "core",
-        "parallelism",
-    )
+    done = run_airflow({**other, airflow_forkserver.ENV_FORKSERVER: server.socket}, *PARALLELISM)
     assert done.stdout.strip().splitlines()[-1] == "3"
 
 
@@ -144,12 +142,7 @@ def test_a_command_another_configuration_starts_is_a_process_of_its_own(
     output = tmp_path / "out.log"
     assert airflow_forkserver.start(server.socket, ["version"], other, output) is None
     run = start_airflow(
-        {**other, airflow_forkserver.ENV_FORKSERVER: server.socket},
-        "config",
-        "get-value",
-        "core",
-        "parallelism",
-        output=output,
+        {**other, airflow_forkserver.ENV_FORKSERVER: server.socket}, *PARALLELISM, output=output
     )
     assert isinstance(run, subprocess.Popen)
     assert os.getpgid(run.pid) == run.pid
