@@ -85,7 +85,7 @@ class _Seen:
     #: Its CPU ticks at its last exec, and at the last read.
     base: int = 0
     ticks: int = 0
-    #: The test module it was started for ("" outside any test).
+    #: The test module it was started for, or that the program it became was ("" outside any test).
     module: str = ""
 
     def by_kind(self) -> dict[str, int]:
@@ -148,6 +148,9 @@ def watch(root: int, interval: float = INTERVAL) -> list[_Seen]:
                 process.before = process.by_kind()
                 process.base = process.ticks
                 process.name, process.kind = name, kind_of(_command(entry), name)
+                # The program it became may have been handed a test its starter did not have
+                # (`env PYTEST_CURRENT_TEST=... python ...`, first seen as `env`): the process is that test's.
+                process.module = _test_module(entry) or process.module
             process.ticks = ticks
             live.add(entry)
         tree = live

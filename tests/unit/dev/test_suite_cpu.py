@@ -74,3 +74,21 @@ def test_cpu_goes_to_the_test_module_in_the_environment_a_process_started_with(t
     assert set(modules) == {"tests/integration/test_a.py", "tests/integration/test_b.py", ""}, modules
     for module in modules:
         assert 0.4 <= modules[module]["cpu_s"] <= 1.5, modules
+
+
+def test_a_process_that_becomes_a_tests_program_is_that_tests(tmp_path: Path) -> None:
+    # Seen first as a shell with no test in its environment (it sleeps long enough to be read),
+    # then it execs `env PYTEST_CURRENT_TEST=... python`: its CPU is the test's.
+    burn = tmp_path / "burn.py"
+    burn.write_text("import time\nt = time.process_time()\nwhile time.process_time() - t < 0.6: pass\n")
+    outside = {k: v for k, v in os.environ.items() if k != "PYTEST_CURRENT_TEST"}
+    test_c = "PYTEST_CURRENT_TEST='tests/integration/test_c.py::test_z (call)'"
+    process = subprocess.Popen(
+        ["bash", "-c", f"sleep 0.5; exec env {test_c} {sys.executable} {burn}"], env=outside
+    )
+    modules = by_module(watch(process.pid, interval=0.05))
+    process.wait()
+    assert 0.4 <= modules["tests/integration/test_c.py"]["cpu_s"] <= 1.5, modules
+    # Outside any test: only its `sleep`, which spends nothing.
+    assert set(modules) <= {"tests/integration/test_c.py", ""}, modules
+    assert modules.get("", {"cpu_s": 0.0})["cpu_s"] < 0.2, modules
