@@ -332,7 +332,7 @@ class ServedRun:
     def _await_code(self) -> None:
         try:
             (code,) = _CODE.unpack(_receive(self._conn))
-        except (ConnectionError, OSError):
+        except OSError:  # ConnectionError among them: closed without a code, so killed
             code = -9
         finally:
             self._conn.close()
