@@ -17,6 +17,8 @@ from typing import Any
 
 import pytest
 
+from kafkalake.launch.submit import ENV_LAUNCHER_OPTS, LAUNCHER_JAVA_OPTIONS
+
 from .jvm_options import C1_ONLY, INTERPRETED, SERIAL_GC
 
 # Test traffic stays on loopback: Spark would otherwise bind the machine's external address.
@@ -24,6 +26,9 @@ os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
 # The tests' Spark JVMs: C1 only, the serial collector, and Spark's expressions interpreted
 # (.jvm_options says why).
 os.environ.setdefault("KAFKALAKE_DRIVER_JAVA_OPTIONS", f"{C1_ONLY} {SERIAL_GC} {INTERPRETED}")
+# spark-submit's launcher JVM as the jobs' (launch/submit): the in-process sessions and job hosts
+# start theirs through PySpark, from this environment.
+os.environ.setdefault(ENV_LAUNCHER_OPTS, LAUNCHER_JAVA_OPTIONS)
 
 from conftest import SHARED_BROKER_DIR
 

@@ -54,4 +54,4 @@ def topic_submission(
 def environment(catalog: Path, lake: Path, base: Mapping[str, str] | None = None) -> dict[str, str]:
     """``base`` (by default this process's environment) with what a job's process needs on top."""
     env = dict(os.environ if base is None else base)
-    return {**env, **job_environment(catalog, lake, env.get("PATH", ""))}
+    return {**env, **job_environment(catalog, lake, env.get("PATH", ""), env)}

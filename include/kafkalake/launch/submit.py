@@ -91,18 +91,31 @@ def spark_jars(topic: TopicConfig, *, extension: bool | None = None) -> list[Pat
     ]
 
 
-def job_environment(catalog: Path, lake: Path, path: str) -> dict[str, str]:
-    """What a job's process needs on top of its parent's environment.
+#: spark-submit's own JVM (Spark's launcher, ``SPARK_LAUNCHER_OPTS``): it builds the driver's command
+#: line and exits within a second, so Java's quick compiler and the serial collector are all it can
+#: use. 5 launches, CPU-s: 1.35 / 1.39 by default, 0.89 / 0.94 with these.
+LAUNCHER_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+ENV_LAUNCHER_OPTS = "SPARK_LAUNCHER_OPTS"
 
-    The catalog and lake it serves, and spark-submit and the driver's Python from the environment
-    this process runs in (``path``: the PATH to extend).
+
+def job_environment(
+    catalog: Path, lake: Path, path: str, inherited: Mapping[str, str] | None = None
+) -> dict[str, str]:
+    """What a job's process needs on top of its parent's environment (``inherited``, by default this
+    process's).
+
+    The catalog and lake it serves, spark-submit and the driver's Python from the environment
+    this process runs in (``path``: the PATH to extend), and the launcher's JVM options unless the
+    parent's environment has its own.
     """
+    parent = os.environ if inherited is None else inherited
     return {
         ENV_CATALOG: str(catalog),
         ENV_LAKE_ROOT: str(lake),
         "PATH": str(Path(sys.executable).parent) + os.pathsep + path,
         "PYSPARK_PYTHON": sys.executable,
         "PYSPARK_DRIVER_PYTHON": sys.executable,
+        ENV_LAUNCHER_OPTS: parent.get(ENV_LAUNCHER_OPTS) or LAUNCHER_JAVA_OPTIONS,
     }
 
 

@@ -127,6 +127,17 @@ def test_pyspark_call_site_capture_is_off_unless_a_topic_turns_it_on(tmp_path):
     assert topic_conf(topic, tmp_path)[key] == "true"
 
 
+def test_plan_descriptions_are_short_and_delta_caches_table_state_as_rows_unless_a_topic_says(tmp_path):
+    conf = base_conf(tmp_path)
+    assert conf["spark.sql.ui.explainMode"] == "simple"
+    level = "spark.databricks.delta.snapshotCache.storageLevel"
+    assert conf[level] == "MEMORY_AND_DISK"
+    topic = TopicConfig(
+        name="orders", freshness_sla=timedelta(hours=6), spark_conf=((level, "MEMORY_AND_DISK_SER"),)
+    )
+    assert topic_conf(topic, tmp_path)[level] == "MEMORY_AND_DISK_SER"
+
+
 def test_topic_without_spark_conf_gets_exactly_the_base(tmp_path):
     topic = TopicConfig(name="orders", freshness_sla=timedelta(hours=6))
     assert topic_conf(topic, tmp_path) == base_conf(tmp_path)

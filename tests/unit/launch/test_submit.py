@@ -125,7 +125,18 @@ def test_the_command_line_is_the_submission_rendered(lake, resolved_jars):
 def test_a_jobs_environment_extends_its_parents(lake):
     env = jobs.environment(CATALOG, lake, {"PATH": "/bin", "HOME": "/home/x"})
     assert env["HOME"] == "/home/x"
-    assert env == {"HOME": "/home/x", **submit.job_environment(CATALOG, lake, "/bin")}
+    assert env == {"HOME": "/home/x", **submit.job_environment(CATALOG, lake, "/bin", {"HOME": "/home/x"})}
+
+
+def test_spark_submits_launcher_gets_the_quick_compiler_unless_the_parent_chose_its_options(lake):
+    env = jobs.environment(CATALOG, lake, {"PATH": "/bin"})
+    assert (
+        env[submit.ENV_LAUNCHER_OPTS]
+        == submit.LAUNCHER_JAVA_OPTIONS
+        == "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+    )
+    own = jobs.environment(CATALOG, lake, {"PATH": "/bin", submit.ENV_LAUNCHER_OPTS: "-Xmx256m"})
+    assert own[submit.ENV_LAUNCHER_OPTS] == "-Xmx256m"
 
 
 def test_with_the_switch_off_the_job_gets_neither_the_extension_s_class_nor_its_jar(
