@@ -27,6 +27,7 @@ from kafkalake.dev.producer import Record
 from kafkalake.lake.registry import is_recorded, registry_dir
 from kafkalake.launch import jobs
 from kafkalake.launch.handover import ENV_CLIENT_CONFIG_FILE, ENV_KEEP_CLIENT_CONFIG_FILE
+from kafkalake.launch.spark_conf import ENV_DRIVER_JAVA_OPTIONS
 
 from .helpers import assert_exactly_once, read_rows, run_to_end
 
@@ -158,9 +159,16 @@ def test_table_care_killed_inside_optimize_and_inside_vacuum_then_run_again(topi
         assert data_files(table.location) == live, f"{table.kind}: VACUUM left unreferenced files"
 
 
-def test_registration_killed_between_two_tables_then_run_again(topic, catalog_file, lake, kafka):
+def test_registration_killed_between_two_tables_then_run_again(
+    topic, catalog_file, lake, kafka, tmp_path, monkeypatch
+):
     registry = registry_dir(lake)
     tables = topic_tables(topic)
+    # The runs' JVMs get a temp folder of their own, to see what Hive's session leaves there.
+    temp = tmp_path / "jvm-temp"
+    temp.mkdir()
+    options = os.environ.get(ENV_DRIVER_JAVA_OPTIONS, "")
+    monkeypatch.setenv(ENV_DRIVER_JAVA_OPTIONS, f"{options} -Djava.io.tmpdir={temp}")
     # The first CREATE TABLE passes, the second is killed: one table registered, three not.
     kill = {kill_points.ENV_KILL_AT: "register:before_create", kill_points.ENV_KILL_AFTER: "1"}
     assert run_job("register_table", catalog_file, lake, env=kill) in KILLED
@@ -168,4 +176,7 @@ def test_registration_killed_between_two_tables_then_run_again(topic, catalog_fi
 
     assert run_job("register_table", catalog_file, lake) == 0
     assert all(is_recorded(registry, t) for t in tables)
+    # One shared folder for Hive's downloads, not an empty `<session id>_resources` per run.
+    assert sorted(p.name for p in temp.glob("*_resources")) == []
+    assert (temp / "kafkalake-hive-resources").is_dir()
     assert_every_table_holds_each_offset_once(topic, kafka.bootstrap_servers)

@@ -220,6 +220,11 @@ def base_conf(
         # JVM CPU-s a batch.
         "spark.sql.ui.explainMode": "simple",
         "spark.databricks.delta.snapshotCache.storageLevel": "MEMORY_AND_DISK",
+        # A session with the metastore (registration, show_table) has Hive make a folder for the
+        # resources it would download (`ADD JAR` from a URL, which no job does), named by its
+        # session id in the temp folder, and never remove it: an empty `/tmp/<uuid>_resources`
+        # left behind by every such run. One folder, made again by each run, instead.
+        "spark.hadoop.hive.downloaded.resources.dir": "${java.io.tmpdir}/kafkalake-hive-resources",
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
         "spark.sql.warehouse.dir": str(lake_root / "_warehouse"),
