@@ -14,7 +14,9 @@ from pathlib import Path
 
 import pytest
 import sqlalchemy
+from airflow.dag_processing.dagbag import DagBag
 from airflow.sdk import BaseHook, Connection
+from airflow.sdk.definitions._internal.dag_parsing_context import _AIRFLOW_PARSING_CONTEXT_DAG_ID
 from airflow.sdk.definitions.timetables.simple import NullTimetable
 from airflow.sdk.exceptions import AirflowNotFoundException
 
@@ -189,3 +191,57 @@ def test_strict_entry_airflow_refuses_is_reported_with_file_topic_and_field(
     assert str(catalog) in error
     assert repr(topic) in error
     assert repr(field_name) in error
+
+
+# ---------------------------------------------------------------------------------------------
+# a task's process: Airflow's parsing context names the one DAG it runs
+
+
+def parse_for(monkeypatch: pytest.MonkeyPatch, dag_id: str) -> DagBag:
+    """The DAG file parsed as a task of ``dag_id`` parses it (Airflow's task runner and ``airflow
+    dags test`` set the parsing context around the parse)."""
+    monkeypatch.setenv(_AIRFLOW_PARSING_CONTEXT_DAG_ID, dag_id)
+    try:
+        return parse_dags()
+    finally:
+        monkeypatch.delenv(_AIRFLOW_PARSING_CONTEXT_DAG_ID)
+
+
+@pytest.mark.parametrize("which", ["topic", "replay"])
+def test_a_tasks_parse_builds_only_the_dag_it_runs(monkeypatch, tmp_path, which):
+    set_catalog(monkeypatch, FOUR_TOPICS, tmp_path / "lake", strict=True)
+    wanted = FOUR_DAG_IDS["payments"] if which == "topic" else REPLAY_DAG_ID
+    everything = parse_dags()
+
+    bag = parse_for(monkeypatch, wanted)
+
+    assert bag.import_errors == {}
+    assert list(bag.dag_ids) == [wanted]
+    # The same DAG as a whole parse builds: its tasks and their arguments.
+    alone, whole = bag.dags[wanted], everything.dags[wanted]
+    assert alone.task_ids == whole.task_ids
+    assert [t.application_args for t in alone.tasks if hasattr(t, "application_args")] == [
+        t.application_args for t in whole.tasks if hasattr(t, "application_args")
+    ]
+
+
+@pytest.mark.parametrize("dag_id", ["ingest_not_in_the_catalog", "kafkalake_catalog_errors"])
+def test_a_parse_for_a_dag_the_catalog_lacks_builds_them_all(monkeypatch, tmp_path, dag_id):
+    """An id the catalog does not make (the errors DAG, a topic since removed): every DAG, as the
+    DAG processor's parse has them, so Airflow finds what it would have found."""
+    set_catalog(monkeypatch, BROKEN_SLA, tmp_path, strict=False)
+
+    bag = parse_for(monkeypatch, dag_id)
+
+    everything = ["ingest_clicks", "ingest_orders", "kafkalake_catalog_errors", REPLAY_DAG_ID]
+    assert sorted(bag.dag_ids) == everything
+    assert "late-events" in bag.dags["kafkalake_catalog_errors"].doc_md
+
+
+def test_a_tasks_parse_in_a_broken_catalog_builds_its_dag_without_the_errors_dag(monkeypatch, tmp_path):
+    set_catalog(monkeypatch, BROKEN_SLA, tmp_path, strict=False)
+
+    bag = parse_for(monkeypatch, "ingest_orders")
+
+    assert bag.import_errors == {}
+    assert list(bag.dag_ids) == ["ingest_orders"]
