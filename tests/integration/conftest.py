@@ -35,6 +35,7 @@ from conftest import SHARED_BROKER_DIR
 from kafkalake.dev import job_host as hosting
 from kafkalake.dev import local_airflow
 from kafkalake.dev.broker import SMALL_LOAD_JAVA_OPTIONS, LocalKafka
+from kafkalake.dev.in_process import local_session
 from kafkalake.dev.s3_server import LocalS3
 from kafkalake.dev.schema_registry import LocalRegistry
 from kafkalake.kafka import schema_registry
@@ -244,8 +245,6 @@ def airflow_env(
 @pytest.fixture(scope="session")
 def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """One in-process SparkSession for the whole run, with the jobs' own settings and jars."""
-    from pyspark.sql import SparkSession
-
     from kafkalake.launch.jars import jar_files
     from kafkalake.launch.spark_conf import base_conf
 
@@ -261,11 +260,7 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     # Python UDFs (format: protobuf) in this venv's Python, as the jobs' PYSPARK_PYTHON has it
     # (the driver's SparkContext reads it when it starts, and names it to the workers).
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    builder = SparkSession.builder.master("local[2]").appName("kafkalake-tests")
-    for key, value in conf.items():
-        builder = builder.config(key, value)
-    session = builder.getOrCreate()
-    session.sparkContext.setLogLevel("WARN")
+    session = local_session("kafkalake-tests", conf)
     yield session
     session.stop()
 

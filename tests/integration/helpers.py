@@ -10,15 +10,13 @@ import subprocess
 import threading
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 from deltalake import DeltaTable
 
-from kafkalake.config.maintenance import MaintenanceConfig
-from kafkalake.config.parsed import ParsedConfig
 from kafkalake.config.topic import TopicConfig
+from kafkalake.dev.in_process import lake_topic as make_topic  # noqa: F401 (the tests' name for it)
 from kafkalake.dev.producer import Record, client_settings
 from kafkalake.kafka.offsets import end_offsets
 from kafkalake.lake.latest_order import newest_spots  # noqa: F401 (the tests' oracle)
@@ -135,26 +133,6 @@ def assert_contents(rows: list[dict[str, Any]], produced: dict[Spot, Record]) ->
         assert row["key"] == record.key, f"key at {spot}"
         assert row["value"] == record.value, f"value at {spot}"
         assert headers_of(row) == list(record.headers), f"headers at {spot}"
-
-
-def make_topic(
-    lake: Path,
-    name: str,
-    parsed: ParsedConfig,
-    max_offsets: int | None = None,
-    maintenance: MaintenanceConfig | None = None,
-) -> TopicConfig:
-    table = name.replace("-", "_")
-    return TopicConfig(
-        name=name,
-        freshness_sla=timedelta(hours=1),
-        table=table,
-        path=str(lake / "bronze" / table),
-        max_offsets_per_trigger=max_offsets,
-        parsed=parsed,
-        parsed_location=str(lake / "silver" / table),
-        maintenance=maintenance or MaintenanceConfig(),
-    )
 
 
 #: Spark's own defaults for compiling expressions and whole stages. The suite's Spark JVMs interpret

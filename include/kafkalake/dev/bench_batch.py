@@ -27,13 +27,12 @@ import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 from kafkalake.config.parsed import ParsedConfig
-from kafkalake.config.topic import TopicConfig
 from kafkalake.dev.broker import SMALL_LOAD_JAVA_OPTIONS, LocalKafka
+from kafkalake.dev.in_process import lake_topic, local_session
 from kafkalake.dev.process_tree import tree_cpu_s
 from kafkalake.dev.producer import Record, create_topic, produce
 from kafkalake.launch.jars import jar_files
@@ -81,18 +80,6 @@ def records(count: int) -> list[Record]:
     ]
 
 
-def topic_config(lake: Path, name: str) -> TopicConfig:
-    table = name.replace("-", "_")
-    return TopicConfig(
-        name=name,
-        freshness_sla=timedelta(hours=1),
-        table=table,
-        path=str(lake / "bronze" / table),
-        parsed=ParsedConfig(latest_by_key=True),
-        parsed_location=str(lake / "silver" / table),
-    )
-
-
 class JobCounter:
     """Spark jobs and their tasks since the last call, from the application's status store (a
     Spark-private API: None where it moved)."""
@@ -119,15 +106,8 @@ class JobCounter:
 
 
 def session(lake: Path, extra: dict[str, str]) -> Any:
-    from pyspark.sql import SparkSession
-
     conf = {**base_conf(lake), "spark.jars": ",".join(str(p) for p in jar_files("spark")), **extra}
-    builder = SparkSession.builder.master("local[2]").appName("kafkalake-bench-batch")
-    for key, value in conf.items():
-        builder = builder.config(key, value)
-    spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("WARN")
-    return spark
+    return local_session("kafkalake-bench-batch", conf)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -155,7 +135,8 @@ def main(argv: list[str] | None = None) -> int:
             create_topic(bootstrap, name, partitions=2)
             produce(bootstrap, name, records(args.records))
             cpu, started = tree_cpu_s(jvm), time.monotonic()
-            run = IngestRun(spark, topic_config(work / "lake", name), {"bootstrap.servers": bootstrap})
+            topic = lake_topic(work / "lake", name, ParsedConfig(latest_by_key=True))
+            run = IngestRun(spark, topic, {"bootstrap.servers": bootstrap})
             if (failure := run.land()) is not None:
                 raise SystemExit(f"run {i} failed: {failure}")
             jobs, tasks = counter.since()
