@@ -16,10 +16,10 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from importlib.metadata import version
 from pathlib import Path
 
 from kafkalake.core.paths import jars_dir
+from kafkalake.launch.installed import version
 from kafkalake.launch.jars import pyspark_jars_dir
 
 ENV_CLASS_ARCHIVE = "KAFKALAKE_CLASS_ARCHIVE"

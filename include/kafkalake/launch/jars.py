@@ -33,13 +33,13 @@ import sys
 import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from importlib.metadata import version
 from pathlib import Path
 from xml.sax.saxutils import quoteattr
 
 from kafkalake.core.errors import JarsMissingError
 from kafkalake.core.paths import jars_dir
 from kafkalake.launch import jvm_extension, registry_app
+from kafkalake.launch.installed import version
 
 log = logging.getLogger(__name__)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import zipfile
+from pathlib import Path
 
 import pytest
 
@@ -58,6 +59,27 @@ def test_a_changed_source_is_another_build(tmp_path, monkeypatch):
     first = jvm_extension.jar_path(tmp_path)
     (source / "A.scala").write_text("object A { val x = 1 }\n")
     assert jvm_extension.jar_path(tmp_path) != first
+
+
+def test_the_sources_are_read_again_only_when_one_changed(tmp_path, monkeypatch):
+    """The digest names the jar in every job's settings: the DAG factory asks for it for each Spark
+    task of each topic, so unchanged sources are not read and hashed again."""
+    source = tmp_path / "jvm"
+    source.mkdir()
+    (source / "A.scala").write_text("object A\n")
+    monkeypatch.setattr(jvm_extension, "SOURCE_DIR", source)
+    first = jvm_extension.digest()
+    reads = []
+    real = Path.read_bytes
+    monkeypatch.setattr(Path, "read_bytes", lambda self: reads.append(self.name) or real(self))
+
+    assert jvm_extension.digest() == first and reads == []
+
+    (source / "A.scala").write_text("object A { val x = 1 }\n")
+    changed = jvm_extension.digest()
+    assert changed != first and reads == ["A.scala"]
+    (source / "A.scala").write_text("object A\n")  # the same text again: the same digest
+    assert jvm_extension.digest() == first
 
 
 def test_a_source_that_does_not_compile_says_so_with_the_compiler_s_words(tmp_path, monkeypatch):
