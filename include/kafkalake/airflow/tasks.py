@@ -433,12 +433,22 @@ class KafkalakeSparkSubmitOperator(SparkSubmitOperator):  # type: ignore[misc]  
 class TopicSparkSubmitOperator(KafkalakeSparkSubmitOperator):
     """spark-submit of one of the project's jobs for the topic of its DAG."""
 
-    def __init__(self, *, topic: TopicConfig, job: str, lake_root: Path, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *,
+        topic: TopicConfig,
+        job: str,
+        lake_root: Path,
+        conf: Mapping[str, str] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        """``conf``: the topic's settings (:func:`topic_conf`), when the caller made them already (a
+        DAG's Spark tasks share them); made here otherwise."""
         super().__init__(
             job=job,
             lake_root=lake_root,
             application_args=submit.topic_args(topic.name),
-            conf=topic_conf(topic, lake_root),
+            conf=dict(conf) if conf is not None else topic_conf(topic, lake_root),
             name=submit.app_name(job, topic.name),
             **kwargs,
         )

@@ -18,6 +18,7 @@ from airflow.sdk.exceptions import AirflowException, AirflowNotFoundException
 
 from kafkalake.airflow.dag_factory import retry_policy
 from kafkalake.airflow.tasks import KafkalakeSparkSubmitOperator
+from kafkalake.config.catalog import load_catalog
 from kafkalake.core import run_metrics
 from kafkalake.core.errors import (
     BadConfigError,
@@ -31,6 +32,7 @@ from kafkalake.core.errors import (
 )
 from kafkalake.kafka import client_config as kafka_client
 from kafkalake.launch import handover, submit
+from kafkalake.launch.spark_conf import topic_conf
 
 from .dag_helpers import (
     CATALOGS,
@@ -244,3 +246,18 @@ def test_catalog_values_are_never_rendered_as_jinja(monkeypatch, tmp_path):
             task.render_template_fields(context={"conn": BaseHook, "var": {"value": {"secret": "s3"}}})
             assert task.conf["spark.app.label"] == "{{ conn.kafka_default.password }}", task.task_id
             assert "-Dlabel={{ var.value.secret }}" in task.conf["spark.driver.extraJavaOptions"]
+
+
+def test_each_spark_task_has_the_topics_settings_in_a_dict_of_its_own(monkeypatch, tmp_path):
+    """A DAG's Spark tasks share the topic's settings, made once for the DAG: each task's are the
+    whole of them, and a task that changes its own leaves the others' alone."""
+    set_catalog(monkeypatch, CATALOGS / "jinja_in_spark_conf.yaml", tmp_path / "lake", strict=True)
+    dag = parse_dags().dags["ingest_payments"]
+    topic = load_catalog(CATALOGS / "jinja_in_spark_conf.yaml", tmp_path / "lake").topic("payments")
+    spark_tasks = [t for t in dag.tasks if isinstance(t, KafkalakeSparkSubmitOperator)]
+    assert len(spark_tasks) >= 3
+
+    for task in spark_tasks:
+        assert task.conf == topic_conf(topic, tmp_path / "lake"), task.task_id
+    spark_tasks[0].conf["spark.app.label"] = "changed"
+    assert all(t.conf["spark.app.label"] == "{{ conn.kafka_default.password }}" for t in spark_tasks[1:])
