@@ -134,8 +134,8 @@ def main(argv: list[str] | None = None) -> int:
             name = f"bench-batch-{i}"
             create_topic(bootstrap, name, partitions=2)
             produce(bootstrap, name, records(args.records))
-            cpu, started = tree_cpu_s(jvm), time.monotonic()
             topic = lake_topic(work / "lake", name, ParsedConfig(latest_by_key=True))
+            cpu, started = tree_cpu_s(jvm), time.monotonic()
             run = IngestRun(spark, topic, {"bootstrap.servers": bootstrap})
             if (failure := run.land()) is not None:
                 raise SystemExit(f"run {i} failed: {failure}")
