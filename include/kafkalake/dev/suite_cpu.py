@@ -9,6 +9,10 @@ keeps its pid (spark-submit is a bash script that execs java): its kind is read 
 command name changes, and the CPU goes to the kind it had last. What a process spends after the
 last read before it ends (under half a second's worth) is not counted; the total printed beside
 the command's own (``resource``) says how much that was.
+
+It also reads the machine's busy time (/proc/stat) over the command, and each minute's: the cores
+busy on average. Near all of them busy all along, the suite's time is its work at the machine's
+speed, and only less work shortens it; minutes with idle cores are waits no other test filled.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ import re
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TypedDict
 
@@ -125,11 +129,60 @@ def _test_module(pid: int) -> str:
     return ""
 
 
-def watch(root: int, interval: float = INTERVAL) -> list[_Seen]:
-    """Every process below ``root`` (itself included) with the CPU it spent, read until ``root`` ends."""
+def busy_ticks(line: str) -> int:
+    """The busy CPU ticks of every core so far, from /proc/stat's ``cpu`` line: all but idle and I/O
+    wait. Guest time is inside user time already, so only the first eight fields count."""
+    fields = [int(f) for f in line.split()[1:9]]
+    return sum(fields) - fields[3] - fields[4]
+
+
+def _read_machine() -> str:
+    with open("/proc/stat") as stat:
+        return stat.readline()
+
+
+@dataclass
+class Machine:
+    """The machine's busy CPU between two reads of /proc/stat."""
+
+    seconds: float
+    cpu_s: float
+    #: Cores busy on average: cpu_s / seconds.
+    cores_busy: float
+
+
+def machine_between(first: tuple[float, str], last: tuple[float, str]) -> Machine:
+    """What the machine did between two (monotonic time, /proc/stat line) reads."""
+    (start, before), (end, after) = first, last
+    busy = busy_ticks(after) - busy_ticks(before)
+    seconds = max(end - start, 1e-9)
+    return Machine(round(end - start, 1), round(busy / _TICK, 1), round(busy / _TICK / seconds, 2))
+
+
+def per_minute(reads: list[tuple[float, str]], minute: float = 60.0) -> list[float]:
+    """Cores busy in each whole minute of ``reads`` (monotonic time, /proc/stat line), in order;
+    the last part-minute is left out."""
+    if not reads:
+        return []
+    busy: list[float] = []
+    start = reads[0]
+    for read in reads[1:]:
+        if read[0] - start[0] >= minute:
+            busy.append(machine_between(start, read).cores_busy)
+            start = read
+    return busy
+
+
+def watch(
+    root: int, interval: float = INTERVAL, machine: list[tuple[float, str]] | None = None
+) -> list[_Seen]:
+    """Every process below ``root`` (itself included) with the CPU it spent, read until ``root``
+    ends; ``machine`` gets a (monotonic time, /proc/stat line) read at each round."""
     seen: dict[tuple[int, str], _Seen] = {}
     tree = {root}
     while _stat(root) is not None:
+        if machine is not None:
+            machine.append((time.monotonic(), _read_machine()))
         live = {root}
         for entry in sorted(int(p) for p in os.listdir("/proc") if p.isdigit()):
             stat = _stat(entry)
@@ -205,18 +258,26 @@ def main(argv: list[str] | None = None) -> int:
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
         parser.error("give the command to run after --")
+    reads = [(time.monotonic(), _read_machine())]
     process = subprocess.Popen(command)
-    processes = watch(process.pid)
+    processes = watch(process.pid, machine=reads)
     code = process.wait()
+    reads.append((time.monotonic(), _read_machine()))
+    machine, minutes = machine_between(reads[0], reads[-1]), per_minute(reads)
     totals, modules = by_kind(processes), by_module(processes)
     counted = cpu_total(totals)
-    args.out.write_text(json.dumps({"kinds": totals, "modules": modules}, indent=1) + "\n")
+    whole = {"kinds": totals, "modules": modules, "machine": {**asdict(machine), "per_minute": minutes}}
+    args.out.write_text(json.dumps(whole, indent=1) + "\n")
     for kind, total in totals.items():
         print(f"{total['cpu_s']:9.1f} CPU-s  {int(total['processes']):5d}  {kind}")
     print("by test module:")
     for module, figures in modules.items():
         print(f"{figures['cpu_s']:9.1f} CPU-s  {module or '(outside any test)'}")
     print(f"{counted:9.1f} CPU-s counted of {children_cpu_s():.1f} the command's tree spent (exit {code})")
+    print(
+        f"machine: {machine.cpu_s:.1f} CPU-s busy in {machine.seconds:.0f} s, {machine.cores_busy:.2f} of "
+        f"{os.cpu_count()} cores on average; each minute: {' '.join(f'{m:.2f}' for m in minutes)}"
+    )
     return code
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from kafkalake.dev.suite_cpu import by_module, kind_of, sample, watch
+from kafkalake.dev.suite_cpu import busy_ticks, by_module, kind_of, machine_between, per_minute, sample, watch
 
 
 @pytest.mark.parametrize(
@@ -92,3 +92,34 @@ def test_a_process_that_becomes_a_tests_program_is_that_tests(tmp_path: Path) ->
     # Outside any test: only its `sleep`, which spends nothing.
     assert set(modules) <= {"tests/integration/test_c.py", ""}, modules
     assert modules.get("", {"cpu_s": 0.0})["cpu_s"] < 0.2, modules
+
+
+def stat_line(user: int, idle: int, iowait: int = 0, guest: int = 0) -> str:
+    # user nice system idle iowait irq softirq steal guest guest_nice
+    return f"cpu  {user} 0 10 {idle} {iowait} 0 5 0 {guest} 0\n"
+
+
+def test_the_machine_is_busy_with_all_but_idle_and_io_wait_and_guest_time_counts_once() -> None:
+    before, after = stat_line(1_000, 500), stat_line(1_000 + 150, 500 + 40, iowait=10, guest=100)
+    machine = machine_between((0.0, before), (2.0, after))
+    # 150 user ticks (the guest's 100 among them), nothing else busy: 1.5 CPU-s in 2 s.
+    assert (machine.seconds, machine.cpu_s, machine.cores_busy) == (2.0, 1.5, 0.75)
+    assert busy_ticks(after) - busy_ticks(before) == 150
+
+
+def test_each_whole_minute_gets_its_cores_busy_and_a_last_part_minute_none() -> None:
+    reads = [(0.0, stat_line(0, 0)), (30.0, stat_line(3_000, 0)), (60.0, stat_line(12_000, 0))]
+    reads += [(90.0, stat_line(12_000, 3_000)), (120.0, stat_line(12_600, 8_400))]
+    reads += [(150.0, stat_line(20_000, 0))]
+    assert per_minute(reads) == [2.0, 0.1]
+    assert per_minute(reads[:1]) == [] and per_minute([]) == []
+
+
+def test_a_watch_reads_the_machine_while_the_command_runs() -> None:
+    reads: list[tuple[float, str]] = []
+    process = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(0.5)"])
+    watch(process.pid, interval=0.05, machine=reads)
+    process.wait()
+    assert len(reads) >= 3 and all(line.startswith("cpu ") for _, line in reads)
+    assert [t for t, _ in reads] == sorted(t for t, _ in reads)
+    assert machine_between(reads[0], reads[-1]).cpu_s >= 0
