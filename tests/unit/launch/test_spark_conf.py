@@ -11,7 +11,7 @@ import pytest
 
 from kafkalake.config.topic import TopicConfig
 from kafkalake.core.errors import BadConfigError
-from kafkalake.core.paths import metastore_dir
+from kafkalake.core.paths import ENV_JARS_DIR, metastore_dir
 from kafkalake.launch import jvm_extension
 from kafkalake.launch.jvm_extension import ENV_JVM_EXTENSION, EXTENSION_CLASS
 from kafkalake.launch.spark_conf import (
@@ -100,7 +100,7 @@ def test_with_the_switch_off_only_delta_s_extension_is_loaded(tmp_path, monkeypa
     assert conf["spark.sql.catalog.spark_catalog"] == DELTA_SETTINGS["spark.sql.catalog.spark_catalog"]
     # Nothing else changes, but Hadoop's own local file system (the extension's is in its jars).
     assert not set(LOCAL_FS_SETTINGS) & set(conf)
-    assert {k: v for k, v in conf.items() if k != "spark.sql.extensions"} == {
+    assert {k: v for k, v in conf.items() if k not in ("spark.sql.extensions", DRIVER_CLASS_PATH)} == {
         k: v
         for k, v in base_conf(tmp_path, extension=True).items()
         if k != "spark.sql.extensions" and k not in LOCAL_FS_SETTINGS and k != DRIVER_CLASS_PATH
@@ -261,6 +261,21 @@ def test_a_topics_jvm_options_come_after_the_projects_and_keep_them(tmp_path):
     assert conf["spark.driver.extraJavaOptions"] == f"{base['spark.driver.extraJavaOptions']} {own}"
     assert conf["spark.driver.extraJavaOptions"].startswith(f"-Dderby.system.home={metastore_dir(tmp_path)}")
     assert conf["spark.executor.extraJavaOptions"] == f"{JVM_OPTIONS} {MACHINERY_JIT_OPTIONS} -Xss4m"
+
+
+def test_with_the_switch_off_the_class_path_still_begins_as_the_class_archive_s(tmp_path, monkeypatch):
+    """The class archive maps only into a JVM whose class path begins as its training run's (the
+    extension's file system jar first): off, the jar stays there when it is built, its classes
+    unnamed; never built, nothing names it (a missing entry would not match either)."""
+    monkeypatch.setenv(ENV_JARS_DIR, str(tmp_path / "jars"))
+    monkeypatch.setenv(ENV_JVM_EXTENSION, "off")
+    jar = jvm_extension.hadoop_jar_path()
+    assert DRIVER_CLASS_PATH not in base_conf(tmp_path)
+    jar.parent.mkdir(parents=True)
+    jar.write_bytes(b"PK")
+    conf = base_conf(tmp_path)
+    assert conf[DRIVER_CLASS_PATH] == str(jar) == base_conf(tmp_path, extension=True)[DRIVER_CLASS_PATH]
+    assert not set(LOCAL_FS_SETTINGS) & set(conf)  # Hadoop's own file system: no class of the jar
 
 
 def test_the_local_file_system_is_the_extensions_and_a_topics_class_path_comes_after_its_jar(tmp_path):
