@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
 import time
 from collections.abc import Iterator
 from dataclasses import replace
@@ -42,7 +41,7 @@ from kafkalake.launch import jobs
 from kafkalake.launch.handover import ENV_CLIENT_CONFIG_FILE, ENV_KEEP_CLIENT_CONFIG_FILE
 from kafkalake.spark.replay import replay
 
-from .helpers import read_rows, run_ingest, table_version
+from .helpers import read_rows, run_ingest, run_to_end, table_version
 
 pytestmark = [pytest.mark.integration, pytest.mark.cdc]
 
@@ -247,8 +246,9 @@ def change(postgres: LocalPostgres, kafka: LocalKafka, statements: str, records:
 
 
 def kill_before_current_commit(name: str, catalog: Path, lake: Path, kafka: LocalKafka, tmp: Path) -> None:
-    """A ``spark-submit`` of the entry's ingest job, as the DAG's task launches it, killed (SIGKILL)
-    in the run's second batch, between its parsed commit and its current-state MERGE."""
+    """The entry's ingest job, as the DAG's task launches it, killed (SIGKILL) in the run's second
+    batch, between its parsed commit and its current-state MERGE: on the worker's job host, which
+    goes on once the JVM holds nothing of it (helpers.run_to_end)."""
     settings = tmp / "kafka.json"
     settings.write_text(json.dumps({"bootstrap.servers": kafka.bootstrap_servers}))
     env = {
@@ -258,16 +258,8 @@ def kill_before_current_commit(name: str, catalog: Path, lake: Path, kafka: Loca
         kill_points.ENV_KILL_AT: "ingest:before_current_commit",
         kill_points.ENV_KILL_AFTER: "1",
     }
-    killed = subprocess.run(
-        jobs.command("ingest_topic", name, catalog=catalog, lake=lake, short_run=True),
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        timeout=600,
-        start_new_session=True,
-    )
-    assert killed.returncode in (-9, 137), killed.stdout[-3000:]
+    killed = run_to_end("ingest_topic", name, catalog=catalog, lake=lake, env=env, short_run=True)
+    assert killed.returncode in (-9, 137), killed.stdout[-3000:] + killed.stderr[-3000:]
 
 
 def test_a_dag_run_makes_the_current_state_table_the_source_table(

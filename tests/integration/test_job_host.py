@@ -1,11 +1,13 @@
 """The test suite's job host (dev/job_host) stands in for spark-submit: what it runs lands as a
 spark-submit's run would, what it cannot stand in for it refuses (the job then goes to spark-submit),
-and a job that dies under it ends it."""
+a job that kills itself at a named point leaves nothing behind in it, and a job whose task went
+away ends it."""
 
 from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import threading
 import time
@@ -15,6 +17,7 @@ import pytest
 
 from kafkalake.config.catalog import load_catalog
 from kafkalake.config.topic import TopicConfig
+from kafkalake.core import kill_points
 from kafkalake.dev import job_host as hosting
 from kafkalake.dev import producer
 from kafkalake.dev.broker import LocalKafka
@@ -30,6 +33,8 @@ pytestmark = pytest.mark.integration
 TOPIC = "it-hosted"
 SLEEPS = Path(__file__).resolve().parents[1] / "fixtures" / "jobs" / "sleeps.py"
 S3A_STATE = SLEEPS.with_name("s3a_state.py")
+KILLS_ITSELF = SLEEPS.with_name("kills_itself.py")
+JVM_STATE = SLEEPS.with_name("jvm_state.py")
 
 
 def ingest(
@@ -119,6 +124,23 @@ def test_what_the_host_cannot_stand_in_for_is_refused_by_reason(job_host: str, c
     )
     jars = Submission(SLEEPS, (), {}, (tmp_path / "hadoop-aws.jar",), {}, "sleeps")
     assert run_hosted(job_host, jars, {}, print) == f"the host lacks jar {tmp_path / 'hadoop-aws.jar'}"
+
+
+def test_a_job_killed_at_a_named_point_leaves_no_stream_job_or_cache_and_the_host_goes_on(
+    job_host: str, tmp_path
+):
+    """Killed (SIGKILL, by itself) inside its stream's second batch, which had cached its rows: the
+    host ends the stream and its Spark jobs, drops the cache, and takes the next job."""
+    killer = Submission(KILLS_ITSELF, (str(tmp_path / "checkpoint"),), {}, (), {}, "kills-itself")
+    kill = {kill_points.ENV_KILL_AT: "ingest:after_bronze_commit", kill_points.ENV_KILL_AFTER: "1"}
+    lines: list[str] = []
+    assert run_hosted(job_host, killer, kill, lines.append) == -signal.SIGKILL, "\n".join(lines[-40:])
+    assert (tmp_path / "checkpoint" / "commits" / "0").is_file()  # the first batch ended well
+    assert not (tmp_path / "checkpoint" / "commits" / "1").exists()  # the second was killed
+
+    said: list[str] = []
+    assert run_hosted(job_host, Submission(JVM_STATE, (), {}, (), {}, "jvm-state"), {}, said.append) == 0
+    assert {"streams 0", "cached 0", "running 0"} <= set(said), said[-20:]
 
 
 def test_a_task_that_goes_away_takes_its_job_and_the_host_with_it(tmp_path, lake: Path):

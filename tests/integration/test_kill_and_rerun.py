@@ -27,7 +27,7 @@ from kafkalake.launch import jobs, jvm_extension
 from kafkalake.launch.handover import ENV_CLIENT_CONFIG_FILE, ENV_KEEP_CLIENT_CONFIG_FILE
 from kafkalake.launch.spark_conf import DELTA_EXTENSION
 
-from .helpers import assert_exactly_once, newest_spots, read_rows, run_to_end
+from .helpers import assert_exactly_once, newest_spots, ran_on_job_host, read_rows, run_to_end
 
 pytestmark = pytest.mark.integration
 
@@ -185,8 +185,9 @@ def json_or_broken(i: int, run: int) -> bytes:
 def run_ingest_job(
     topic: TopicConfig, catalog: Path, lake: Path, settings: Path, kill_at: str | None
 ) -> subprocess.CompletedProcess[str]:
-    """The ingest job, built as the launch layer builds it for this process's environment; a run
-    that is not killed goes to the job host when it takes it (helpers.run_to_end)."""
+    """The ingest job, built as the launch layer builds it for this process's environment, on the
+    job host when it takes it (helpers.run_to_end): a run killed at a named point dies between its
+    calls into the JVM, and the host settles the JVM before the next run."""
     env = job_env(catalog, lake, settings)
     if kill_at is not None:
         # The second micro-batch of the run: the first one's commits are complete by then.
@@ -199,8 +200,11 @@ def test_sigkill_at_each_commit_point_then_rerun_every_table_holds_each_offset_o
 ):
     monkeypatch.delenv(jvm_extension.ENV_JVM_EXTENSION, raising=False)  # on, the default
     points = ["ingest:before_bronze_commit", "ingest:after_bronze_commit", "ingest:after_parsed_commits"]
-    logs = kill_at_points_then_rerun(KILL_TOPIC, points, catalog_file, lake, kafka, tmp_path)
-    assert all("kafkalake's JVM extension is on" in log for log in logs)
+    runs = kill_at_points_then_rerun(KILL_TOPIC, points, catalog_file, lake, kafka, tmp_path)
+    assert all("kafkalake's JVM extension is on" in run.stdout for run in runs)
+    # Each killed run on the worker's job host, and the host went on to the next: a job that kills
+    # itself leaves nothing in the JVM (dev/job_host settles it).
+    assert all(ran_on_job_host(run) for run in runs)
 
 
 def test_without_the_jvm_extension_a_kill_after_bronze_commit_then_rerun_holds_each_offset_once(
@@ -214,26 +218,28 @@ def test_without_the_jvm_extension_a_kill_after_bronze_commit_then_rerun_holds_e
     cmd = jobs.command("ingest_topic", KILL_TOPIC_OFF, catalog=catalog_file, lake=lake)
     assert not any(jvm_extension.is_extension_jar(Path(j)) for j in cmd[cmd.index("--jars") + 1].split(","))
     assert f"spark.sql.extensions={DELTA_EXTENSION}" in cmd
-    logs = kill_at_points_then_rerun(
+    runs = kill_at_points_then_rerun(
         KILL_TOPIC_OFF, ["ingest:after_bronze_commit"], catalog_file, lake, kafka, tmp_path
     )
-    # What the job's session loaded: Delta's extension alone.
-    for log in logs:
+    # What the job's session loaded: Delta's extension alone, in a JVM of its own (the job host's
+    # has kafkalake's: a static setting of the job differs, so spark-submit ran both).
+    for run in runs:
         off = "kafkalake's JVM extension is off: Spark's and Delta's public APIs only"
-        assert f"{off} (spark.sql.extensions={DELTA_EXTENSION})" in log, log[-3000:]
+        assert f"{off} (spark.sql.extensions={DELTA_EXTENSION})" in run.stdout, run.stdout[-3000:]
+        assert not ran_on_job_host(run)
 
 
 def kill_at_points_then_rerun(
     name: str, points: list[str], catalog_file: Path, lake: Path, kafka: LocalKafka, tmp_path: Path
 ) -> list[str]:
     """Runs killed at each of ``points`` in turn, then one to the end: every table holds each offset
-    once, and the latest table each key's last parsed record. The runs' logs."""
+    once, and the latest table each key's last parsed record. The runs."""
     topic = load_catalog(catalog_file, lake).topic(name)
     producer.create_topic(kafka.bootstrap_servers, name, partitions=2)
     settings = tmp_path / "kafka.json"
     settings.write_text(json.dumps({"bootstrap.servers": kafka.bootstrap_servers}))
     produced = 0
-    logs = []
+    runs = []
     for number, point in enumerate(points):
         # 600 new records a run: two micro-batches of 300, killed in the second (a rerun first
         # replays the batch the run before was killed in, then is killed in the next one).
@@ -246,11 +252,11 @@ def kill_at_points_then_rerun(
         producer.produce(kafka.bootstrap_servers, name, records)
         produced += len(records)
         killed = run_ingest_job(topic, catalog_file, lake, settings, point)
-        logs.append(killed.stdout)
+        runs.append(killed)
         code = killed.returncode
         assert code in (137, -signal.SIGKILL), f"the job was not killed at {point} (exit {code})"
     last = run_ingest_job(topic, catalog_file, lake, settings, None)
-    logs.append(last.stdout)
+    runs.append(last)
     assert last.returncode == 0, last.stdout[-3000:]
 
     rows = read_rows(Path(topic.path))  # delta-rs: every table must open outside Spark too
@@ -267,7 +273,7 @@ def kill_at_points_then_rerun(
         if (r["partition"], r["offset"]) in valid
     )
     assert {r["_kafka"]["key"]: (r["_kafka"]["partition"], r["_kafka"]["offset"]) for r in latest} == expected
-    return logs
+    return runs
 
 
 CONCURRENT_TOPIC = "it-concurrent"  # parsed, latest_by_key, max_offsets_per_trigger: 500

@@ -11,7 +11,6 @@ has deleted the start of the window.
 from __future__ import annotations
 
 import signal
-import subprocess
 from collections import Counter
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -35,7 +34,7 @@ from kafkalake.lake.checkpoint import read_checkpoint
 from kafkalake.launch import jobs
 from kafkalake.spark.reingest import reingest
 
-from .helpers import assert_exactly_once, kafka_spots, newest_spots, read_rows, run_ingest
+from .helpers import assert_exactly_once, kafka_spots, newest_spots, read_rows, run_ingest, run_to_end
 
 pytestmark = pytest.mark.integration
 
@@ -177,24 +176,25 @@ def test_a_reingest_killed_between_its_bronze_and_parsed_commits_is_safe_to_run_
     lost_parsed = delete_rows(topic.parsed_path, "_kafka.partition = 2 AND _kafka.offset < 25")
     lost_parsed += delete_rows(topic.dead_letter_path, "partition = 2 AND offset < 25")
     assert lost_parsed == 25
-    cmd = jobs.command(
-        "ingest_topic",
-        TOPIC,
-        catalog=catalog_file,
-        lake=lake,
-        extra_args=["--reingest-from", since.isoformat()],
-    )
     env = {**jobs.environment(catalog_file, lake), kill_points.ENV_KILL_AT: "ingest:after_bronze_commit"}
 
-    # The gap fill's bronze commit lands, then the job dies before the parsed side's.
+    # The gap fill's bronze commit lands, then the job dies before the parsed side's (on the
+    # worker's job host, which goes on once the JVM holds nothing of it: helpers.run_to_end).
     with run_job.kafka_settings(kafka.bootstrap_servers, env) as e:
-        killed = subprocess.run(cmd, env=e, capture_output=True, text=True, timeout=600)
+        killed = run_to_end(
+            "ingest_topic",
+            TOPIC,
+            catalog=catalog_file,
+            lake=lake,
+            env=e,
+            extra_args=["--reingest-from", since.isoformat()],
+        )
     assert killed.returncode in (137, -signal.SIGKILL), killed.stdout[-3000:] + killed.stderr[-3000:]
     bronze = spots_of(read_rows(Path(topic.path)))
     assert set(bronze) == expected and max(bronze.values()) == 1  # bronze filled, once
 
     # The run again in the session: the job's own re-ingest (jobs/ingest_topic.py calls it) on what
-    # the killed job left. The kill is what needs a spark-submit of its own; its rerun does not.
+    # the killed job left.
     again = reingest(spark, topic, {"bootstrap.servers": kafka.bootstrap_servers}, since)
     assert (again.bronze_rows, again.parsed_rows) == (0, lost_parsed)
     assert_tables_agree(topic, expected)  # the parsed side filled on the rerun, nothing twice

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import signal
-import subprocess
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -29,7 +28,7 @@ from kafkalake.lake.schema_history import SchemaHistory
 from kafkalake.launch import jobs
 from kafkalake.spark.replay import Selection, replay
 
-from .helpers import assert_exactly_once, make_topic, read_rows, table_version
+from .helpers import assert_exactly_once, make_topic, read_rows, run_to_end, table_version
 from .helpers import run_ingest as run
 
 pytestmark = pytest.mark.integration
@@ -206,24 +205,24 @@ def test_a_replay_killed_between_its_commits_completes_when_run_again(
     )
     assert "big_enough" in fixed.read_text()
     version = table_version(Path(topic.path))
-    cmd = jobs.command(
-        "replay_topic", topic.name, catalog=fixed, lake=lake, extra_args=["--as-of-version", str(version)]
-    )
     env = jobs.environment(fixed, lake)
 
-    killed = subprocess.run(
-        cmd,
+    # On the worker's job host, which goes on once the JVM holds nothing of it (helpers.run_to_end).
+    killed = run_to_end(
+        "replay_topic",
+        topic.name,
+        catalog=fixed,
+        lake=lake,
         env={**env, kill_points.ENV_KILL_AT: "replay:after_parsed_commit"},
-        capture_output=True,
-        timeout=600,
+        extra_args=["--as-of-version", str(version)],
     )
-    assert killed.returncode in (137, -signal.SIGKILL), killed.stderr[-3000:]
+    assert killed.returncode in (137, -signal.SIGKILL), killed.stdout[-3000:] + killed.stderr[-3000:]
     spots = {(r["_kafka"]["partition"], r["_kafka"]["offset"]) for r in read_rows(Path(topic.parsed_path))}
     dead_spots = {(r["partition"], r["offset"]) for r in read_rows(Path(topic.dead_letter_path))}
     assert len(spots) + len(dead_spots) < 40  # the kill left the window half replayed
 
     # The run again in the session: the job's own replay (jobs/replay_topic.py calls it) on what
-    # the killed job left. The kill is what needs a spark-submit of its own; its rerun does not.
+    # the killed job left.
     again = replay(spark, load_catalog(fixed, lake).topic(topic.name), Selection(as_of_version=version))
     assert again.bronze_version == version
     parsed = by_spot(read_rows(Path(topic.parsed_path)))

@@ -13,9 +13,14 @@ environment, module state, exit code) as under spark-submit, on the host's JVM: 
 settings applied, its output and the JVM's sent back to the task while it runs. The host refuses a
 job (which then goes to spark-submit) while one runs, when the job needs a jar it lacks, or when a
 static setting differs from its JVM's. Before each job the JVM forgets the object stores the jobs
-before it reached (their S3A settings and cached file systems). A child that dies of a signal, or
-a task that goes away mid-job, ends the host: a stream it started may still run in the JVM, and the
-next job must not meet it.
+before it reached (their S3A settings and cached file systems).
+
+A job that kills itself (a kill point, :mod:`kafkalake.core.kill_points`) dies between its own
+calls into the JVM, so no call of it is half done there: the host waits until the streams it
+started have ended (each fails at its next call back into the dead Python), cancels its Spark jobs
+and drops what it cached, then goes on. When they do not end in time, or the task went away
+mid-job (its child was killed from outside, perhaps in the middle of a JVM call that then runs to
+its end), the host stops: the next job must not meet what is left.
 """
 
 from __future__ import annotations
@@ -68,6 +73,10 @@ SESSION_HADOOP_SETTINGS = frozenset({"spark.sql.streaming.checkpointFileManagerC
 S3A_PREFIX = "fs.s3a."
 #: Written to the output pipe after a child ended: every line before it is the job's.
 _END = b"\x00kafkalake-job-host-end\n"
+#: How Spark names a streaming query's thread (StreamExecution.queryExecutionThread).
+STREAM_THREAD = "stream execution thread for"
+#: How long the streams of a job that killed itself may take to end before the host gives up.
+SETTLE_SECONDS = 60.0
 
 
 def plan(
@@ -145,10 +154,12 @@ class Child:
         self.fd = os.pidfd_open(pid)
         self.lock = threading.Lock()
         self.done = False
+        self.killed = False  # by the host, for a task that went away
 
     def kill(self) -> None:
         with self.lock:
             if not self.done:
+                self.killed = True
                 signal.pidfd_send_signal(self.fd, signal.SIGKILL)
 
     def reaped(self) -> None:
@@ -216,9 +227,39 @@ class Host:
         code = os.waitstatus_to_exitcode(status)
         child.reaped()
         if code < 0:
-            log.warning("job %s died of signal %d: the host stops", wanted["application"], -code)
-            self.stop()
+            job = wanted["application"]
+            left = "its task went away" if child.killed else self.jvm_calls.submit(self._settle).result()
+            if left:
+                log.warning("job %s died of signal %d (%s): the host stops", job, -code, left)
+                self.stop()
+            else:
+                log.info("job %s died of signal %d; its streams and Spark jobs ended", job, -code)
         return f"{EXIT}{code}\n".encode()
+
+    def _settle(self, timeout: float = SETTLE_SECONDS) -> str | None:
+        """After a job died by its own signal: None once the JVM holds nothing of it (no stream, no
+        running Spark job, nothing cached), else what is left when ``timeout`` ran out."""
+        context = self.spark.sparkContext
+        jvm = context._jvm
+        assert jvm is not None
+        deadline = time.monotonic() + timeout
+        while True:
+            context.cancelAllJobs()
+            streams = [
+                name
+                for thread in jvm.java.lang.Thread.getAllStackTraces().keySet()
+                if (name := str(thread.getName())).startswith(STREAM_THREAD)
+            ]
+            running = list(context.statusTracker().getActiveJobsIds())
+            if not streams and not running:
+                break
+            if time.monotonic() > deadline:
+                return f"after {timeout:.0f} s: streams {streams}, Spark jobs {running}"
+            time.sleep(0.2)
+        self.spark.catalog.clearCache()
+        for rdd in context._jsc.getPersistentRDDs().values():
+            rdd.unpersist()
+        return None
 
     def _watch(self, conn: socket.socket, child: Child) -> None:
         """A task that goes away mid-job (killed, timed out) takes its job with it, as a killed

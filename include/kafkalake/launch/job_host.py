@@ -21,7 +21,7 @@ import socket
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from kafkalake.core.kill_points import ENV_KILL_AT
+from kafkalake.core.kill_points import ENV_KILL_AT, ENV_KILL_SIGNAL
 from kafkalake.launch.submit import Submission
 
 #: The job host's Unix socket; unset (production): every job goes to spark-submit.
@@ -47,8 +47,10 @@ def why_not_hosted(submission: Submission, master: str, *, env: Mapping[str, str
     job's environment as the task would hand it to spark-submit (:func:`project_variables` of its
     own, then the submission's).
 
-    A job a test kills at a named point needs a process of its own to kill; a cluster's master or
-    secret is not the host's ``local[*]``. (A job on an object store is hosted: the host resets
+    A job a test freezes at a named point (``KAFKALAKE_KILL_SIGNAL=SIGSTOP``) needs a process of its
+    own, which the test wakes; a cluster's master or secret is not the host's ``local[*]``. (A job
+    that kills itself at a named point is hosted: it dies between its calls into the JVM, and the
+    host settles the JVM before the next job. A job on an object store is hosted: the host resets
     the JVM's S3A settings and file systems before each job.)
     """
     job = submission.application.stem
@@ -58,8 +60,8 @@ def why_not_hosted(submission: Submission, master: str, *, env: Mapping[str, str
         return f"master {master} is not local"
     if submission.properties_file is not None:
         return "the cluster authenticates"
-    if env.get(ENV_KILL_AT):
-        return f"{ENV_KILL_AT} is set"
+    if env.get(ENV_KILL_AT) and env.get(ENV_KILL_SIGNAL, "SIGKILL") != "SIGKILL":
+        return f"{ENV_KILL_SIGNAL}={env[ENV_KILL_SIGNAL]} freezes the job: it needs a process of its own"
     return None
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from kafkalake.core.kill_points import ENV_KILL_AT
+from kafkalake.core.kill_points import ENV_KILL_AT, ENV_KILL_SIGNAL
 from kafkalake.launch import job_host
 from kafkalake.launch.submit import Submission
 
@@ -39,11 +39,24 @@ def test_a_local_job_of_the_hosted_kinds_is_offered(job):
         (built("show_table"), "local[*]", {}, "show_table is not run by a job host"),
         (built(), "spark://10.0.0.5:7077", {}, "master spark://10.0.0.5:7077 is not local"),
         (built(properties_file=Path("/tmp/auth.conf")), "local[*]", {}, "the cluster authenticates"),
-        (built(), "local[*]", {ENV_KILL_AT: "after-commit"}, f"{ENV_KILL_AT} is set"),
+        (
+            built(),
+            "local[*]",
+            {ENV_KILL_AT: "ingest:after_bronze_commit", ENV_KILL_SIGNAL: "SIGSTOP"},
+            f"{ENV_KILL_SIGNAL}=SIGSTOP freezes the job: it needs a process of its own",
+        ),
     ],
 )
 def test_jobs_a_host_cannot_stand_in_for_go_to_spark_submit(submission, master, env, reason):
     assert job_host.why_not_hosted(submission, master, env=env) == reason
+
+
+@pytest.mark.parametrize(
+    "kill", [{ENV_KILL_AT: "ingest:after_bronze_commit"}, {ENV_KILL_AT: "x", ENV_KILL_SIGNAL: "SIGKILL"}]
+)
+def test_a_job_that_kills_itself_at_a_named_point_is_offered(kill):
+    """It dies between its calls into the JVM; the host settles the JVM before the next job."""
+    assert job_host.why_not_hosted(built(), "local[*]", env=kill) is None
 
 
 def test_only_kafkalake_variables_are_taken_from_the_task():
