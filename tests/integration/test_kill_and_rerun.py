@@ -231,7 +231,7 @@ def test_without_the_jvm_extension_a_kill_after_bronze_commit_then_rerun_holds_e
 
 def kill_at_points_then_rerun(
     name: str, points: list[str], catalog_file: Path, lake: Path, kafka: LocalKafka, tmp_path: Path
-) -> list[str]:
+) -> list[subprocess.CompletedProcess[str]]:
     """Runs killed at each of ``points`` in turn, then one to the end: every table holds each offset
     once, and the latest table each key's last parsed record. The runs."""
     topic = load_catalog(catalog_file, lake).topic(name)
